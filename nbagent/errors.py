@@ -1,0 +1,48 @@
+"""Every error nbagent raises on purpose, each with a message that says what to do."""
+
+from __future__ import annotations
+
+
+class NbagentError(Exception):
+    """Base class of nbagent's own errors."""
+
+
+class LogError(NbagentError):
+    """A session log cannot be used as it is."""
+
+
+class LogCorruptError(LogError):
+    """A log has damage before its last line, or a gap in its sequence."""
+
+    def __init__(self, path: str, line: int, offset: int, reason: str, kept: str | None = None) -> None:
+        self.path, self.line, self.offset, self.reason, self.kept = path, line, offset, reason, kept
+        where = f"{path}, line {line} (byte offset {offset})"
+        copy = f" A copy of the damaged file was kept at {kept}." if kept else ""
+        super().__init__(
+            f"The session log {where} is damaged: {reason}. Nothing was deleted.{copy} "
+            "Run `nbagent verify` on it for a full report; to start over, open a new session."
+        )
+
+
+class LogVersionError(LogError):
+    """A log was written by a newer nbagent whose schema this one does not know."""
+
+
+class LogLockedError(LogError):
+    """Another process (or another open Session) is writing this log."""
+
+
+class LogWriteError(LogError):
+    """A write or fsync failed; the log refuses further writes until it is reopened."""
+
+
+class ModelError(NbagentError):
+    """The model call failed after the SDK's own retries."""
+
+    def __init__(self, message: str, *, status: int | None = None, kind: str = "api_error", retryable: bool = False) -> None:
+        super().__init__(message)
+        self.status, self.kind, self.retryable = status, kind, retryable
+
+
+class Interrupted(KeyboardInterrupt):
+    """The run was interrupted; the interruption is in the log and the session can continue."""

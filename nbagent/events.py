@@ -1,0 +1,129 @@
+"""The event record: schema version, line encoding with a checksum, redaction of secrets.
+
+A log line is one JSON object whose first keys are always ``v`` and ``seq`` and
+whose last key is ``crc``, the CRC-32 of the line without that key.  Lines are
+pure ASCII (non-ASCII text is escaped), so a stray byte anywhere is damage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+import zlib
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+Event = dict[str, Any]
+
+# Event types.  Payload keys are documented in docs/log-format.md.
+SESSION_START = "session_start"
+USER_MSG = "user_msg"
+MODEL_CALL = "model_call"
+DELTA = "delta"
+ASSISTANT_MSG = "assistant_msg"
+MODEL_ERROR = "model_error"
+APPROVAL = "approval"
+TOOL_STARTED = "tool_started"
+TOOL_RESULT = "tool_result"
+INTERRUPTED = "interrupted"
+NOTE = "note"
+
+EVENT_TYPES = frozenset(
+    {SESSION_START, USER_MSG, MODEL_CALL, DELTA, ASSISTANT_MSG, MODEL_ERROR, APPROVAL, TOOL_STARTED, TOOL_RESULT, INTERRUPTED, NOTE}
+)
+
+# Under fsync="turn" these are fsynced before append() returns; so is a
+# tool_started whose effect is not "read".  Deltas and model_call never are.
+DURABLE_TYPES = frozenset({SESSION_START, USER_MSG, ASSISTANT_MSG, MODEL_ERROR, APPROVAL, TOOL_RESULT, INTERRUPTED, NOTE})
+
+
+def is_durable(event_type: str, payload: dict[str, Any]) -> bool:
+    """Whether an event must reach the disk before the engine acts on it."""
+    if event_type == TOOL_STARTED:
+        return payload.get("effect") != "read"
+    return event_type in DURABLE_TYPES
+
+
+_CRC_SUFFIX_LEN = len(',"crc":"00000000"}')
+_KEY_SHAPES = re.compile(
+    r"sk-ant-[A-Za-z0-9_\-]{16,}"  # Anthropic
+    r"|sk-(?:proj-)?[A-Za-z0-9_\-]{32,}"  # OpenAI-style
+    r"|AKIA[0-9A-Z]{16}"  # AWS access key id
+    r"|gh[pousr]_[A-Za-z0-9]{30,}"  # GitHub
+    r"|xox[abpr]-[A-Za-z0-9\-]{20,}"  # Slack
+)
+REDACTED = "[REDACTED]"
+
+
+def _secret_pattern() -> re.Pattern[str]:
+    secret = os.environ.get("ANTHROPIC_API_KEY", "")
+    if len(secret) < 8:
+        return _KEY_SHAPES
+    escaped = json.dumps(secret, ensure_ascii=True)[1:-1]
+    return re.compile(re.escape(escaped) + "|" + _KEY_SHAPES.pattern)
+
+
+def encode(event: Event) -> tuple[bytes, Event]:
+    """Serialize an event to one checksummed line; return it with the event as it will read back.
+
+    Strings shaped like API keys are replaced by ``[REDACTED]`` before anything is written.
+    """
+    body = json.dumps(event, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+    pattern = _secret_pattern()
+    if pattern.search(body):
+        body = pattern.sub(REDACTED, body)
+        event = json.loads(body)
+    raw = body.encode("ascii")
+    crc = b"%08x" % zlib.crc32(raw)
+    event["crc"] = crc.decode()
+    return raw[:-1] + b',"crc":"' + crc + b'"}\n', event
+
+
+class BadLine(ValueError):
+    """One log line failed its checks; ``reason`` says which."""
+
+
+def decode(line: bytes) -> Event:
+    """Parse and check one log line (without its newline)."""
+    if len(line) <= _CRC_SUFFIX_LEN or not line.endswith(b'"}'):
+        raise BadLine("line is cut short or has no checksum")
+    suffix = line[-_CRC_SUFFIX_LEN:]
+    if not suffix.startswith(b',"crc":"'):
+        raise BadLine("line has no checksum")
+    body = line[:-_CRC_SUFFIX_LEN] + b"}"
+    try:
+        stored = int(suffix[8:16], 16)
+    except ValueError:
+        raise BadLine("checksum is not hexadecimal") from None
+    if zlib.crc32(body) != stored:
+        raise BadLine("checksum mismatch (the line was altered or torn)")
+    try:
+        event = json.loads(body)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BadLine(f"not valid JSON ({exc})") from None
+    if not isinstance(event, dict) or not isinstance(event.get("seq"), int) or "type" not in event:
+        raise BadLine("not an event record")
+    event["crc"] = suffix[8:16].decode()
+    return event
+
+
+def line_seq(line: bytes) -> int | None:
+    """Read ``seq`` from a line's fixed prefix without parsing it (for fast skipping)."""
+    start = line.find(b'"seq":')
+    if start < 0 or start > 16:
+        return None
+    end = line.find(b",", start)
+    try:
+        return int(line[start + 6 : end])
+    except ValueError:
+        return None
+
+
+def make(seq: int, event_type: str, payload: dict[str, Any]) -> Event:
+    """Build an event with the standard header keys first."""
+    if event_type not in EVENT_TYPES:
+        raise ValueError(f"unknown event type {event_type!r}")
+    return {"v": SCHEMA_VERSION, "seq": seq, "ts": round(time.time(), 6), "type": event_type, **payload}

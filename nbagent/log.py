@@ -1,0 +1,240 @@
+"""The append-only event log on disk: one writer, checksummed lines, an fsync policy, tail repair."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import filelock
+
+from . import events as ev
+from .errors import LogCorruptError, LogLockedError, LogVersionError, LogWriteError
+
+FsyncPolicy = Literal["always", "turn", "never"]
+FSYNC_POLICIES: tuple[str, ...] = ("always", "turn", "never")
+
+
+@dataclass
+class Scan:
+    """What reading a stretch of log found: the good events, where they end, and any torn tail."""
+
+    events: list[ev.Event]
+    end: int
+    last_start: int = 0
+    torn: bytes = b""
+    torn_reason: str = ""
+
+
+@dataclass(frozen=True)
+class Repair:
+    """A torn tail that opening the log cut off and kept aside."""
+
+    offset: int
+    length: int
+    kept: Path
+    reason: str
+
+
+def _later_line_is_valid(data: bytes, pos: int) -> bool:
+    """Whether any whole line starting at ``pos`` or later passes its checks."""
+    while True:
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            return False
+        try:
+            ev.decode(data[pos:nl])
+            return True
+        except ev.BadLine:
+            pos = nl + 1
+
+
+def scan(data: bytes, *, path: str, first_seq: int = 1, base_offset: int = 0) -> Scan:
+    """Check log bytes line by line (``data`` starts at ``base_offset`` in the file, at event ``first_seq``).
+
+    Damage that nothing valid follows is a torn tail (returned, not raised): a
+    crash can only tear what was being written last.  Damage followed by a
+    valid line, a gap in ``seq`` or a newer schema raise.
+    """
+    found: list[ev.Event] = []
+    pos, last_start, expected = 0, 0, first_seq  # one event per line, so line number == expected seq
+    size = len(data)
+    while pos < size:
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            return Scan(found, pos, last_start, data[pos:], "the last line has no newline (a write was cut short)")
+        try:
+            event = ev.decode(data[pos:nl])
+        except ev.BadLine as bad:
+            if not _later_line_is_valid(data, nl + 1):
+                return Scan(found, pos, last_start, data[pos:], f"the last line is torn: {bad}")
+            raise LogCorruptError(path, expected, base_offset + pos, str(bad)) from None
+        version = event.get("v")
+        if not isinstance(version, int) or version > ev.SCHEMA_VERSION:
+            raise LogVersionError(
+                f"{path} line {expected} uses log schema v{version}, but this nbagent reads up to "
+                f"v{ev.SCHEMA_VERSION}. Upgrade nbagent (pip install -U nbagent) to open it; the file was not changed."
+            )
+        if event["seq"] != expected:
+            raise LogCorruptError(path, expected, base_offset + pos, f"expected seq {expected} but found seq {event['seq']}")
+        found.append(event)
+        last_start, pos, expected = pos, nl + 1, expected + 1
+    return Scan(found, pos, last_start)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class EventLog:
+    """The one writer of a log file: holds its lock and an open handle, appends lines, fsyncs by policy."""
+
+    def __init__(self, path: str | os.PathLike[str], *, fsync: FsyncPolicy = "turn") -> None:
+        if fsync not in FSYNC_POLICIES:
+            raise ValueError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}; got {fsync!r}")
+        self.path = Path(path)
+        self.fsync_policy = fsync
+        self.repair: Repair | None = None
+        self._failed: BaseException | None = None
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._lock = filelock.FileLock(str(self.path) + ".lock", mode=0o600, timeout=0)
+        try:
+            self._lock.acquire()
+        except filelock.Timeout:
+            raise LogLockedError(
+                f"{self.path} is open for writing in another process or session (a second kernel on this "
+                "notebook?). Close that session or stop that kernel, or open a new session here."
+            ) from None
+        try:
+            created = not self.path.exists()
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+            if created:
+                _fsync_dir(self.path.parent)
+            self.size = os.fstat(self._fd).st_size
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def fileno(self) -> int:
+        """The open file descriptor."""
+        return self._fd
+
+    def read(self, start: int = 0, stop: int | None = None) -> bytes:
+        """Bytes of the file from ``start`` to ``stop`` (default: the end)."""
+        stop = self.size if stop is None else stop
+        chunks, pos = [], start
+        while pos < stop:
+            chunk = os.pread(self._fd, min(stop - pos, 1 << 24), pos)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            pos += len(chunk)
+        return b"".join(chunks)
+
+    def recover(self, start: int = 0, first_seq: int = 1) -> Scan:
+        """Check the log from ``start``, cut off and keep aside a torn tail; offsets in the result are absolute."""
+        result = scan(self.read(start), path=str(self.path), first_seq=first_seq, base_offset=start)
+        if result.torn:
+            offset = start + result.end
+            kept = self.path.with_name(f"{self.path.name}.torn-{offset}")
+            with open(os.open(kept, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as side:
+                side.write(result.torn)
+                side.flush()
+                os.fsync(side.fileno())
+            os.ftruncate(self._fd, offset)
+            os.fsync(self._fd)
+            _fsync_dir(self.path.parent)
+            self.size = offset
+            self.repair = Repair(offset, len(result.torn), kept, result.torn_reason)
+        result.end += start
+        result.last_start += start
+        return result
+
+    def append(self, line: bytes, *, durable: bool) -> None:
+        """Write one encoded line; fsync it if the policy says this event must be durable."""
+        if self._failed is not None:
+            raise LogWriteError(
+                f"{self.path} refused a write because an earlier write or fsync failed ({self._failed}). "
+                "Close and reopen the session: opening checks the log and cuts any partial line."
+            )
+        try:
+            view = memoryview(line)
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+            self.size += len(line)
+            if self.fsync_policy == "always" or (durable and self.fsync_policy == "turn"):
+                os.fsync(self._fd)
+        except OSError as exc:
+            self._failed = exc
+            raise LogWriteError(f"writing {self.path} failed: {exc}. The log now refuses writes; reopen the session.") from exc
+
+    def sync(self) -> None:
+        """Force everything written so far to disk."""
+        if self._failed is None and self.fsync_policy != "never":
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        """Sync, close the handle and release the lock."""
+        if self._fd < 0:
+            return
+        try:
+            self.sync()
+        finally:
+            os.close(self._fd)
+            self._fd = -1
+            self._lock.release()
+
+
+def iter_events(data: bytes, *, path: str, since: int = 0) -> Iterator[ev.Event]:
+    """Events with ``seq > since`` from log bytes; stops quietly at a torn or unfinished tail."""
+    pos, size, line_no = 0, len(data), 1
+    while pos < size:
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            return
+        line = data[pos:nl]
+        seq = ev.line_seq(line)
+        if seq is None or seq > since:
+            try:
+                yield ev.decode(line)
+            except ev.BadLine as bad:
+                if _later_line_is_valid(data, nl + 1):
+                    raise LogCorruptError(path, line_no, pos, str(bad)) from None
+                return
+        pos, line_no = nl + 1, line_no + 1
+
+
+def read_events(path: str | os.PathLike[str], since: int = 0) -> Iterator[ev.Event]:
+    """Read a log without locking it (another process may be writing it)."""
+    data = Path(path).read_bytes()
+    yield from iter_events(data, path=str(path), since=since)
+
+
+def follow(path: str | os.PathLike[str], since: int = 0, *, poll: float = 0.1, idle_timeout: float | None = None) -> Iterator[ev.Event]:
+    """Yield events with ``seq > since`` as another process appends them (like ``tail -f``)."""
+    offset, buffer, last_new = 0, b"", time.monotonic()
+    with open(path, "rb") as handle:
+        while True:
+            handle.seek(offset)
+            chunk = handle.read()
+            if chunk:
+                offset += len(chunk)
+                buffer += chunk
+                whole, _, buffer = buffer.rpartition(b"\n")
+                if whole:
+                    for event in iter_events(whole + b"\n", path=str(path), since=since):
+                        since = event["seq"]
+                        last_new = time.monotonic()
+                        yield event
+            elif idle_timeout is not None and time.monotonic() - last_new > idle_timeout:
+                return
+            else:
+                time.sleep(poll)

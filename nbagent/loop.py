@@ -1,0 +1,188 @@
+"""The agent loop: read the frontier of the log, do the one thing it calls for, log it, repeat.
+
+Everything behind the frontier is recorded fact and is reused as it is; only
+the frontier runs.  Resuming after a crash and starting a new turn are the
+same loop.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import anthropic
+
+from . import approval as approvals
+from . import events as ev
+from .errors import Interrupted, ModelError, NbagentError
+from .model import DEFAULT_MODEL, AnthropicModel, Model, ModelRequest
+from .session import Session
+from .tools import Tool, Toolbox, idempotency_key
+
+UNKNOWN_OUTCOME = "This call was interrupted while it was running, so its outcome is unknown; it was not repeated."
+
+
+class Agent:
+    """One run's configuration: the session, its tools, the model, the approval policy."""
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        model: Model,
+        approval: approvals.ApprovalPolicy | str = "ask",
+        system: str = "",
+        max_tokens: int = 8192,
+        retries: int = 2,
+    ) -> None:
+        self.session = session
+        self.toolbox = tools if isinstance(tools, Toolbox) else Toolbox(tools)
+        self.model = model
+        self.ask = approvals.resolve(approval)
+        self.system = system
+        self.max_tokens = max_tokens
+        self.retries = retries
+
+    def run(self, prompt: str | list[dict[str, Any]] | None = None, *, meta: Mapping[str, Any] | None = None) -> str:
+        """Add ``prompt`` as a new turn (if given), then act at the frontier until the model ends its turn."""
+        if prompt is not None:
+            if isinstance(prompt, str) and not prompt.strip():
+                raise NbagentError("The request is empty: say what you want the agent to do.")
+        try:
+            if prompt is not None:
+                self._settle_abandoned_calls()
+                self.session.append(ev.USER_MSG, content=prompt, **({"meta": dict(meta)} if meta else {}))
+            while True:
+                state = self.session.state
+                if state.frontier == "tools":
+                    for tool_use_id, call in list(state.open_calls.items()):
+                        self._run_call(tool_use_id, call)
+                elif state.frontier == "model":
+                    self._call_model()
+                elif state.frontier == "done":
+                    return state.final_text
+                else:
+                    raise NbagentError("This session has no request yet: pass a prompt to start it.")
+        except KeyboardInterrupt:
+            state = self.session.state
+            self.session.append(ev.INTERRUPTED, during=state.status, open_calls=list(state.open_calls))
+            raise Interrupted("interrupted; the session is saved and the next run continues it") from None
+
+    # The model ---------------------------------------------------------------------------------
+    def _call_model(self) -> None:
+        state = self.session.state
+        request = ModelRequest(state.messages, self.toolbox.definitions(), self.system, self.max_tokens)
+        attempt = 0
+        while True:
+            attempt += 1
+            self.session.append(ev.MODEL_CALL, model=self.model.name, attempt=attempt)
+            try:
+                reply = self.model.stream(request, lambda delta: self.session.append(ev.DELTA, **delta))
+            except ModelError as err:
+                self.session.append(
+                    ev.MODEL_ERROR, message=str(err), status=err.status, kind=err.kind, retryable=err.retryable, attempt=attempt
+                )
+                if err.retryable and attempt <= self.retries:
+                    time.sleep(min(8.0, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.75, 1.0))
+                    continue
+                raise
+            if not reply["content"]:
+                # The API refuses an empty assistant turn in a later request; record a placeholder.
+                reply["content"] = [{"type": "text", "text": "(the model replied with no content)"}]
+            self.session.append(
+                ev.ASSISTANT_MSG,
+                message_id=reply.get("id"),
+                model=reply.get("model"),
+                content=reply["content"],
+                stop_reason=reply.get("stop_reason"),
+                usage=reply.get("usage") or {},
+            )
+            return
+
+    # Tools ---------------------------------------------------------------------------------------
+    def _run_call(self, tool_use_id: str, call: dict[str, Any]) -> None:
+        name, arguments, attempts = call["name"], call["input"], call["started"]
+        tool = self.toolbox.get(name)
+        if tool is None:
+            offered = ", ".join(self.toolbox.tools) or "none"
+            self._result(
+                tool_use_id,
+                f"Tool {name!r} is not available in this run (tools offered: {offered}); it may have been renamed "
+                "or removed since the call was recorded. The call was not run.",
+                is_error=True,
+            )
+            return
+        if attempts and not (tool.effect == "read" or tool.takes_key):
+            decision = self._approve(tool_use_id, tool, arguments, "unknown_outcome")
+            if not decision.approved:
+                self._result(tool_use_id, f"{UNKNOWN_OUTCOME} {decision.note}".strip(), is_error=True)
+                return
+        elif not attempts and tool.effect == "irreversible":
+            decision = self._approve(tool_use_id, tool, arguments, "irreversible")
+            if not decision.approved:
+                self._result(tool_use_id, decision.note or "The call was not approved.", is_error=True)
+                return
+        key = idempotency_key(self.session.id, tool_use_id)
+        started: dict[str, Any] = {"tool_use_id": tool_use_id, "name": name, "effect": tool.effect, "attempt": attempts + 1}
+        if tool.takes_key:
+            started["idempotency_key"] = key
+        self.session.append(ev.TOOL_STARTED, **started)  # durable (for non-read tools) before the body runs
+        content, is_error = tool.invoke(arguments, key)
+        self._result(tool_use_id, content, is_error=is_error)
+
+    def _approve(self, tool_use_id: str, tool: Tool, arguments: dict[str, Any], reason: approvals.Reason) -> approvals.Decision:
+        request = approvals.ApprovalRequest(tool_use_id, tool.name, arguments, tool.effect, reason)
+        self.session.append(ev.APPROVAL, tool_use_id=tool_use_id, reason=reason, decision="pending", question=request.describe())
+        decision = self.ask(request)
+        self.session.append(
+            ev.APPROVAL,
+            tool_use_id=tool_use_id,
+            reason=reason,
+            decision="approved" if decision.approved else "declined",
+            by=decision.by,
+            note=decision.note,
+        )
+        return decision
+
+    def _result(self, tool_use_id: str, content: Any, *, is_error: bool) -> None:
+        payload: dict[str, Any] = {"tool_use_id": tool_use_id, "content": content}
+        if is_error:
+            payload["is_error"] = True
+        self.session.append(ev.TOOL_RESULT, **payload)
+
+    def _settle_abandoned_calls(self) -> None:
+        """Answer the open calls of a turn the user has moved on from, so the history stays valid."""
+        for tool_use_id, call in list(self.session.state.open_calls.items()):
+            if call["started"]:
+                self._result(tool_use_id, f"{UNKNOWN_OUTCOME} The user moved on to a new request.", is_error=True)
+            else:
+                self._result(tool_use_id, "Not run: the user moved on to a new request before this call started.", is_error=True)
+
+
+def run(
+    session: Session,
+    prompt: str | list[dict[str, Any]] | None = None,
+    *,
+    tools: Iterable[Tool | Callable[..., Any]] = (),
+    model: str | Model | None = None,
+    client: anthropic.Anthropic | None = None,
+    approval: approvals.ApprovalPolicy | str = "ask",
+    system: str = "",
+    max_tokens: int = 8192,
+    retries: int = 2,
+    meta: Mapping[str, Any] | None = None,
+) -> str:
+    """Run the agent on ``session`` until the model ends its turn; return its final text.
+
+    With a ``prompt`` a new turn starts; without one the session resumes from
+    its frontier (after a crash, an interrupt or a restart).  ``model`` is a
+    Claude model name or any object following the :class:`~nbagent.model.Model`
+    protocol; ``client`` an ``anthropic.Anthropic`` to use.
+    """
+    chosen = model if model is not None and not isinstance(model, str) else AnthropicModel(model or DEFAULT_MODEL, client=client)
+    agent = Agent(session, tools=tools, model=chosen, approval=approval, system=system, max_tokens=max_tokens, retries=retries)
+    return agent.run(prompt, meta=meta)
+

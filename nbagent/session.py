@@ -1,0 +1,261 @@
+"""A session: the event log, the state folded from it, and the subscribers that watch it."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+from . import events as ev
+from . import fold, snapshot
+from .errors import LogError
+from .log import EventLog, FsyncPolicy, Repair, Scan, iter_events
+
+logger = logging.getLogger("nbagent")
+
+
+class Subscriber(Protocol):
+    """Anything that wants every event of a session, in order: the log's live views."""
+
+    def __call__(self, event: ev.Event) -> None: ...
+
+
+class Session:
+    """A durable agent session: an append-only log on disk and the state folded from it."""
+
+    def __init__(self, log: EventLog, base: snapshot.Snapshot | None, tail: Scan, snapshot_every: int) -> None:
+        self.path = log.path
+        self.snapshot_every = snapshot_every
+        self.snapshot_note = ""
+        self._log = log
+        self._lock = threading.RLock()
+        self._subscribers: list[Subscriber] = []
+        self._base = base
+        self._unfolded = tail.events
+        self._state: fold.State | None = None if base is not None else fold.fold(tail.events)
+        self._seq = tail.events[-1]["seq"] if tail.events else (base.seq if base else 0)
+        self._snapshot_seq = base.seq if base else 0
+        if tail.events:
+            self._last_line = (tail.last_start, tail.events[-1]["crc"])
+        else:
+            self._last_line = (base.header["line_start"], base.header["line_crc"]) if base else (0, "")
+        self._session_id = base.header["summary"]["session_id"] if base else ""
+        self._closed = False
+        # Set while an append is half done; an exception (say a KeyboardInterrupt) escaping
+        # from that window makes the next access re-read the log instead of trusting memory.
+        self._dirty = False
+
+    # Opening --------------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        fsync: FsyncPolicy = "turn",
+        snapshot_every: int = 1000,
+        meta: dict[str, Any] | None = None,
+    ) -> Session:
+        """Open the session log at ``path``, creating it if needed; repairs a torn tail and uses a snapshot if it agrees."""
+        log = EventLog(path, fsync=fsync)
+        try:
+            base, note = snapshot.load(log.path)
+            if base is not None:
+                note = _disagreement(log, base)
+                if note:
+                    base = None
+            tail = log.recover(base.offset, base.seq + 1) if base else log.recover(0, 1)
+            session = cls(log, base, tail, snapshot_every)
+            if base is None and note not in ("", "no snapshot"):
+                session.snapshot_note = f"snapshot ignored ({note}); replayed the whole log"
+                logger.warning("%s: %s", log.path, session.snapshot_note)
+            if session._seq == 0:
+                session._session_id = uuid.uuid4().hex
+                session.append(ev.SESSION_START, session_id=session._session_id, meta=meta or {})
+            elif not session._session_id:
+                session._session_id = session.state.session_id
+        except BaseException:
+            log.close()
+            raise
+        if log.repair:
+            logger.warning(
+                "%s: cut off a torn last line (%d bytes at offset %d: %s); kept it in %s",
+                log.path, log.repair.length, log.repair.offset, log.repair.reason, log.repair.kept,
+            )
+        return session
+
+    # State -------------------------------------------------------------------------------------
+    @property
+    def state(self) -> fold.State:
+        """The folded state (parsed from the snapshot on first use)."""
+        with self._lock:
+            if self._dirty:
+                self._resync()
+            if self._state is None:
+                assert self._base is not None
+                self._state = fold.fold(self._unfolded, self._base.state())
+                self._unfolded, self._base = [], None
+            return self._state
+
+    @property
+    def id(self) -> str:
+        """The session's id (from its first event)."""
+        return self._session_id
+
+    @property
+    def seq(self) -> int:
+        """Seq of the last event."""
+        return self._seq
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The Messages-API-shaped conversation (read-only)."""
+        return self.state.messages
+
+    @property
+    def usage(self) -> dict[str, int]:
+        """Token totals over all model replies."""
+        return self.state.usage
+
+    @property
+    def repair(self) -> Repair | None:
+        """The torn tail cut off when the log was opened, if any."""
+        return self._log.repair
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    # Writing -----------------------------------------------------------------------------------
+    def append(self, event_type: str, **payload: Any) -> ev.Event:
+        """Write an event (fsynced if it must be durable), fold it, and hand it to every subscriber."""
+        with self._lock:
+            if self._closed:
+                raise LogError(f"session {self.path} is closed; open it again to continue")
+            if self._dirty:
+                self._resync()
+            event = ev.make(self._seq + 1, event_type, payload)
+            line, event = ev.encode(event)
+            start = self._log.size
+            self._dirty = True
+            self._log.append(line, durable=ev.is_durable(event_type, payload))
+            self._seq = event["seq"]
+            self._last_line = (start, event["crc"])
+            if self._state is None:
+                self._unfolded.append(event)
+            else:
+                fold.apply(self._state, event)
+            self._dirty = False
+            self._publish(event)
+            if self.snapshot_every and event_type in (ev.ASSISTANT_MSG, ev.TOOL_RESULT, ev.USER_MSG):
+                if self._seq - self._snapshot_seq >= self.snapshot_every:
+                    self.snapshot()
+            return event
+
+    def _resync(self) -> None:
+        """Rebuild everything from the log after an append was cut short in memory."""
+        self._log.size = os.fstat(self._log.fileno()).st_size
+        result = self._log.recover(0, 1)
+        self._state, self._base, self._unfolded = fold.fold(result.events), None, []
+        self._seq = result.events[-1]["seq"] if result.events else 0
+        self._last_line = (result.last_start, result.events[-1]["crc"] if result.events else "")
+        self._dirty = False
+
+    def snapshot(self) -> Path:
+        """Write a snapshot of the current state now (atomically)."""
+        with self._lock:
+            self._log.sync()
+            start, crc = self._last_line
+            written = snapshot.write(self.path, self.state, line_start=start, offset=self._log.size, line_crc=crc)
+            self._snapshot_seq = self._seq
+            return written
+
+    def close(self) -> None:
+        """Snapshot if anything changed, then close the log and release its lock."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                if self.snapshot_every and self._seq > self._snapshot_seq:
+                    self.snapshot()
+            finally:
+                self._closed = True
+                self._subscribers.clear()
+                self._log.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<nbagent.Session {self.id[:8]} {str(self.path)!r} seq={self._seq}>"
+
+    # Reading and watching -------------------------------------------------------------------
+    def events(self, since: int = 0) -> Iterator[ev.Event]:
+        """Events with ``seq > since``, read from the log."""
+        with self._lock:
+            data = self._log.read(0, self._log.size)
+        yield from iter_events(data, path=str(self.path), since=since)
+
+    def subscribe(self, callback: Subscriber, since: int = 0) -> Callable[[], None]:
+        """Deliver every event with ``seq > since``: first from the log, then live; returns an unsubscribe function.
+
+        No event is missed or repeated even while another thread appends.  A
+        subscriber that raises is detached (and logged); it never breaks the writer.
+        """
+        with self._lock:
+            end = self._log.size
+        last = since
+        try:
+            # Catch up outside the lock so a long history does not stall the writer ...
+            for event in iter_events(self._log.read(0, end), path=str(self.path), since=last):
+                callback(event)
+                last = event["seq"]
+            # ... then take the few events appended meanwhile and go live, atomically.
+            with self._lock:
+                for event in iter_events(self._log.read(end, self._log.size), path=str(self.path), since=last):
+                    callback(event)
+                self._subscribers.append(callback)
+        except Exception:
+            logger.exception("nbagent: subscriber %r raised while catching up; detached", callback)
+            return lambda: None
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if callback in self._subscribers:
+                    self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def _publish(self, event: ev.Event) -> None:
+        for callback in list(self._subscribers):
+            try:
+                callback(event)
+            except Exception:
+                logger.exception("nbagent: subscriber %r raised on event %d; detached", callback, event["seq"])
+                self._subscribers.remove(callback)
+
+
+def _disagreement(log: EventLog, base: snapshot.Snapshot) -> str:
+    """Why a snapshot cannot be used with this log ('' if it can)."""
+    start, end = int(base.header["line_start"]), base.offset
+    if end > log.size or start >= end:
+        return "the log is shorter than the snapshot"
+    try:
+        event = ev.decode(log.read(start, end)[:-1])
+    except ev.BadLine:
+        return "the snapshot does not point at a valid log line"
+    if event["seq"] != base.seq or event["crc"] != base.header["line_crc"]:
+        return "the snapshot does not match the log"
+    try:
+        base.check()
+    except ValueError as exc:
+        return str(exc)
+    return ""
+

@@ -1,0 +1,137 @@
+"""Snapshots: the folded state written atomically beside the log, so opening replays only the tail.
+
+File layout: a one-line JSON header (where in the log the snapshot ends, checksums,
+a summary for listings), then the state as one JSON line.  The log always wins: a
+snapshot that disagrees with the log, or fails a check, is ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .fold import State
+
+KIND = "nbagent.snapshot"
+VERSION = 1
+
+
+def path_for(log_path: Path) -> Path:
+    """Where the snapshot of a log lives."""
+    return log_path.with_name(log_path.name + ".snapshot")
+
+
+@dataclass
+class Snapshot:
+    """A snapshot whose header passed its checks; the state is parsed only when asked for."""
+
+    header: dict[str, Any]
+    body: bytes
+
+    @property
+    def seq(self) -> int:
+        """Seq of the last event folded into it."""
+        return int(self.header["seq"])
+
+    @property
+    def offset(self) -> int:
+        """Byte offset in the log just past that event."""
+        return int(self.header["offset"])
+
+    def check(self) -> None:
+        """Check the body's checksum (raises ValueError)."""
+        if len(self.body) != self.header["body_len"] or f"{zlib.crc32(self.body):08x}" != self.header["body_crc"]:
+            raise ValueError("snapshot body fails its checksum")
+
+    def state(self) -> State:
+        """Parse the state (call :meth:`check` first)."""
+        return State.from_dict(json.loads(self.body))
+
+
+def summary(state: State) -> dict[str, Any]:
+    """The small record a session listing needs."""
+    return {
+        "session_id": state.session_id,
+        "title": state.title,
+        "created": state.created,
+        "last_ts": state.last_ts,
+        "turns": state.turns,
+        "usage": dict(state.usage),
+        "status": state.status,
+        "frontier": state.frontier,
+        "open_calls": len(state.open_calls),
+    }
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write(log_path: Path, state: State, *, line_start: int, offset: int, line_crc: str) -> Path:
+    """Write a snapshot of ``state`` atomically; its last event is the log line at ``[line_start, offset)``."""
+    body = json.dumps(state.to_dict(), ensure_ascii=True, separators=(",", ":")).encode("ascii")
+    header = {
+        "kind": KIND,
+        "v": VERSION,
+        "seq": state.seq,
+        "offset": offset,
+        "line_start": line_start,
+        "line_crc": line_crc,
+        "body_len": len(body),
+        "body_crc": f"{zlib.crc32(body):08x}",
+        "summary": summary(state),
+    }
+    target = path_for(log_path)
+    temp = target.with_name(target.name + ".tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with open(fd, "wb") as out:
+        out.write(json.dumps(header, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n")
+        out.write(body + b"\n")
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temp, target)
+    _fsync_dir(target.parent)
+    return target
+
+
+def read_header(log_path: Path) -> dict[str, Any] | None:
+    """Just the header line of a snapshot (cheap: for listings), or None."""
+    try:
+        with open(path_for(log_path), "rb") as handle:
+            header = json.loads(handle.readline())
+    except (OSError, ValueError):
+        return None
+    return header if isinstance(header, dict) and header.get("kind") == KIND else None
+
+
+def load(log_path: Path) -> tuple[Snapshot | None, str]:
+    """The snapshot of a log if its header is sound, else None and why."""
+    target = path_for(log_path)
+    try:
+        data = target.read_bytes()
+    except FileNotFoundError:
+        return None, "no snapshot"
+    except OSError as exc:
+        return None, f"snapshot unreadable: {exc}"
+    head, _, rest = data.partition(b"\n")
+    try:
+        header = json.loads(head)
+    except ValueError:
+        return None, "snapshot header is not JSON"
+    if not isinstance(header, dict) or header.get("kind") != KIND:
+        return None, "not an nbagent snapshot"
+    if header.get("v") != VERSION:
+        return None, f"snapshot format v{header.get('v')} is not v{VERSION}"
+    try:
+        int(header["seq"]), int(header["offset"]), int(header["line_start"]), str(header["line_crc"]), int(header["body_len"])
+    except (KeyError, TypeError, ValueError):
+        return None, "snapshot header is incomplete"
+    return Snapshot(header, rest[:-1] if rest.endswith(b"\n") else rest), ""

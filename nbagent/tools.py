@@ -1,0 +1,128 @@
+"""Tools: plain Python functions declared the SDK's way (``anthropic.beta_tool``), plus an effect.
+
+The effect says what replay may do with a call whose outcome is unknown:
+``"read"`` is safe to repeat; ``"write"`` (the default) has a side effect;
+``"irreversible"`` also needs approval before it runs at all.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import hashlib
+import inspect
+import json
+from collections.abc import Callable, Iterable
+from typing import Any, Literal, overload
+
+import anthropic
+from anthropic.lib.tools import ToolError
+
+Effect = Literal["read", "write", "irreversible"]
+EFFECTS: tuple[str, ...] = ("read", "write", "irreversible")
+KEY_PARAMETER = "idempotency_key"
+ToolContent = str | list[dict[str, Any]]
+
+_current_key: contextvars.ContextVar[str] = contextvars.ContextVar("nbagent_idempotency_key")
+
+
+def idempotency_key(session_id: str, tool_use_id: str) -> str:
+    """The key a tool call gets: the same for that call across crashes and resumes."""
+    return "nbagent-" + hashlib.sha256(f"{session_id}:{tool_use_id}".encode()).hexdigest()[:32]
+
+
+class Tool:
+    """A function the model may call, with its schema (from type hints and docstring) and effect."""
+
+    def __init__(self, func: Callable[..., Any], *, effect: Effect = "write", name: str | None = None, description: str | None = None) -> None:
+        if effect not in EFFECTS:
+            raise ValueError(f"effect must be one of {', '.join(EFFECTS)}; got {effect!r}")
+        self.func = func
+        self.effect: Effect = effect
+        signature = inspect.signature(func)
+        self.takes_key = KEY_PARAMETER in signature.parameters
+        shown: Callable[..., Any] = func
+        if self.takes_key:
+            # The model never sees the key: it is filled in by the loop, stable per tool_use_id.
+            def shown(**arguments: Any) -> Any:
+                return func(**arguments, **{KEY_PARAMETER: _current_key.get()})
+
+            functools.update_wrapper(shown, func)
+            del shown.__wrapped__  # type: ignore[attr-defined]
+            shown.__signature__ = signature.replace(  # type: ignore[attr-defined]
+                parameters=[p for p in signature.parameters.values() if p.name != KEY_PARAMETER]
+            )
+            shown.__annotations__ = {k: v for k, v in func.__annotations__.items() if k != KEY_PARAMETER}
+        self._sdk_tool = anthropic.beta_tool(shown, name=name, description=description)
+        self.name: str = self._sdk_tool.name
+        functools.update_wrapper(self, func)  # type: ignore[arg-type]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The tool definition sent to the Messages API."""
+        return dict(self._sdk_tool.to_dict())
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the plain function (so a decorated function stays usable by hand)."""
+        return self.func(*args, **kwargs)
+
+    def invoke(self, arguments: dict[str, Any], key: str) -> tuple[ToolContent, bool]:
+        """Validate the model's arguments and run; any exception becomes an ``is_error`` result."""
+        token = _current_key.set(key)
+        try:
+            return to_content(self._sdk_tool.call(arguments)), False
+        except ToolError as exc:
+            return to_content(exc.content), True
+        except Exception as exc:  # the loop never dies of a tool
+            cause = exc.__cause__ if isinstance(exc, ValueError) and exc.__cause__ is not None else None
+            detail = f"{exc}\n{cause}" if cause is not None else str(exc)
+            return f"{type(exc).__name__}: {detail}", True
+        finally:
+            _current_key.reset(token)
+
+    def __repr__(self) -> str:
+        return f"<nbagent.Tool {self.name} effect={self.effect}>"
+
+
+def to_content(value: Any) -> ToolContent:
+    """Turn what a tool returned into tool_result content (text or content blocks)."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, list) and all(isinstance(b, dict) and "type" in b for b in value):
+        return [dict(b) for b in value]
+    try:
+        return json.dumps(value, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+@overload
+def tool(func: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(*, effect: Effect = "write", name: str | None = None, description: str | None = None) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(func: Callable[..., Any] | None = None, /, *, effect: Effect = "write", name: str | None = None, description: str | None = None) -> Any:
+    """Declare a function as a tool: ``@tool`` or ``@tool(effect="read")``."""
+    if func is not None:
+        return Tool(func, effect=effect, name=name, description=description)
+    return lambda f: Tool(f, effect=effect, name=name, description=description)
+
+
+class Toolbox:
+    """The tools of one run, by name."""
+
+    def __init__(self, tools: Iterable[Tool | Callable[..., Any]] = ()) -> None:
+        self.tools: dict[str, Tool] = {}
+        for item in tools:
+            declared = item if isinstance(item, Tool) else Tool(item)
+            if declared.name in self.tools:
+                raise ValueError(f"two tools are named {declared.name!r}; give one of them another name with @tool(name=...)")
+            self.tools[declared.name] = declared
+
+    def get(self, name: str) -> Tool | None:
+        """The tool of that name, if offered."""
+        return self.tools.get(name)
+
+    def definitions(self) -> list[dict[str, Any]]:
+        """Tool definitions for the API request."""
+        return [t.to_dict() for t in self.tools.values()]
