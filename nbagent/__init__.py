@@ -17,7 +17,7 @@ from .errors import (
 )
 from .fold import State
 from .log import follow, read_events
-from .loop import Agent, run
+from .loop import Loop, run
 from .model import AnthropicModel, DemoModel, Model, ModelRequest
 from .session import Session, Subscriber
 from .tools import Tool, tool
@@ -25,7 +25,7 @@ from .tools import Tool, tool
 __version__ = "0.1.0"
 
 __all__ = [
-    "Agent", "AnthropicModel", "ApprovalPolicy", "ApprovalRequest", "Decision", "DemoModel", "Interrupted",
+    "AnthropicModel", "Loop", "ApprovalPolicy", "ApprovalRequest", "Decision", "DemoModel", "Interrupted",
     "LogCorruptError", "LogError", "LogLockedError", "LogVersionError", "LogWriteError", "Model", "ModelError",
     "ModelRequest", "NbagentError", "Session", "State", "Subscriber", "Tool", "follow", "read_events", "run", "tool",
 ]

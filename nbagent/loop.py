@@ -24,7 +24,7 @@ from .tools import Tool, Toolbox, idempotency_key
 UNKNOWN_OUTCOME = "This call was interrupted while it was running, so its outcome is unknown; it was not repeated."
 
 
-class Agent:
+class Loop:
     """One run's configuration: the session, its tools, the model, the approval policy."""
 
     def __init__(
@@ -183,6 +183,6 @@ def run(
     protocol; ``client`` an ``anthropic.Anthropic`` to use.
     """
     chosen = model if model is not None and not isinstance(model, str) else AnthropicModel(model or DEFAULT_MODEL, client=client)
-    agent = Agent(session, tools=tools, model=chosen, approval=approval, system=system, max_tokens=max_tokens, retries=retries)
-    return agent.run(prompt, meta=meta)
+    loop = Loop(session, tools=tools, model=chosen, approval=approval, system=system, max_tokens=max_tokens, retries=retries)
+    return loop.run(prompt, meta=meta)
 
