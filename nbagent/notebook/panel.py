@@ -1,0 +1,324 @@
+"""The live panel of one ``%agent`` cell (ipywidgets), and a plain-text view for terminal IPython.
+
+Both are session subscribers: ``session.subscribe(panel)`` feeds them every
+event.  Events may arrive on the agent loop's thread; the panel serializes
+them with a lock and batches streamed text so that a long answer costs at
+most ``1 / interval`` widget updates per second.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, TextIO
+
+import ipywidgets as widgets
+
+from .. import events as ev
+from ..approval import ApprovalRequest, Decision
+from . import render
+from .pump import CommPump, current_kernel
+
+BATCH_INTERVAL = 0.1  # seconds between streamed-text updates (at most ~10 widget updates a second)
+DECLINED_NOTE = "The user declined this tool call."
+FINAL_STATUSES = ("interrupted", "error")
+
+
+class Panel:
+    """Live view of one agent cell: request, streamed answer, tool calls and results, approvals, status, usage."""
+
+    def __init__(self, title: str, *, interval: float = BATCH_INTERVAL, clock: Callable[[], float] = time.monotonic) -> None:
+        self.title = title
+        self.interval = interval
+        self.clock = clock
+        self.status = "starting"
+        self.usage: dict[str, int] = {}
+        self.events: list[ev.Event] = []  # every non-delta event shown, for the static transcript
+        self.widget_updates = 0  # widget value changes made so far (measures batching)
+        self.display_id = uuid.uuid4().hex
+        self.shown = False
+        self._lock = threading.RLock()
+        self._tool_names: dict[str, str] = {}
+        self._stream_text: list[str] = []  # text of the message being streamed
+        self._stream_widget: widgets.HTML | None = None
+        self._dirty = False  # streamed text not yet on screen
+        self._last_flush = float("-inf")
+        self._timer: threading.Timer | None = None
+        self.header = widgets.HTML(value=self._header_html())
+        self.items = widgets.VBox([])
+        self.widget = widgets.VBox(
+            [self.header, self.items],
+            layout=widgets.Layout(border="1px solid #ddd", padding="4px 8px"),
+        )
+
+    # Receiving events ----------------------------------------------------------------------------
+    def __call__(self, event: ev.Event) -> None:
+        """Render one session event (thread-safe)."""
+        with self._lock:
+            kind = event["type"]
+            if kind == ev.DELTA:
+                if "text" in event:
+                    self._stream_text.append(event["text"])
+                    self._dirty = True
+                    self._maybe_flush()
+                return
+            self._flush()
+            if kind == ev.MODEL_CALL:
+                attempt = int(event.get("attempt", 1))
+                self._set_status("streaming" if attempt == 1 else f"streaming (attempt {attempt})")
+                self._end_stream()
+                return
+            self.events.append(event)
+            if kind == ev.ASSISTANT_MSG:
+                self._end_stream(replace=True)
+                for block in event.get("content") or []:
+                    if block.get("type") == "tool_use":
+                        self._tool_names[str(block.get("id"))] = str(block.get("name"))
+                for key, value in (event.get("usage") or {}).items():
+                    if isinstance(value, int):
+                        self.usage[key] = self.usage.get(key, 0) + value
+                has_calls = any(b.get("type") == "tool_use" for b in event.get("content") or [])
+                self._set_status("running tools" if has_calls else "done")
+            elif kind == ev.TOOL_STARTED:
+                self._set_status(f"running tool {event.get('name', '?')}")
+            elif kind == ev.APPROVAL:
+                self._set_status("waiting for approval" if event.get("decision") == "pending" else "running tools")
+            elif kind == ev.MODEL_ERROR:
+                self._set_status("retrying after a model error" if event.get("retryable") else "error")
+            elif kind == ev.INTERRUPTED:
+                self._end_stream()
+                self._set_status("interrupted")
+            elif kind == ev.USER_MSG:
+                self._set_status("waiting for the model")
+            fragment = render.event_html(event, tool_names=self._tool_names)
+            if fragment:
+                self._add(widgets.HTML(value=fragment))
+
+    def _maybe_flush(self) -> None:
+        wait = self._last_flush + self.interval - self.clock()
+        if wait <= 0:
+            self._flush()
+        elif self._timer is None:
+            # Whatever arrives before the timer fires goes out with it: a stalled stream still shows its tail.
+            self._timer = threading.Timer(wait, self._timer_flush)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _timer_flush(self) -> None:
+        with self._lock:
+            self._timer = None
+            self._flush()
+
+    def _flush(self) -> None:
+        """Put the streamed text on screen now."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._dirty:
+            return
+        self._dirty = False
+        self._last_flush = self.clock()
+        html = render.markdown_html("".join(self._stream_text))
+        if self._stream_widget is None:
+            self._stream_widget = widgets.HTML(value=html)
+            self.widget_updates += 1
+            self._add(self._stream_widget)
+        else:
+            self._set(self._stream_widget, html)
+
+    def _end_stream(self, *, replace: bool = False) -> None:
+        """Forget the streamed text; with ``replace`` its widget is removed (the full message is rendered instead)."""
+        if replace and self._stream_widget is not None:
+            self.items.children = tuple(c for c in self.items.children if c is not self._stream_widget)
+            self.widget_updates += 1
+        self._stream_widget, self._stream_text, self._dirty = None, [], False
+
+    def _add(self, child: widgets.Widget) -> None:
+        self.items.children = (*self.items.children, child)
+        self.widget_updates += 1
+
+    def _set(self, widget: widgets.HTML, value: str) -> None:
+        if widget.value != value:
+            widget.value = value
+            self.widget_updates += 1
+
+    def _set_status(self, status: str) -> None:
+        self.status = status
+        self._set(self.header, self._header_html())
+
+    def _header_html(self) -> str:
+        usage = f" · {render.usage_text(self.usage)}" if self.usage else ""
+        return (
+            f'<div class="nbagent-header"><b>{render._esc(self.title)}</b> '
+            f'<span style="color:#555">— {render._esc(self.status)}{usage}</span></div>'
+        )
+
+    # Display ----------------------------------------------------------------------------------------
+    def bundle(self) -> dict[str, Any]:
+        """The display bundle: the live widget view, plus the transcript as text/html and text/plain."""
+        with self._lock:
+            data = dict(self.widget._repr_mimebundle_() or {})
+            data["text/html"] = self.transcript_html()
+            data["text/plain"] = render.transcript_text(self.events, title=self.title, status=self.status)
+            return data
+
+    def transcript_html(self) -> str:
+        """The static transcript of what this panel has shown."""
+        return render.transcript_html(self.events, title=self.title, status=self.status)
+
+    def show(self) -> None:
+        """Display the panel (live widget + static fallback) in the current cell's output."""
+        from IPython.display import display
+
+        display(self.bundle(), raw=True, display_id=self.display_id)
+        self.shown = True
+
+    def finish(self, status: str | None = None) -> None:
+        """Flush, set the final status, and replace the static fallback with the full transcript."""
+        with self._lock:
+            self._flush()
+            if status is not None:
+                self._set_status(status)
+            elif self.status not in FINAL_STATUSES:
+                self._set_status("done")
+            bundle = self.bundle()
+        if self.shown:
+            from IPython.display import update_display
+
+            update_display(bundle, raw=True, display_id=self.display_id)
+
+    # Approval ---------------------------------------------------------------------------------------
+    def ask(self, request: ApprovalRequest) -> Decision:
+        """Ask the user to approve a tool call with buttons in the panel; blocks until answered (or interrupted).
+
+        Buttons are used inside a kernel whose frontend can answer (the request
+        allows stdin, which headless runners like nbclient do not); where they
+        cannot be pumped, a text prompt on stdin is used; where nobody can
+        answer, the call is declined with a note for the model.
+        """
+        kernel = current_kernel()
+        if kernel is None:
+            return self._ask_text(request) if _stdin_is_interactive() else self._nobody(request)
+        if not _frontend_can_answer(kernel):
+            return self._nobody(request)
+        pump = CommPump.for_current_kernel()
+        if pump is None and threading.current_thread() is threading.main_thread():
+            return self._ask_text(request)
+        return self._ask_buttons(request, pump)
+
+    def _ask_buttons(self, request: ApprovalRequest, pump: CommPump | None) -> Decision:
+        answered = threading.Event()
+        answer: list[Decision] = []
+
+        def choose(decision: Decision) -> None:
+            if not answer:
+                answer.append(decision)
+                answered.set()
+
+        question = widgets.HTML(value=f"<b>Approval needed:</b> {render._esc(request.describe())}")
+        approve = widgets.Button(description="Approve", button_style="success", icon="check")
+        decline = widgets.Button(description="Decline", button_style="danger", icon="times")
+        approve.on_click(lambda _: choose(Decision(True, "panel")))
+        decline.on_click(lambda _: choose(Decision(False, "panel", DECLINED_NOTE)))
+        box = widgets.VBox([question, widgets.HBox([approve, decline])])
+        self.approval_box = box
+        with self._lock:
+            self._flush()
+            self._add(box)
+            self._set_status("waiting for approval")
+        try:
+            if pump is None:
+                while not answered.wait(0.1):  # the kernel's loop delivers the click (it is not blocked by us)
+                    pass
+            else:
+                with pump:
+                    while not answered.is_set():
+                        pump.poll(0.1)
+        finally:
+            approve.disabled = decline.disabled = True
+            with self._lock:
+                if answer:
+                    verdict = "approved" if answer[0].approved else "declined"
+                    self._set(question, f"{question.value} — <b>{verdict}</b>")
+                else:
+                    self._set(question, f"{question.value} — <i>not answered (interrupted)</i>")
+        return answer[0]
+
+    def _ask_text(self, request: ApprovalRequest) -> Decision:
+        with self._lock:
+            self._flush()
+            self._set_status("waiting for approval")
+        print(request.describe(), flush=True)
+        try:
+            reply = input("Approve? [y/N] ").strip().lower()
+        except EOFError:
+            reply = ""
+        except Exception as exc:  # e.g. StdinNotImplementedError: the frontend has no stdin
+            return self._nobody(request, reason=f"no way to ask ({type(exc).__name__})")
+        if reply in ("y", "yes"):
+            return Decision(True, "console")
+        return Decision(False, "console", DECLINED_NOTE)
+
+    def _nobody(self, request: ApprovalRequest, *, reason: str = "no person can answer here") -> Decision:
+        note = f"Approval was needed but {reason}, so this call was not run."
+        with self._lock:
+            self._add(widgets.HTML(value=f"<i>{render._esc(request.describe())} — declined: {render._esc(reason)}</i>"))
+        return Decision(False, "nobody", note)
+
+
+def _frontend_can_answer(kernel: Any) -> bool:
+    """Whether the running request came from an interactive frontend (headless runners send allow_stdin=False)."""
+    try:
+        parent = kernel.get_parent("shell") or {}
+    except Exception:
+        return False
+    return bool((parent.get("content") or {}).get("allow_stdin", False))
+
+
+def _stdin_is_interactive() -> bool:
+    return sys.stdin is not None and sys.stdin.isatty()
+
+
+class TextView:
+    """Plain-text subscriber for terminal IPython: streams the answer and shows tool calls and results."""
+
+    def __init__(self, stream: TextIO | None = None, *, result_limit: int = 2000) -> None:
+        self.stream = stream if stream is not None else sys.stdout
+        self.result_limit = result_limit
+        self._lock = threading.Lock()
+        self._streamed = False  # text deltas printed since the last model call
+        self._names: dict[str, str] = {}
+
+    def __call__(self, event: ev.Event) -> None:
+        """Print one session event."""
+        with self._lock:
+            kind = event["type"]
+            out = self.stream
+            if kind == ev.DELTA:
+                if "text" in event:
+                    out.write(event["text"])
+                    self._streamed = True
+            elif kind == ev.MODEL_CALL:
+                self._streamed = False
+            elif kind == ev.ASSISTANT_MSG:
+                if self._streamed:
+                    out.write("\n")
+                for block in event.get("content") or []:
+                    if block.get("type") == "text" and not self._streamed:
+                        out.write(str(block.get("text", "")) + "\n")
+                    elif block.get("type") == "tool_use":
+                        self._names[str(block.get("id"))] = str(block.get("name"))
+                        arguments = json.dumps(block.get("input", {}), ensure_ascii=False, default=str)
+                        out.write(f"[tool call] {block.get('name')}({arguments})\n")
+                self._streamed = False
+            elif kind != ev.SESSION_START:
+                text = render.event_text(event, tool_names=self._names)
+                if len(text) > self.result_limit:
+                    text = text[: self.result_limit] + f"… ({len(text) - self.result_limit} more characters)"
+                if text:
+                    out.write(text + "\n")
+            out.flush()
