@@ -1,0 +1,202 @@
+"""The panel in a real ipykernel: widget comm messages on iopub, and approval clicks while the cell runs."""
+
+from __future__ import annotations
+
+import queue
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jupyter_client.manager import KernelManager
+
+from tests.fake_anthropic import FakeAnthropic, text, tool_use
+
+TIMEOUT = 60
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeAnthropic]:
+    with FakeAnthropic() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def kernel(server: FakeAnthropic) -> Iterator[Any]:
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(env={"ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "test-key", "PATH": "/usr/bin:/bin"})
+    kc = km.blocking_client()
+    kc.start_channels()
+    kc.wait_for_ready(timeout=TIMEOUT)
+    try:
+        yield kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def run_cell(kc: Any, code: str, *, on_message: Any = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Execute code; collect its iopub messages until idle; ``on_message(msg)`` may act (say click) meanwhile."""
+    msg_id = kc.execute(textwrap.dedent(code), allow_stdin=True)
+    messages: list[dict[str, Any]] = []
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        assert time.monotonic() < deadline, f"cell did not finish; got {[m['msg_type'] for m in messages]}"
+        try:
+            msg = kc.get_iopub_msg(timeout=1)
+        except queue.Empty:
+            continue
+        if msg["parent_header"].get("msg_id") != msg_id and msg["msg_type"] not in ("comm_open", "comm_msg"):
+            continue
+        messages.append(msg)
+        if on_message is not None:
+            on_message(msg)
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle" and msg["parent_header"].get("msg_id") == msg_id:
+            break
+    reply = kc.get_shell_msg(timeout=TIMEOUT)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = kc.get_shell_msg(timeout=TIMEOUT)
+    return messages, reply
+
+
+def stdout(messages: list[dict[str, Any]]) -> str:
+    return "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream" and m["content"]["name"] == "stdout")
+
+
+def errors(messages: list[dict[str, Any]]) -> list[str]:
+    return ["\n".join(m["content"]["traceback"]) for m in messages if m["msg_type"] == "error"]
+
+
+def button_id(msg: dict[str, Any], description: str) -> str | None:
+    """The comm id of a Button widget with this description, if ``msg`` opens one."""
+    if msg["msg_type"] != "comm_open":
+        return None
+    state = msg["content"]["data"].get("state", {})
+    if state.get("_model_name") == "ButtonModel" and state.get("description") == description:
+        return msg["content"]["comm_id"]
+    return None
+
+
+def click(kc: Any, comm_id: str) -> None:
+    """What a frontend sends when the user clicks a Button (ipywidgets protocol)."""
+    msg = kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": {"event": "click"}}})
+    kc.shell_channel.send(msg)
+
+
+def test_streamed_text_arrives_as_widget_updates_and_finish_updates_the_static_fallback(
+    kernel: Any, server: FakeAnthropic, tmp_path: Path
+) -> None:
+    answer = "Here is a **long** answer. " * 40
+    server.script(text(answer, chunks=200, delay=0.003))
+    messages, reply = run_cell(
+        kernel,
+        f"""
+        import anthropic, nbagent
+        from nbagent.notebook.panel import Panel
+        panel = Panel("streaming test")
+        session = nbagent.Session.open({str(tmp_path / "s.jsonl")!r})
+        session.subscribe(panel)
+        panel.show()
+        nbagent.run(session, "write a long answer", client=anthropic.Anthropic(), model="claude-test")
+        panel.finish()
+        session.close()
+        print("updates", panel.widget_updates)
+        """,
+    )
+    assert reply["content"]["status"] == "ok", errors(messages)
+    opened = [m for m in messages if m["msg_type"] == "comm_open" and m["content"]["target_name"] == "jupyter.widget"]
+    assert any(m["content"]["data"]["state"].get("_model_name") == "HTMLModel" for m in opened)
+    html_values = [
+        m["content"]["data"]["state"]["value"]
+        for m in messages
+        if m["msg_type"] == "comm_msg"
+        and m["content"]["data"].get("method") == "update"
+        and "value" in m["content"]["data"].get("state", {})
+    ]
+    streamed = [v for v in html_values if "long" in v]
+    # Several partial renderings went out while streaming (not one per delta, and not only the end).
+    assert 2 <= len(streamed) < 200
+    assert any(len(v) < len(max(streamed, key=len)) for v in streamed)
+    display = next(m for m in messages if m["msg_type"] == "display_data")
+    assert "application/vnd.jupyter.widget-view+json" in display["content"]["data"]
+    assert "text/html" in display["content"]["data"] and "text/plain" in display["content"]["data"]
+    update = next(m for m in messages if m["msg_type"] == "update_display_data")
+    assert update["content"]["transient"]["display_id"] == display["content"]["transient"]["display_id"]
+    assert "<strong>long</strong>" in update["content"]["data"]["text/html"]
+    assert "write a long answer" in update["content"]["data"]["text/plain"]
+
+
+def test_approval_button_click_is_handled_while_the_cell_runs_and_a_queued_cell_runs_after(kernel: Any) -> None:
+    clicked: list[str] = []
+    queued: list[str] = []
+
+    def act(msg: dict[str, Any]) -> None:
+        comm_id = button_id(msg, "Approve")
+        if comm_id and not clicked:
+            # Another cell is submitted while this one waits: it must run after, not be lost.
+            queued.append(kernel.execute("print('second cell ran', answer.approved)"))
+            click(kernel, comm_id)
+            clicked.append(comm_id)
+
+    messages, reply = run_cell(
+        kernel,
+        """
+        from nbagent import ApprovalRequest
+        from nbagent.notebook.panel import Panel
+        panel = Panel("approval test")
+        panel.show()
+        answer = panel.ask(ApprovalRequest("toolu_1", "delete_everything", {"path": "/tmp/x"}, "irreversible", "irreversible"))
+        print("decision", answer.approved, answer.by)
+        """,
+        on_message=act,
+    )
+    assert clicked, "no Approve button was opened"
+    assert reply["content"]["status"] == "ok", errors(messages)
+    assert "decision True panel" in stdout(messages)
+    # The queued cell was held during the wait and then ran, seeing the answer.
+    second = kernel.get_shell_msg(timeout=TIMEOUT)
+    assert second["parent_header"]["msg_id"] == queued[0]
+    assert second["content"]["status"] == "ok"
+
+
+def test_decline_in_a_real_run_gives_the_model_an_error_result_and_the_tool_never_runs(
+    kernel: Any, server: FakeAnthropic, tmp_path: Path
+) -> None:
+    server.script(tool_use("wipe", {"target": "db"}), text("Understood, I did not wipe it."))
+    marker = tmp_path / "wiped"
+
+    def act(msg: dict[str, Any]) -> None:
+        comm_id = button_id(msg, "Decline")
+        if comm_id:
+            click(kernel, comm_id)
+
+    messages, reply = run_cell(
+        kernel,
+        f"""
+        import anthropic, nbagent, pathlib
+        from nbagent.notebook.panel import Panel
+
+        @nbagent.tool(effect="irreversible")
+        def wipe(target: str) -> str:
+            \"\"\"Wipe a target.\"\"\"
+            pathlib.Path({str(marker)!r}).write_text(target)
+            return "wiped"
+
+        panel = Panel("decline test")
+        with nbagent.Session.open({str(tmp_path / "d.jsonl")!r}) as session:
+            session.subscribe(panel)
+            panel.show()
+            nbagent.run(session, "wipe the db", tools=[wipe], approval=panel.ask, client=anthropic.Anthropic(), model="claude-test")
+            panel.finish()
+            result = [e for e in session.events() if e["type"] == "tool_result"][0]
+        print("result", result.get("is_error"), result["content"])
+        """,
+        on_message=act,
+    )
+    assert reply["content"]["status"] == "ok", errors(messages)
+    assert not marker.exists()
+    assert "result True The user declined this tool call." in stdout(messages)
+    update = next(m for m in messages if m["msg_type"] == "update_display_data")
+    assert "declined by panel" in update["content"]["data"]["text/plain"]
