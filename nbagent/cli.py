@@ -1,0 +1,262 @@
+"""The ``nbagent`` command: list, show, follow, export, verify and compact session logs, and run the demo.
+
+Exit codes: 0 success, 1 bad data (a damaged or newer-schema log, a failed
+verify, a locked log), 2 a usage mistake (bad arguments, missing file, unknown
+session).  Errors are one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from . import __version__, history
+from .errors import LogCorruptError, LogError, LogVersionError, ModelError, NbagentError
+
+EXIT_OK, EXIT_DATA, EXIT_USAGE = 0, 1, 2
+SESSION_HELP = (
+    "a session log (.jsonl), a notebook (its most recent session), or a session name or id "
+    "(a unique prefix will do) found under the current folder"
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        """One line and exit code 2, like every other usage mistake."""
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (try '{self.prog} --help')\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for every subcommand."""
+    parser = _Parser(prog="nbagent", description="Durable Claude agent sessions for Jupyter: inspect the logs, or run the demo.")
+    parser.add_argument("--version", action="version", version=f"nbagent {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    sessions = commands.add_parser("sessions", help="list sessions under a notebook or folder")
+    sessions.add_argument("path", nargs="?", default=".", help="a notebook, a log folder, a log, or a folder with notebooks (default: .)")
+    sessions.add_argument("--json", action="store_true", help="print JSON for machines")
+    sessions.add_argument("--grep", metavar="TEXT", help="search requests, replies and tool input/output (case-insensitive)")
+
+    show = commands.add_parser("show", help="print a session's transcript")
+    show.add_argument("session", help=SESSION_HELP)
+    show.add_argument("--full", action="store_true", help="do not shorten tool results")
+
+    tail = commands.add_parser("tail", help="print a session's events from event N; -f follows it live")
+    tail.add_argument("session", help=SESSION_HELP)
+    tail.add_argument("-f", "--follow", action="store_true", help="keep printing events as another process writes them")
+    tail.add_argument("--since", type=int, default=0, metavar="N", help="start after event N (default: 0, the beginning)")
+    tail.add_argument("--json", action="store_true", help="print each event as its JSON line")
+    tail.add_argument("--idle-exit", type=float, metavar="SECONDS", help="with -f: stop after SECONDS without a new event")
+
+    export = commands.add_parser("export", help="write a session as a notebook (.ipynb) or Markdown (.md)")
+    export.add_argument("session", help=SESSION_HELP)
+    export.add_argument("-o", "--output", required=True, metavar="FILE", help="the file to write (.ipynb or .md)")
+    export.add_argument("--format", choices=("ipynb", "md"), help="the format, if FILE's extension does not say")
+
+    verify = commands.add_parser("verify", help="check a log and its snapshot without changing them")
+    verify.add_argument("session", help=SESSION_HELP)
+    verify.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    compact = commands.add_parser("compact", help="write a fresh snapshot of a session (speeds up listing and opening)")
+    compact.add_argument("session", help=SESSION_HELP)
+
+    demo = commands.add_parser("demo", help="run the end-to-end demo (offline without ANTHROPIC_API_KEY, Claude with it)")
+    demo.add_argument("--folder", default="nbagent-demo", metavar="DIR", help="the demo's workspace (default: ./nbagent-demo)")
+    demo.add_argument("--fresh", action="store_true", help="delete the previous demo's sessions and notes first")
+    demo.add_argument("--model", metavar="NAME", help="the Claude model to use when ANTHROPIC_API_KEY is set")
+    return parser
+
+
+# Commands ----------------------------------------------------------------------------------------
+def cmd_sessions(args: argparse.Namespace, out: TextIO) -> int:
+    """``nbagent sessions``."""
+    if args.grep is not None:
+        if not args.grep:
+            raise history.HistoryError("--grep needs some text to search for.")
+        matches = list(history.grep(history.find_logs(args.path), args.grep))
+        if args.json:
+            out.write(json.dumps([m.__dict__ for m in matches], indent=2, ensure_ascii=False) + "\n")
+        else:
+            for match in matches:
+                out.write(f"{match.name}  event {match.seq}  {match.where}: {match.snippet}\n")
+            if not matches:
+                out.write(f"no session mentions {args.grep!r}\n")
+        return EXIT_OK
+    summaries = history.list_summaries(args.path)
+    if args.json:
+        out.write(json.dumps([s.to_dict() for s in summaries], indent=2, ensure_ascii=False) + "\n")
+        return EXIT_OK
+    if not summaries:
+        out.write(f"no sessions under {args.path}\n")
+        return EXIT_OK
+    write_table(summaries, out)
+    return EXIT_OK
+
+
+def write_table(summaries: Sequence[history.Summary], out: TextIO) -> None:
+    """The human listing: one row per session, grouped by notebook when there are several."""
+    header = ("SESSION", "TITLE", "CREATED", "LAST ACTIVITY", "TURNS", "TOKENS", "STATUS")
+    by_notebook: dict[str, list[history.Summary]] = {}
+    for summary in summaries:
+        by_notebook.setdefault(summary.notebook, []).append(summary)
+    rows = [[s.name, history.clip(s.title, 40) if s.title else "-", history.when(s.created), history.when(s.last_ts),
+             str(s.turns), str(s.tokens), s.status] for s in summaries]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) if i < len(cells) - 1 else c for i, (c, w) in enumerate(zip(cells, widths))) + "\n"
+
+    index = {id(s): row for s, row in zip(summaries, rows)}
+    for notebook, group in by_notebook.items():
+        if len(by_notebook) > 1:
+            out.write(f"{notebook or group[0].path.rsplit('/', 1)[0]}\n")
+        out.write(line(header))
+        for summary in group:
+            out.write(line(index[id(summary)]))
+        if len(by_notebook) > 1:
+            out.write("\n")
+
+
+def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
+    """``nbagent show``: the good events, then the damage (if any) as an error."""
+    path = history.resolve(args.session)
+    out.write(f"session {history.session_name(path)}  ({path})\n")
+    history.transcript(history.read_all(path), out, result_limit=10**9 if args.full else 600)
+    return EXIT_OK
+
+
+def cmd_tail(args: argparse.Namespace, out: TextIO) -> int:
+    """``nbagent tail [-f]``."""
+    from .log import follow
+
+    if args.since < 0:
+        raise history.HistoryError("--since must be 0 or more.")
+    path = history.resolve(args.session)
+    printer = history.Printer(out)
+
+    def emit(event: dict[str, object]) -> None:
+        if args.json:
+            out.write(json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n")
+            out.flush()
+        else:
+            printer(event)
+
+    if args.follow:
+        try:
+            for event in follow(path, since=args.since, idle_timeout=args.idle_exit):
+                history._check_version(event, path)
+                emit(event)
+        except KeyboardInterrupt:
+            pass
+    else:
+        for event in history.read_all(path):
+            if event["seq"] > args.since:
+                emit(event)
+    printer.finish()
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
+    """``nbagent export``."""
+    from . import export
+
+    path = history.resolve(args.session)
+    target = Path(args.output)
+    try:
+        export.format_for(target, args.format)
+    except ValueError as exc:
+        raise history.HistoryError(str(exc)) from None
+    written = export.export(history.read_all(path), target, fmt=args.format, source=path)
+    out.write(f"wrote {written}\n")
+    return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
+    """``nbagent verify``: exit 1 when anything is wrong."""
+    path = history.resolve(args.session)
+    report = history.verify(path)
+    if args.json:
+        data = {"path": report.path, "ok": report.ok, "events": report.events, "size": report.size,
+                "problems": [p.__dict__ for p in report.problems], "notes": report.notes}
+        out.write(json.dumps(data, indent=2) + "\n")
+    else:
+        verdict = "OK" if report.ok else f"{len(report.problems)} problem(s)"
+        out.write(f"{report.path}: {verdict}: {report.events} valid events, {report.size} bytes\n")
+        for problem in report.problems:
+            out.write(f"  PROBLEM {problem}\n")
+        for note in report.notes:
+            out.write(f"  note: {note}\n")
+    return EXIT_OK if report.ok else EXIT_DATA
+
+
+def cmd_compact(args: argparse.Namespace, out: TextIO) -> int:
+    """``nbagent compact``."""
+    path = history.resolve(args.session)
+    written, seq = history.compact(path)
+    out.write(f"wrote {written} (events 1-{seq})\n")
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
+    """``nbagent demo``."""
+    from .demo import DemoError, run_demo
+
+    try:
+        return run_demo(args.folder, fresh=args.fresh, model_name=args.model, out=out)
+    except DemoError as exc:
+        raise history.HistoryError(str(exc)) from None
+
+
+COMMANDS = {
+    "sessions": cmd_sessions, "show": cmd_show, "tail": cmd_tail, "export": cmd_export,
+    "verify": cmd_verify, "compact": cmd_compact, "demo": cmd_demo,
+}
+
+
+def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return int(exit_.code or 0) if not isinstance(exit_.code, str) else EXIT_USAGE
+    if not args.command:
+        parser.print_help(out)
+        return EXIT_USAGE
+    try:
+        return COMMANDS[args.command](args, out)
+    except history.HistoryError as exc:
+        err.write(f"nbagent {args.command}: {exc}\n")
+        return EXIT_USAGE if exc.usage else EXIT_DATA
+    except (LogCorruptError, LogVersionError) as exc:
+        err.write(f"nbagent {args.command}: {' '.join(str(exc).split())}\n")
+        return EXIT_DATA
+    except (LogError, ModelError, NbagentError) as exc:
+        err.write(f"nbagent {args.command}: {' '.join(str(exc).split())}\n")
+        return EXIT_DATA
+    except BrokenPipeError:
+        # Output piped into `head` and closed: not an error.
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return EXIT_OK
+    except PermissionError as exc:
+        err.write(f"nbagent {args.command}: {exc.filename or ''}: permission denied.\n")
+        return EXIT_USAGE
+    except IsADirectoryError as exc:
+        err.write(f"nbagent {args.command}: {exc.filename or ''} is a folder.\n")
+        return EXIT_USAGE
+    except OSError as exc:
+        err.write(f"nbagent {args.command}: {exc.filename or ''}: {exc.strerror or exc}.\n")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        err.write("\n")
+        return 130
