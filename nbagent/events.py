@@ -7,6 +7,7 @@ pure ASCII (non-ASCII text is escaped), so a stray byte anywhere is damage.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -58,8 +59,16 @@ _KEY_SHAPES = re.compile(
 REDACTED = "[REDACTED]"
 
 
+# One encoder for every line: json.dumps with options builds a new encoder per call.
+_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+
+
 def _secret_pattern() -> re.Pattern[str]:
-    secret = os.environ.get("ANTHROPIC_API_KEY", "")
+    return _pattern_for(os.environ.get("ANTHROPIC_API_KEY", ""))
+
+
+@functools.lru_cache(maxsize=4)
+def _pattern_for(secret: str) -> re.Pattern[str]:
     if len(secret) < 8:
         return _KEY_SHAPES
     escaped = json.dumps(secret, ensure_ascii=True)[1:-1]
@@ -71,7 +80,7 @@ def encode(event: Event) -> tuple[bytes, Event]:
 
     Strings shaped like API keys are replaced by ``[REDACTED]`` before anything is written.
     """
-    body = json.dumps(event, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+    body = _ENCODER.encode(event)
     pattern = _secret_pattern()
     if pattern.search(body):
         body = pattern.sub(REDACTED, body)
