@@ -220,20 +220,34 @@ def read_events(path: str | os.PathLike[str], since: int = 0) -> Iterator[ev.Eve
 
 def follow(path: str | os.PathLike[str], since: int = 0, *, poll: float = 0.1, idle_timeout: float | None = None) -> Iterator[ev.Event]:
     """Yield events with ``seq > since`` as another process appends them (like ``tail -f``)."""
-    offset, buffer, last_new = 0, b"", time.monotonic()
+    # Only whole, valid lines are consumed; anything after them is read again on the next poll,
+    # because a torn tail may still be cut off and replaced by a new writer (see EventLog.recover).
+    offset, line_no, last_new = 0, 1, time.monotonic()
     with open(path, "rb") as handle:
         while True:
             handle.seek(offset)
-            chunk = handle.read()
-            if chunk:
-                offset += len(chunk)
-                buffer += chunk
-                whole, _, buffer = buffer.rpartition(b"\n")
-                if whole:
-                    for event in iter_events(whole + b"\n", path=str(path), since=since):
-                        since = event["seq"]
-                        last_new = time.monotonic()
+            data = handle.read()
+            pos, new = 0, False
+            while True:
+                nl = data.find(b"\n", pos)
+                if nl < 0:
+                    break
+                line = data[pos:nl]
+                seq = ev.line_seq(line)
+                if seq is None or seq > since:
+                    try:
+                        event = ev.decode(line)
+                    except ev.BadLine as bad:
+                        if _later_line_is_valid(data, nl + 1):
+                            raise LogCorruptError(str(path), line_no, offset + pos, str(bad)) from None
+                        break  # torn for now: wait for the line to be finished or repaired
+                    if event["seq"] > since:
+                        since, new = event["seq"], True
                         yield event
+                pos, line_no = nl + 1, line_no + 1
+            offset += pos
+            if new:
+                last_new = time.monotonic()
             elif idle_timeout is not None and time.monotonic() - last_new > idle_timeout:
                 return
             else:
