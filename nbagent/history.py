@@ -57,10 +57,7 @@ def find_logs(path: str | os.PathLike[str]) -> list[Path]:
         raise HistoryError(f"{target} is neither a notebook (.ipynb) nor a session log (.jsonl).")
     if not os.access(target, os.R_OK | os.X_OK):
         raise HistoryError(f"{target}: permission denied (cannot read this folder).")
-    direct = [s.path for s in store.list_sessions(target)]
-    if direct:
-        return direct
-    found: list[Path] = []
+    found = [s.path for s in store.list_sessions(target)]  # the folder itself may be a log folder
     for folder in _log_folders_below(target):
         found.extend(s.path for s in store.list_sessions(folder))
     return found
@@ -388,7 +385,7 @@ class Printer:
         self._end_stream_line()
         stamp = ""
         if self.stamps and ts:
-            gap = f" +{ts - self._last_ts:.1f}s" if self._last_ts else ""
+            gap = f" +{ts - self._last_ts:.1f}s" if self._last_ts and ts - self._last_ts >= 1 else ""
             stamp = f"[{time.strftime('%H:%M:%S', time.localtime(ts))}{gap}] "
             self._last_ts = ts
         self.out.write(stamp + text + "\n")
