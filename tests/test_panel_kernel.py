@@ -88,8 +88,8 @@ def click(kc: Any, comm_id: str) -> None:
 def test_streamed_text_arrives_as_widget_updates_and_finish_updates_the_static_fallback(
     kernel: Any, server: FakeAnthropic, tmp_path: Path
 ) -> None:
-    answer = "Here is a **long** answer. " * 40
-    server.script(text(answer, chunks=200, delay=0.003))
+    answer = "Here is a **long** answer. " * 200
+    server.script(text(answer, chunks=2000, delay=0.0005))  # a 2,000-delta answer
     messages, reply = run_cell(
         kernel,
         f"""
@@ -117,6 +117,7 @@ def test_streamed_text_arrives_as_widget_updates_and_finish_updates_the_static_f
     ]
     streamed = [v for v in html_values if "long" in v]
     # Several partial renderings went out while streaming (not one per delta, and not only the end).
+    print(f"2,000 deltas -> {len(streamed)} widget value updates on iopub")
     assert 2 <= len(streamed) < 200
     assert any(len(v) < len(max(streamed, key=len)) for v in streamed)
     display = next(m for m in messages if m["msg_type"] == "display_data")

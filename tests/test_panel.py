@@ -1,0 +1,204 @@
+"""The panel and text view as session subscribers: widget values, batching, threads, approval fallbacks, saved output."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+import nbagent
+from nbagent import ApprovalRequest
+from nbagent.notebook.panel import Panel, TextView
+from tests.fake_anthropic import FakeAnthropic, text, tool_use
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def deltas(answer: str, pieces: int, start_seq: int = 3) -> list[dict[str, Any]]:
+    size = max(1, len(answer) // pieces)
+    chunks = [answer[i : i + size] for i in range(0, len(answer), size)]
+    return [{"type": "delta", "seq": start_seq + i, "index": 0, "text": c} for i, c in enumerate(chunks)]
+
+
+@nbagent.tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+def wait_for(condition: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)
+
+
+def test_a_2000_delta_answer_is_batched_to_about_ten_updates_a_second() -> None:
+    clock = Clock()
+    panel = Panel("batching", clock=clock)
+    answer = "word " * 2000
+    panel({"type": "user_msg", "seq": 1, "content": "go"})
+    panel({"type": "model_call", "seq": 2, "attempt": 1})
+    before = panel.widget_updates
+    stream = deltas(answer, 2000)
+    assert len(stream) == 2000
+    for event in stream:
+        clock.now += 0.001  # 2,000 deltas over 2 seconds of stream
+        panel(event)
+    streaming_updates = panel.widget_updates - before
+    # At most one update per 0.1 s of stream (plus the first), instead of 2,000.
+    assert streaming_updates <= 2.0 / panel.interval + 2
+    assert streaming_updates >= 10  # and it did stream live, not only at the end
+    assert "word word" in panel._stream_widget.value
+    panel({"type": "assistant_msg", "seq": 2003, "content": [{"type": "text", "text": answer}], "usage": {"output_tokens": 2000}})
+    assert panel._stream_widget is None  # replaced by the full rendering
+    assert panel.items.children[-1].value.count("word") == 2000
+
+
+def test_real_run_through_the_sdk_fills_the_panel(fake: FakeAnthropic, client: anthropic.Anthropic, log_path: Path) -> None:
+    fake.script(tool_use("add", {"a": 2, "b": 3}, text="Let me add."), text("The sum is **5**."))
+    panel = Panel("add numbers")
+    with nbagent.Session.open(log_path) as session:
+        session.subscribe(panel)
+        assert nbagent.run(session, "what is 2+3?", tools=[add], client=client, model="claude-test") == "The sum is **5**."
+        expected_usage = dict(session.usage)
+    panel.finish()
+    values = [child.value for child in panel.items.children]
+    assert "what is 2+3?" in values[0]
+    assert any("<b>add</b>" in v and "&quot;a&quot;: 2" in v and "<details" in v for v in values)
+    assert any("result of <b>add</b>" in v and ">5</pre>" in v for v in values)
+    assert "The sum is <strong>5</strong>." in values[-1]
+    assert panel.status == "done" and "done" in panel.header.value
+    assert panel.usage["output_tokens"] == expected_usage["output_tokens"] > 0
+    assert f"{expected_usage['output_tokens']:,} out tokens" in panel.header.value
+    bundle = panel.bundle()
+    assert set(bundle) >= {"application/vnd.jupyter.widget-view+json", "text/html", "text/plain"}
+    assert "The sum is <strong>5</strong>." in bundle["text/html"]
+    assert "[tool result] add: 5" in bundle["text/plain"]
+
+
+def test_events_from_the_loop_thread_and_the_flush_timer_do_not_interleave(
+    fake: FakeAnthropic, client: anthropic.Anthropic, log_path: Path
+) -> None:
+    answer = "".join(f"line {i}\n\n" for i in range(300))
+    fake.script(text(answer, chunks=600, delay=0.001))
+    panel = Panel("threads", interval=0.01)
+    seen: list[str] = []
+    with nbagent.Session.open(log_path) as session:
+        session.subscribe(panel)
+        worker = threading.Thread(target=nbagent.run, args=(session, "count"), kwargs={"client": client, "model": "claude-test"})
+        worker.start()
+        while worker.is_alive():  # the main thread reads the widgets while the loop thread writes them
+            widget = panel._stream_widget
+            if widget is not None:
+                seen.append(widget.value)
+            time.sleep(0.005)
+        worker.join()
+    panel.finish()
+    lines = [v.count("<p>line") for v in seen]
+    assert lines == sorted(lines)  # the streamed text only ever grew
+    assert panel.items.children[-1].value.count("<p>line") == 300
+
+
+def test_a_stalled_stream_still_shows_its_tail() -> None:
+    panel = Panel("stall", interval=0.05)
+    panel({"type": "model_call", "seq": 1, "attempt": 1})
+    panel({"type": "delta", "seq": 2, "index": 0, "text": "first"})
+    panel({"type": "delta", "seq": 3, "index": 0, "text": " and the tail"})  # within the interval: held back
+    wait_for(lambda: panel._stream_widget is not None and "the tail" in panel._stream_widget.value)
+
+
+def test_statuses_errors_and_interruption() -> None:
+    panel = Panel("status")
+    panel({"type": "user_msg", "seq": 1, "content": "go"})
+    panel({"type": "model_call", "seq": 2, "attempt": 1})
+    assert panel.status == "streaming"
+    panel({"type": "model_error", "seq": 3, "message": "Overloaded", "retryable": True})
+    assert panel.status == "retrying after a model error"
+    panel({"type": "model_call", "seq": 4, "attempt": 2})
+    assert panel.status == "streaming (attempt 2)"
+    panel({"type": "assistant_msg", "seq": 5, "content": [{"type": "tool_use", "id": "t1", "name": "rm", "input": {}}], "usage": {}})
+    assert panel.status == "running tools"
+    panel({"type": "approval", "seq": 6, "tool_use_id": "t1", "decision": "pending", "question": "Allow rm?"})
+    assert panel.status == "waiting for approval"
+    panel({"type": "approval", "seq": 7, "tool_use_id": "t1", "decision": "approved", "by": "panel"})
+    panel({"type": "tool_started", "seq": 8, "tool_use_id": "t1", "name": "rm"})
+    assert panel.status == "running tool rm"
+    panel({"type": "interrupted", "seq": 9, "during": "tools"})
+    panel.finish()
+    assert panel.status == "interrupted"  # finish keeps a final status
+    text = panel.bundle()["text/plain"]
+    assert "[approval] approved by panel" in text and "[interrupted during tools]" in text
+    assert any("⚠ model error: Overloaded" in c.value for c in panel.items.children)
+
+
+def test_ask_outside_a_kernel_without_a_terminal_declines_with_a_note() -> None:
+    panel = Panel("headless")
+    decision = panel.ask(ApprovalRequest("t1", "rm", {"path": "x"}, "irreversible", "irreversible"))
+    assert not decision.approved and decision.by == "nobody"
+    assert "not run" in decision.note
+    assert "declined" in panel.items.children[-1].value
+
+
+def test_text_view_streams_plain_text(fake: FakeAnthropic, client: anthropic.Anthropic, log_path: Path) -> None:
+    fake.script(tool_use("add", {"a": 1, "b": 1}), text("Two."))
+    out = io.StringIO()
+    with nbagent.Session.open(log_path) as session:
+        session.subscribe(TextView(out))
+        nbagent.run(session, "1+1?", tools=[add], client=client, model="claude-test")
+    assert out.getvalue() == 'You: 1+1?\n[tool call] add({"a": 1, "b": 1})\n[tool result] add: 2\nTwo.\n'
+
+
+NOTEBOOK_CODE = """
+import anthropic, nbagent
+from nbagent import ApprovalRequest
+from nbagent.notebook.panel import Panel
+
+@nbagent.tool(effect="irreversible")
+def launch(target: str) -> str:
+    \"\"\"Launch something.\"\"\"
+    return "launched"
+
+panel = Panel("saved transcript")
+with nbagent.Session.open({log!r}) as session:
+    session.subscribe(panel)
+    panel.show()
+    nbagent.run(session, "launch it", tools=[launch], approval=panel.ask, client=anthropic.Anthropic(), model="claude-test")
+    panel.finish()
+"""
+
+
+def test_saved_notebook_keeps_the_transcript_as_html_and_headless_approval_declines(
+    fake: FakeAnthropic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake.script(tool_use("launch", {"target": "rocket"}), text("I could not launch **the rocket**."))
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(NOTEBOOK_CODE.format(log=str(tmp_path / "nb.jsonl")))])
+    NotebookClient(nb, timeout=60, kernel_name="python3").execute()
+    path = tmp_path / "saved.ipynb"
+    nbformat.write(nb, path)
+    outputs = nbformat.read(path, as_version=4).cells[0].outputs
+    displays = [o for o in outputs if o.output_type == "display_data"]
+    assert len(displays) == 1, outputs  # update_display replaced the first rendering in place
+    data = displays[0].data
+    assert "application/vnd.jupyter.widget-view+json" in data
+    html, plain = data["text/html"], data["text/plain"]
+    assert "launch it" in html and "I could not launch <strong>the rocket</strong>." in html and "done" in html
+    assert "declined by nobody" in plain  # nbclient sends allow_stdin=False: nobody can answer
+    assert not [o for o in outputs if o.output_type == "error"]
