@@ -1,0 +1,114 @@
+"""The ``python`` tool: the agent runs code in the kernel's user namespace, as if in a hidden cell.
+
+Output is captured with IPython's own capture utilities: stdout, stderr, the
+value of the last expression, ``display()`` calls and inline figures.  Text
+goes back to the model; images go back as base64 image blocks so the model can
+see its plots.  Errors are returned to the model, never printed into the cell.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import re
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from anthropic.lib.tools import ToolError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+
+from ..tools import Tool
+
+MAX_TEXT = 20_000
+IMAGE_MIME = ("image/png", "image/jpeg", "image/gif", "image/webp")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+TOOL_NAME = "python"
+DESCRIPTION = (
+    "Run Python code in the user's Jupyter kernel. Variables, imports and functions persist between calls and "
+    "are shared with the user's notebook cells (which the user may have run, so existing variables can be used). "
+    "IPython syntax (%magics, !commands) works. Returns stdout, stderr, the value of the last expression, "
+    "rich outputs (figures come back as images) and errors with a traceback."
+)
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + f"\n[... {len(text) - MAX_TEXT} more characters not shown]"
+
+
+def _joined(texts: list[str]) -> str:
+    return _clip("\n".join(t.rstrip("\n") for t in texts))
+
+
+def run_code(shell: InteractiveShell, code: str) -> tuple[list[dict[str, Any]], BaseException | None]:
+    """Run ``code`` in ``shell``'s user namespace; return content blocks for the model and the error, if any.
+
+    A ``KeyboardInterrupt`` raised by the code is re-raised, so the loop records the interruption.
+    """
+    try:
+        compile(shell.transform_cell(code), "<agent>", "exec", flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    except SyntaxError as exc:
+        return [{"type": "text", "text": "".join(traceback.format_exception_only(exc)).strip()}], exc
+    failure: list[tuple[type[BaseException], BaseException, Any]] = []
+
+    def keep_error(_shell: Any, etype: type[BaseException], value: BaseException, tb: Any, tb_offset: Any = None) -> None:
+        failure.append((etype, value, tb))  # returned to the model instead of being shown in the cell
+
+    saved = (shell.custom_exceptions, shell.CustomTB)
+    shell.set_custom_exc((BaseException,), keep_error)
+    try:
+        # Entering the display trap first makes run_cell's own (nested) entry keep the capturing hook.
+        with shell.display_trap, capture_output(stdout=True, stderr=True, display=True) as captured:
+            shell.run_cell(code, store_history=False)
+    finally:
+        shell.custom_exceptions, shell.CustomTB = saved
+    error = failure[0][1] if failure else None
+    if isinstance(error, KeyboardInterrupt):
+        raise KeyboardInterrupt
+    blocks: list[dict[str, Any]] = []
+    texts: list[str] = []
+    if captured.stdout:
+        texts.append(captured.stdout)
+    if captured.stderr:
+        texts.append("[stderr]\n" + captured.stderr)
+    for output in captured.outputs:
+        data = output.data or {}
+        images = [m for m in IMAGE_MIME if m in data]
+        if images:
+            if texts:
+                blocks.append({"type": "text", "text": _joined(texts)})
+                texts = []
+            image = data[images[0]]
+            if isinstance(image, bytes):
+                image = base64.b64encode(image).decode()
+            blocks.append({"type": "image", "source": {"type": "base64", "media_type": images[0], "data": image.strip()}})
+        elif "text/plain" in data:
+            texts.append(str(data["text/plain"]))
+    if failure:
+        etype, value, tb = failure[0]
+        tb = tb.tb_next if tb is not None and tb.tb_next is not None else tb  # skip IPython's own frame
+        formatted = "".join(traceback.format_exception(etype, value, tb))
+        texts.append(_ANSI.sub("", formatted).rstrip())
+    if texts or not blocks:
+        blocks.append({"type": "text", "text": _joined(texts) if texts else "(no output)"})
+    return blocks, error
+
+
+def python_tool(shell: InteractiveShell, *, on_run: Callable[[str], None] | None = None) -> Tool:
+    """The ``python`` tool bound to ``shell`` (effect "write": running code changes the kernel's state)."""
+
+    def python(code: str) -> list[dict[str, Any]]:
+        """Run Python code in the user's Jupyter kernel.
+
+        Args:
+            code: The code to run, as in a notebook cell; the value of its last line is returned.
+        """
+        if on_run is not None:
+            on_run(code)
+        blocks, error = run_code(shell, code)
+        if error is not None:
+            raise ToolError(blocks)
+        return blocks
+
+    return Tool(python, effect="write", name=TOOL_NAME, description=DESCRIPTION)
