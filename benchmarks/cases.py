@@ -1,0 +1,288 @@
+"""The measurements: loop overhead (naive vs engine), append throughput, resume time, resume memory."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nbagent
+from nbagent import events as ev
+from nbagent import snapshot
+from nbagent.log import EventLog
+
+from . import naive
+from .scripted import TOOL_NAME, ScriptedModel, Stopwatch, event_mix, make_lookup, prompt
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+# 1. Harness overhead per turn ----------------------------------------------------------------------
+@dataclass
+class LoopResult:
+    """Harness overhead of one loop over a whole scripted session (seconds)."""
+
+    name: str
+    requests: int
+    turns: int
+    events: int
+    wall: float
+    overheads: list[float]
+
+    @property
+    def per_turn(self) -> float:
+        return statistics.fmean(self.overheads)
+
+    def window(self, first: bool) -> float:
+        """Mean overhead of the first or last tenth of the turns."""
+        size = max(1, len(self.overheads) // 10)
+        return statistics.fmean(self.overheads[:size] if first else self.overheads[-size:])
+
+
+def _timed_request(call: Callable[[], object], stopwatch: Stopwatch) -> tuple[float, list[float]]:
+    """Run one request; return its wall time and the harness time of each of its turns."""
+    first = len(stopwatch.starts)
+    started = time.perf_counter()
+    call()
+    ended = time.perf_counter()
+    stopwatch.starts[first] = started  # the first turn also pays for logging the request
+    bounds = stopwatch.starts[first + 1 :] + [ended]
+    overheads = [
+        b - s - m - t
+        for s, b, m, t in zip(stopwatch.starts[first:], bounds, stopwatch.model_own[first:], stopwatch.tool_own[first:])
+    ]
+    return ended - started, overheads
+
+
+def bench_loops(requests: int, naive_requests: int, workdir: Path) -> list[LoopResult]:
+    """Run the naive loop and the engine on the same scripted session, request by request, interleaved.
+
+    Each request is one user message, one tool call and a final answer: two
+    model turns with 20 streamed deltas each.  The naive loop is quadratic, so
+    it runs only the first ``naive_requests``; the engine runs all
+    ``requests``, once with fsync="turn" and once with "never" (its CPU cost
+    alone).  Raises if the transcripts differ.
+    """
+    naive_path = workdir / "naive.jsonl"
+    naive_path.unlink(missing_ok=True)
+    clocks = {name: Stopwatch() for name in ("naive", "turn", "never")}
+    models = {name: ScriptedModel(clock) for name, clock in clocks.items()}
+    naive_tools = {TOOL_NAME: make_lookup(clocks["naive"])}
+    engine_tools = {name: [nbagent.tool(make_lookup(clocks[name]))] for name in ("turn", "never")}
+    sessions = {}
+    for name in ("turn", "never"):
+        path = workdir / f"engine-{name}.jsonl"
+        for stale in (path, path.with_name(path.name + ".snapshot")):
+            stale.unlink(missing_ok=True)
+        sessions[name] = nbagent.Session.open(path, fsync=name)  # type: ignore[arg-type]
+    walls = dict.fromkeys(clocks, 0.0)
+    overheads: dict[str, list[float]] = {name: [] for name in clocks}
+    prefix: list[dict[str, Any]] = []
+
+    def engine(name: str, text: str) -> Callable[[], object]:
+        return lambda: nbagent.run(sessions[name], text, tools=engine_tools[name], model=models[name], approval="auto")
+
+    try:
+        for number in range(1, requests + 1):
+            text = prompt(number)
+            calls = [("turn", engine("turn", text)), ("never", engine("never", text))]
+            if number <= naive_requests:
+                calls.insert(0, ("naive", lambda: naive.run(naive_path, text, models["naive"], naive_tools)))
+            for name, call in calls:
+                wall, turn_overheads = _timed_request(call, clocks[name])
+                walls[name] += wall
+                overheads[name].extend(turn_overheads)
+            if number == naive_requests:
+                prefix = list(sessions["turn"].messages)
+        final = {name: (list(session.messages), session.seq) for name, session in sessions.items()}
+    finally:
+        for session in sessions.values():
+            session.close()
+    naive_events = naive.load_events(naive_path)
+    if naive.rebuild_messages(naive_events) != prefix:
+        raise AssertionError("the naive loop and the engine produced different transcripts")
+    if final["turn"][0] != final["never"][0]:
+        raise AssertionError("the engine's transcript depends on its fsync policy")
+    with nbagent.Session.open(workdir / "engine-turn.jsonl") as reopened:
+        if reopened.messages != final["turn"][0]:
+            raise AssertionError("the engine's log does not replay to the transcript it produced")
+    return [
+        LoopResult("naive (reference design)", naive_requests, len(clocks["naive"].starts), len(naive_events), walls["naive"], overheads["naive"]),
+        LoopResult('nbagent, fsync="turn"', requests, len(clocks["turn"].starts), final["turn"][1], walls["turn"], overheads["turn"]),
+        LoopResult('nbagent, fsync="never" (CPU only)', requests, len(clocks["never"].starts), final["never"][1], walls["never"], overheads["never"]),
+    ]
+
+
+# 2. Append throughput ----------------------------------------------------------------------------------
+def encoded_mix(count: int) -> list[tuple[str, dict[str, Any], bytes, bool]]:
+    """The event mix as (type, payload, encoded line, durable) with seqs 1..count."""
+    out = []
+    for seq, (kind, payload) in enumerate(event_mix(count), start=1):
+        line, _ = ev.encode(ev.make(seq, kind, payload))
+        out.append((kind, payload, line, ev.is_durable(kind, payload)))
+    return out
+
+
+def _append_session(path: Path, mix: list[tuple[str, dict[str, Any], bytes, bool]], policy: str) -> float:
+    with nbagent.Session.open(path, fsync=policy, snapshot_every=0) as session:  # type: ignore[arg-type]
+        started = time.perf_counter()
+        for kind, payload, _, _ in mix:
+            session.append(kind, **payload)
+        return time.perf_counter() - started
+
+
+def _append_raw(path: Path, mix: list[tuple[str, dict[str, Any], bytes, bool]], policy: str) -> float:
+    log = EventLog(path, fsync=policy)  # type: ignore[arg-type]
+    try:
+        started = time.perf_counter()
+        for _, _, line, durable in mix:
+            log.append(line, durable=durable)
+        return time.perf_counter() - started
+    finally:
+        log.close()
+
+
+def _append_sqlite(path: Path, mix: list[tuple[str, dict[str, Any], bytes, bool]]) -> float:
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("CREATE TABLE events (seq INTEGER PRIMARY KEY, type TEXT NOT NULL, body TEXT NOT NULL)")
+        rows = [(seq, kind, line[:-1].decode("ascii")) for seq, (kind, _, line, _) in enumerate(mix, start=1)]
+        started = time.perf_counter()
+        for row in rows:
+            db.execute("BEGIN")
+            db.execute("INSERT INTO events VALUES (?, ?, ?)", row)
+            db.execute("COMMIT")
+        return time.perf_counter() - started
+    finally:
+        db.close()
+
+
+APPEND_CASES = ("always", "turn", "never")
+
+
+def bench_append(count: int, rounds: int, workdir: Path) -> dict[str, float]:
+    """Events per second (median of ``rounds``, cases interleaved) for each policy and for sqlite3."""
+    mix = encoded_mix(count)
+    timings: dict[str, list[float]] = {}
+    for round_number in range(rounds):
+        for policy in APPEND_CASES:
+            for kind, bench in (("session", _append_session), ("raw", _append_raw)):
+                path = workdir / f"append-{kind}-{policy}-{round_number}.jsonl"
+                timings.setdefault(f"{kind} {policy}", []).append(bench(path, mix, policy))
+                path.unlink()
+        path = workdir / f"append-{round_number}.sqlite"
+        timings.setdefault("sqlite", []).append(_append_sqlite(path, mix))
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(path) + suffix).unlink(missing_ok=True)
+    return {name: count / statistics.median(values) for name, values in timings.items()}
+
+
+# 3. Resume time ---------------------------------------------------------------------------------------
+def build_logs(sizes: list[int], workdir: Path) -> dict[int, tuple[Path, Path]]:
+    """For each size, the same log of that many events twice: with a snapshot beside it and without."""
+    built = {}
+    for size in sizes:
+        with_snapshot = workdir / f"with-{size}" / "session.jsonl"
+        without = workdir / f"without-{size}" / "session.jsonl"
+        with nbagent.Session.open(with_snapshot, fsync="never") as session:
+            for kind, payload in event_mix(size - 1):  # session_start is the first event
+                session.append(kind, **payload)
+        without.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(with_snapshot, without)
+        built[size] = (with_snapshot, without)
+    return built
+
+
+def time_resume(path: Path, use_snapshot: bool) -> tuple[float, float]:
+    """Seconds to open the session, and to open it and have its state and messages ready."""
+    started = time.perf_counter()
+    session = nbagent.Session.open(path, snapshot_every=1000 if use_snapshot else 0)
+    opened = time.perf_counter()
+    session.state
+    session.messages
+    ready = time.perf_counter()
+    session.close()  # writes nothing: the snapshot (if any) is current; snapshot_every=0 writes none
+    return opened - started, ready - started
+
+
+@dataclass
+class ResumeResult:
+    """Median resume times (seconds) for one log size."""
+
+    events: int
+    snapshot_open: float
+    snapshot_ready: float
+    replay_open: float
+    replay_ready: float
+    snapshot_bytes: int
+
+
+def bench_resume(logs: dict[int, tuple[Path, Path]], repeats: int) -> list[ResumeResult]:
+    """Median of ``repeats`` resumes per size and mode, interleaved (warm page cache)."""
+    samples: dict[tuple[int, bool], list[tuple[float, float]]] = {}
+    for _ in range(repeats):
+        for size, (with_snapshot, without) in logs.items():
+            for use_snapshot, path in ((True, with_snapshot), (False, without)):
+                samples.setdefault((size, use_snapshot), []).append(time_resume(path, use_snapshot))
+    results = []
+    for size in logs:
+        snap, full = samples[(size, True)], samples[(size, False)]
+        results.append(
+            ResumeResult(
+                size,
+                statistics.median(s[0] for s in snap),
+                statistics.median(s[1] for s in snap),
+                statistics.median(s[0] for s in full),
+                statistics.median(s[1] for s in full),
+                snapshot.path_for(logs[size][0]).stat().st_size,
+            )
+        )
+    return results
+
+
+# 4. Memory of a resume -------------------------------------------------------------------------------
+_CHILD = """
+import gc, json, sys, tracemalloc
+import nbagent
+path, use_snapshot = sys.argv[1], sys.argv[2] == "1"
+def status_kib(key):
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith(key + ":"))
+def resume():
+    session = nbagent.Session.open(path, snapshot_every=1000 if use_snapshot else 0)
+    session.state, session.messages
+    session.close()
+baseline = status_kib("VmRSS")
+resume()
+# VmHWM, not ru_maxrss: ru_maxrss survives exec and may be the parent's high-water mark.
+hwm = status_kib("VmHWM")
+gc.collect()
+tracemalloc.start()  # a second, traced resume (tracing itself costs memory, so it comes after the RSS reading)
+resume()
+print(json.dumps({"baseline_kib": baseline, "hwm_kib": hwm, "traced_peak": tracemalloc.get_traced_memory()[1]}))
+"""
+
+
+def resume_memory(path: Path, use_snapshot: bool) -> dict[str, float]:
+    """Peak memory of a resume in a fresh child process: peak RSS (VmHWM), its growth over the RSS after import, tracemalloc peak."""
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(path), "1" if use_snapshot else "0"], capture_output=True, text=True, check=True, env=env
+    )
+    data = json.loads(done.stdout)
+    return {
+        "traced_peak_mib": data["traced_peak"] / 2**20,
+        "peak_rss_mib": data["hwm_kib"] / 1024,
+        "rss_growth_mib": (data["hwm_kib"] - data["baseline_kib"]) / 1024,
+    }

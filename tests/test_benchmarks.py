@@ -1,0 +1,39 @@
+"""Smoke test of the benchmarks on tiny sizes: they run, the naive loop and the engine agree; no timing is checked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbagent
+from benchmarks import cases, naive, run
+from benchmarks.scripted import DELTAS_PER_REPLY
+
+
+def test_naive_loop_and_engine_write_the_same_transcript(tmp_path: Path) -> None:
+    results = cases.bench_loops(requests=3, naive_requests=2, workdir=tmp_path)
+    by_name = {r.name.split(",")[0].split(" ")[0]: r for r in results}
+    assert [r.turns for r in results] == [4, 6, 6]
+    naive_messages = naive.rebuild_messages(naive.load_events(tmp_path / "naive.jsonl"))
+    with nbagent.Session.open(tmp_path / "engine-turn.jsonl") as session:
+        engine_messages = session.messages
+        kinds = [e["type"] for e in session.events()]
+    assert len(naive_messages) == 8 and engine_messages[:8] == naive_messages
+    assert len(engine_messages) == 12 and engine_messages[-1]["role"] == "assistant"
+    assert kinds.count("delta") == 6 * DELTAS_PER_REPLY
+    assert by_name["naive"].events == 2 * (1 + 2 * DELTAS_PER_REPLY + 1 + 1 + 1)
+
+
+def test_the_whole_report_runs_on_tiny_sizes(tmp_path: Path) -> None:
+    tiny = run.Sizes(requests=2, naive_requests=1, appends=30, append_rounds=1, resume_sizes=(40, 120), resume_repeats=1, memory_size=0)
+    report = run.run(tiny, tmp_path, progress=False)
+    for heading in ("Harness overhead", "Append throughput", "Resume time", "Targets"):
+        assert heading in report
+    assert "sqlite3" in report and "need sizes 10k and 100k" in report
+    assert report.count("**PASS**") + report.count("**FAIL**") == 2  # only the overhead targets apply here
+
+
+def test_resume_memory_is_measured_in_a_child_process(tmp_path: Path) -> None:
+    with_snapshot, _ = cases.build_logs([60], tmp_path)[60]
+    memory = cases.resume_memory(with_snapshot, True)
+    assert memory["peak_rss_mib"] > memory["rss_growth_mib"] >= 0
+    assert memory["traced_peak_mib"] > 0
