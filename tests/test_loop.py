@@ -13,7 +13,7 @@ import nbagent
 from nbagent import events as ev
 from nbagent.loop import UNKNOWN_OUTCOME
 from nbagent.tools import idempotency_key
-from tests.fake_anthropic import FakeAnthropic, error, stream_error, text, tool_use, tool_uses
+from tests.fake_anthropic import FakeAnthropic, Reply, error, stream_error, text, tool_use, tool_uses
 
 MODEL = "claude-test"
 
@@ -542,3 +542,62 @@ def test_anthropic_model_without_key_or_client_says_to_set_the_key(monkeypatch: 
     with pytest.raises(nbagent.NbagentError, match="ANTHROPIC_API_KEY"):
         nbagent.run(session, "hi", model=MODEL)
     assert session.messages == []  # nothing was logged
+
+
+def test_interrupt_while_the_reply_streams_is_logged_and_the_call_is_made_again(
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session
+) -> None:
+    def ctrl_c_on_first_delta(event: dict[str, Any]) -> None:
+        if event["type"] == ev.DELTA:
+            raise KeyboardInterrupt  # what Ctrl-C in the main thread does while the SDK reads the stream
+
+    unsubscribe = session.subscribe(ctrl_c_on_first_delta, since=session.seq)
+    fake.script(text("a reply that is cut short by the user", chunks=5))
+    with pytest.raises(nbagent.Interrupted):
+        go(session, client, "hi")
+    unsubscribe()
+    assert of_type(session, ev.INTERRUPTED)[0]["during"] == "model"
+    assert of_type(session, ev.ASSISTANT_MSG) == [] and session.state.frontier == "model"
+    fake.script(text("complete reply"))
+    assert go(session, client) == "complete reply"
+    assert [r.body["messages"] for r in fake.requests] == [[{"role": "user", "content": "hi"}]] * 2
+
+
+def test_interrupt_while_waiting_for_approval_asks_again_on_resume(
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, tools: list[nbagent.Tool], effects: Effects
+) -> None:
+    def walk_away(request: nbagent.ApprovalRequest) -> bool:
+        raise KeyboardInterrupt
+
+    fake.script(tool_use("delete_table", {"table": "t"}, id="toolu_1"))
+    with pytest.raises(nbagent.Interrupted):
+        go(session, client, "drop t", tools=tools, approval=walk_away)
+    assert [e["decision"] for e in of_type(session, ev.APPROVAL)] == ["pending"] and effects.calls == []
+    fake.script(text("dropped"))
+    go(session, client, tools=tools, approval="auto")
+    assert effects.calls == [("delete_table", {"table": "t"}, None)]
+    assert [e["decision"] for e in of_type(session, ev.APPROVAL)] == ["pending", "pending", "approved"]
+
+
+def test_pause_turn_sends_the_paused_message_back_to_continue(fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session) -> None:
+    fake.script(text("Searching...", stop_reason="pause_turn"), text("Found it."))
+    assert go(session, client, "search") == "Found it."
+    second = fake.requests[1].body["messages"]
+    assert second == [{"role": "user", "content": "search"}, {"role": "assistant", "content": [{"type": "text", "text": "Searching..."}]}]
+
+
+def test_empty_reply_is_recorded_so_the_next_request_stays_valid(fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session) -> None:
+    fake.script(Reply(content=[]), text("second"))
+    go(session, client, "first")
+    assert session.messages[-1]["content"][0]["text"]  # a placeholder, never an empty assistant turn
+    assert go(session, client, "again") == "second"  # the server accepted the history
+
+
+def test_loop_gives_up_after_its_retries_and_the_session_can_resume(fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session) -> None:
+    fake.script(stream_error(after=3), stream_error(after=3))
+    with pytest.raises(nbagent.ModelError, match="Overloaded"):
+        go(session, client, "hi", retries=1)
+    assert [e["attempt"] for e in of_type(session, ev.MODEL_ERROR)] == [1, 2]
+    fake.script(text("back"))
+    assert go(session, client) == "back"
+    assert len(fake.requests) == 3 and all(r.body["messages"] == [{"role": "user", "content": "hi"}] for r in fake.requests)
