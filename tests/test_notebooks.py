@@ -25,7 +25,7 @@ def execute(name: str, folder: Path, fake, **env: str):
         **os.environ, "ANTHROPIC_BASE_URL": fake.base_url, "ANTHROPIC_API_KEY": "test-key",
         "JPY_SESSION_NAME": str(folder / f"{name}.ipynb"), **env,
     }
-    client = NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(folder)}})
+    client = NotebookClient(nb, timeout=120, kernel_name="python3", shutdown_kernel="immediate", resources={"metadata": {"path": str(folder)}})
     client.execute(env=kernel_env)
     return nb
 
