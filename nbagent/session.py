@@ -221,15 +221,16 @@ class Session:
             with self._lock:
                 for event in iter_events(self._log.read(end, self._log.size), path=str(self.path), since=last):
                     callback(event)
-                self._subscribers.append(callback)
+                live = callback if since <= self._seq else _after(since, callback)
+                self._subscribers.append(live)
         except Exception:
             logger.exception("nbagent: subscriber %r raised while catching up; detached", callback)
             return lambda: None
 
         def unsubscribe() -> None:
             with self._lock:
-                if callback in self._subscribers:
-                    self._subscribers.remove(callback)
+                if live in self._subscribers:
+                    self._subscribers.remove(live)
 
         return unsubscribe
 
@@ -239,7 +240,18 @@ class Session:
                 callback(event)
             except Exception:
                 logger.exception("nbagent: subscriber %r raised on event %d; detached", callback, event["seq"])
-                self._subscribers.remove(callback)
+                if callback in self._subscribers:  # it may have unsubscribed itself before raising
+                    self._subscribers.remove(callback)
+
+
+def _after(since: int, callback: Subscriber) -> Subscriber:
+    """``callback`` for live events with ``seq > since`` only (a subscriber that joined ahead of the log)."""
+
+    def deliver(event: ev.Event) -> None:
+        if event["seq"] > since:
+            callback(event)
+
+    return deliver
 
 
 def _disagreement(log: EventLog, base: snapshot.Snapshot) -> str:
