@@ -7,6 +7,7 @@ snapshot that disagrees with the log, or fails a check, is ignored.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import zlib
@@ -49,7 +50,15 @@ class Snapshot:
 
     def state(self) -> State:
         """Parse the state (call :meth:`check` first)."""
-        return State.from_dict(json.loads(self.body))
+        # Parsing a long transcript allocates many containers and can trigger a full
+        # collection mid-parse (a 10x slowdown seen at 100k events); none of them are garbage.
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return State.from_dict(json.loads(self.body))
+        finally:
+            if enabled:
+                gc.enable()
 
 
 def summary(state: State) -> dict[str, Any]:
