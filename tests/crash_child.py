@@ -14,15 +14,19 @@ Usage: crash_child.py LOG EFFECTS BASE_URL [--prompt TEXT] [--approval deny|auto
 With ``--zygote`` it imports everything once and then, for each JSON line
 ``{"argv": [...], "stderr": PATH}`` on stdin, forks a fresh process for that
 run, prints ``PID <pid>``, and ``EXIT <pid> <code>`` when it ends (``-9`` when
-SIGKILLed): importing the SDK takes seconds, forking takes milliseconds.
+SIGKILLed): importing the SDK and building its models takes seconds,
+forking takes milliseconds.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import sys
+import tempfile
 import threading
 import traceback
 from pathlib import Path
@@ -114,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     client = anthropic.Anthropic(base_url=args.base_url, api_key="test-key", max_retries=0)
-    with nbagent.Session.open(args.log) as session:
+    with client, nbagent.Session.open(args.log) as session:
         if args.pause_after:
             kind, _, nth = args.pause_after.partition(":")
             seen = [0]
@@ -131,8 +135,20 @@ def main(argv: list[str] | None = None) -> None:
         print(f"DONE session={session.id} final={json.dumps(final)}", flush=True)
 
 
+def warm_up() -> None:
+    """Run a small job once here, so the SDK's lazily built pydantic models are ready in every fork."""
+    from fake_anthropic import FakeAnthropic, text, tool_uses  # tests/ is sys.path[0] when run as a script
+
+    with tempfile.TemporaryDirectory() as folder, FakeAnthropic() as fake:
+        fake.script(tool_uses([("charge", {"amount": 1}), ("append_note", {"text": "t"}), ("lookup", {"name": "n"})], "warm"), text("up"))
+        with contextlib.redirect_stdout(io.StringIO()):
+            main([f"{folder}/log.jsonl", f"{folder}/effects.jsonl", fake.base_url, "--prompt", "warm up"])
+    assert threading.active_count() == 1, "a thread survived the warm-up; forking now would be unsafe"
+
+
 def zygote() -> None:
     """Fork one fresh process per requested run, one run at a time; report each pid and exit code."""
+    warm_up()
     print("READY zygote", flush=True)
     for line in sys.stdin:
         command = json.loads(line)
@@ -155,6 +171,7 @@ def zygote() -> None:
         print(f"PID {pid}", flush=True)
         _, status = os.waitpid(pid, 0)
         print(f"EXIT {pid} {os.waitstatus_to_exitcode(status)}", flush=True)
+    os._exit(0)  # nothing to clean up; skip a slow interpreter teardown
 
 
 if __name__ == "__main__":

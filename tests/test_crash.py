@@ -101,7 +101,11 @@ class Zygote:
     def close(self) -> None:
         assert self.out.proc.stdin is not None
         self.out.proc.stdin.close()
-        self.out.proc.wait(WAIT)
+        try:
+            self.out.proc.wait(WAIT)
+        except subprocess.TimeoutExpired:
+            self.out.proc.kill()
+            self.out.proc.wait()
 
 
 class Child:
@@ -131,7 +135,10 @@ class Child:
 
     def kill(self) -> int:
         """SIGKILL: no cleanup, no finally blocks, no flushing; returns the exit code the zygote saw."""
-        os.kill(self.pid, signal.SIGKILL)
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:  # it had ended (and been reaped) already
+            pass
         return self.wait()
 
     def wait(self) -> int:
@@ -190,15 +197,15 @@ def zygote() -> Iterator[Zygote]:
 
 @pytest.fixture(scope="module")
 def baseline(zygote: Zygote, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """The same job run start to finish without a crash, by a plain ``python tests/crash_child.py`` process."""
+    """The same job run start to finish without a crash."""
     folder = tmp_path_factory.mktemp("baseline")
     run = Run(folder / "session.jsonl", folder / "effects.jsonl")
     with FakeAnthropic() as fake:
         fake.responder = responder()
-        argv = [sys.executable, str(CHILD), str(run.log), str(run.effects), fake.base_url, "--prompt", PROMPT]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=4 * WAIT)
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.splitlines()[-1].endswith(" final=" + json.dumps(FINAL))
+        argv = [str(run.log), str(run.effects), fake.base_url, "--prompt", PROMPT]
+        started = time.perf_counter()
+        assert zygote.spawn(argv, folder / "stderr").finish() == FINAL
+        print(f"baseline run in a forked child: {time.perf_counter() - started:.2f}s")
         run.after = list(fake.requests)
     assert [len(r.body["messages"]) for r in run.after] == [1, 3, 5, 7]
     return run
@@ -213,15 +220,22 @@ def crash(tmp_path: Path, fake: FakeAnthropic, zygote: Zygote) -> Iterator[Calla
         fake.responder = responder(hang)
         common = [str(run.log), str(run.effects), fake.base_url]
         first = zygote.spawn([*common, "--prompt", PROMPT, *child_args], tmp_path / "first.stderr")
+        children.append(first)
         until(run, first)
         assert first.kill() == -signal.SIGKILL
         run.before = list(fake.requests)
         fake.responder = responder()
-        assert zygote.spawn(common, tmp_path / "resumed.stderr").finish() == FINAL
+        resumed = zygote.spawn(common, tmp_path / "resumed.stderr")
+        children.append(resumed)
+        assert resumed.finish() == FINAL
         run.after = fake.requests[len(run.before):]
         return run
 
+    children: list[Child] = []
     yield scenario
+    for child in children:  # a failed test must not leave a blocked child behind
+        if child.returncode() is None:
+            child.kill()
 
 
 def bodies(requests: list[RecordedRequest]) -> list[dict[str, Any]]:
