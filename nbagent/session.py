@@ -269,5 +269,14 @@ def _disagreement(log: EventLog, base: snapshot.Snapshot) -> str:
         base.check()
     except ValueError as exc:
         return str(exc)
+    # The header's session id seeds idempotency keys, and the header has no checksum: check it against line 1.
+    first = log.read(0, min(log.size, 1 << 16)).split(b"\n", 1)[0]
+    try:
+        session_id = ev.decode(first).get("session_id")
+    except ev.BadLine:
+        return "the log's first line could not be checked against the snapshot"
+    summary = base.header.get("summary")
+    if not isinstance(summary, dict) or summary.get("session_id") != session_id:
+        return "the snapshot names another session than the log"
     return ""
 
