@@ -370,6 +370,8 @@ BAD_SNAPSHOTS = {
     "header-kind-changed": (_edit_header(lambda h: h.update(kind="something.else")), "not an nbagent snapshot"),
     "header-newer-version": (_edit_header(lambda h: h.update(v=99)), "v99"),
     "header-field-missing": (_edit_header(lambda h: h.pop("line_crc")), "incomplete"),
+    "header-summary-missing": (_edit_header(lambda h: h.pop("summary")), "another session"),
+    "header-summary-not-a-dict": (_edit_header(lambda h: h.update(summary=[1])), "another session"),
     "header-body-crc-changed": (_edit_header(lambda h: h.update(body_crc="00000000")), "checksum"),
     "body-byte-flipped": (_flip_body_byte, "checksum"),
     "body-cut-short": (_cut_body, "checksum"),
@@ -399,6 +401,18 @@ def test_a_stale_or_damaged_snapshot_falls_back_to_the_full_log(tmp_path: Path, 
         pass
     with Session.open(log_path) as session:  # ... which the next open uses
         assert session.snapshot_note == "" and session.state == full_replay(log_path)
+
+
+def test_a_snapshot_claiming_another_session_id_is_not_trusted(log_path: Path) -> None:
+    with Session.open(log_path, fsync="never", snapshot_every=10) as session:
+        add_turns(session, 30)
+        real_id = session.id
+    _edit_header(lambda h: h["summary"].update(session_id="0" * 32))(log_path, log_path)
+    with Session.open(log_path, snapshot_every=0) as session:
+        # The id seeds every idempotency key: it must come from the log, never from a damaged header.
+        assert session.id == real_id == session.state.session_id
+        assert "session" in session.snapshot_note
+        assert session.state == full_replay(log_path)
 
 
 @pytest.mark.xfail(strict=True, reason="engine: the snapshot header has no checksum of its own, so a damaged summary is used for listings")
