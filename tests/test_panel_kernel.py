@@ -24,17 +24,24 @@ def server() -> Iterator[FakeAnthropic]:
 
 
 @pytest.fixture(scope="module")
-def kernel(server: FakeAnthropic) -> Iterator[Any]:
+def kernel_manager(server: FakeAnthropic) -> Iterator[KernelManager]:
     km = KernelManager(kernel_name="python3")
     km.start_kernel(env={"ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "test-key", "PATH": "/usr/bin:/bin"})
-    kc = km.blocking_client()
+    try:
+        yield km
+    finally:
+        km.shutdown_kernel(now=True)
+
+
+@pytest.fixture(scope="module")
+def kernel(kernel_manager: KernelManager) -> Iterator[Any]:
+    kc = kernel_manager.blocking_client()
     kc.start_channels()
     kc.wait_for_ready(timeout=TIMEOUT)
     try:
         yield kc
     finally:
         kc.stop_channels()
-        km.shutdown_kernel(now=True)
 
 
 def run_cell(kc: Any, code: str, *, on_message: Any = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -201,3 +208,33 @@ def test_decline_in_a_real_run_gives_the_model_an_error_result_and_the_tool_neve
     assert "result True The user declined this tool call." in stdout(messages)
     update = next(m for m in messages if m["msg_type"] == "update_display_data")
     assert "declined by panel" in update["content"]["data"]["text/plain"]
+
+
+def test_interrupting_a_pending_approval_stops_the_cell_and_the_kernel_stays_usable(
+    kernel: Any, kernel_manager: KernelManager
+) -> None:
+    interrupted: list[bool] = []
+
+    def act(msg: dict[str, Any]) -> None:
+        state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_msg" else {}
+        if "waiting for approval" in str(state.get("value", "")) and not interrupted:
+            kernel_manager.interrupt_kernel()  # the panel is now waiting for the click
+            interrupted.append(True)
+
+    messages, reply = run_cell(
+        kernel,
+        """
+        from nbagent import ApprovalRequest
+        from nbagent.notebook.panel import Panel
+        panel = Panel("interrupt test")
+        panel.show()
+        panel.ask(ApprovalRequest("toolu_2", "rm", {}, "irreversible", "irreversible"))
+        """,
+        on_message=act,
+    )
+    assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt"
+    updates = [m["content"]["data"]["state"]["value"] for m in messages
+               if m["msg_type"] == "comm_msg" and "value" in m["content"]["data"].get("state", {})]
+    assert any("not answered (interrupted)" in v for v in updates), [m["msg_type"] for m in messages]
+    messages, reply = run_cell(kernel, "print('still alive')")
+    assert reply["content"]["status"] == "ok" and "still alive" in stdout(messages)

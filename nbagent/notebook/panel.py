@@ -220,17 +220,19 @@ class Panel:
                 answered.set()
 
         question = widgets.HTML(value=f"<b>Approval needed:</b> {render._esc(request.describe())}")
-        approve = widgets.Button(description="Approve", button_style="success", icon="check")
-        decline = widgets.Button(description="Decline", button_style="danger", icon="times")
-        approve.on_click(lambda _: choose(Decision(True, "panel")))
-        decline.on_click(lambda _: choose(Decision(False, "panel", DECLINED_NOTE)))
-        box = widgets.VBox([question, widgets.HBox([approve, decline])])
-        self.approval_box = box
-        with self._lock:
-            self._flush()
-            self._add(box)
-            self._set_status("waiting for approval")
-        try:
+        buttons: list[widgets.Button] = []
+        try:  # an interrupt may land anywhere from here on: the finally block always closes the question
+            approve = widgets.Button(description="Approve", button_style="success", icon="check")
+            decline = widgets.Button(description="Decline", button_style="danger", icon="times")
+            buttons += [approve, decline]
+            approve.on_click(lambda _: choose(Decision(True, "panel")))
+            decline.on_click(lambda _: choose(Decision(False, "panel", DECLINED_NOTE)))
+            box = widgets.VBox([question, widgets.HBox([approve, decline])])
+            self.approval_box = box
+            with self._lock:
+                self._flush()
+                self._add(box)
+                self._set_status("waiting for approval")
             if pump is None:
                 while not answered.wait(0.1):  # the kernel's loop delivers the click (it is not blocked by us)
                     pass
@@ -239,7 +241,8 @@ class Panel:
                     while not answered.is_set():
                         pump.poll(0.1)
         finally:
-            approve.disabled = decline.disabled = True
+            for button in buttons:
+                button.disabled = True
             with self._lock:
                 if answer:
                     verdict = "approved" if answer[0].approved else "declined"
