@@ -37,6 +37,7 @@ class LoopResult:
     events: int
     wall: float
     overheads: list[float]
+    durable: int = 0  # events the policy fsyncs
 
     @property
     def per_turn(self) -> float:
@@ -115,9 +116,10 @@ def bench_loops(requests: int, naive_requests: int, workdir: Path) -> list[LoopR
     with nbagent.Session.open(workdir / "engine-turn.jsonl") as reopened:
         if reopened.messages != final["turn"][0]:
             raise AssertionError("the engine's log does not replay to the transcript it produced")
+    durable = sum(ev.is_durable(e["type"], e) for e in nbagent.read_events(workdir / "engine-turn.jsonl"))
     return [
-        LoopResult("naive (reference design)", naive_requests, len(clocks["naive"].starts), len(naive_events), walls["naive"], overheads["naive"]),
-        LoopResult('nbagent, fsync="turn"', requests, len(clocks["turn"].starts), final["turn"][1], walls["turn"], overheads["turn"]),
+        LoopResult("naive (reference design)", naive_requests, len(clocks["naive"].starts), len(naive_events), walls["naive"], overheads["naive"], len(naive_events)),
+        LoopResult('nbagent, fsync="turn"', requests, len(clocks["turn"].starts), final["turn"][1], walls["turn"], overheads["turn"], durable),
         LoopResult('nbagent, fsync="never" (CPU only)', requests, len(clocks["never"].starts), final["never"][1], walls["never"], overheads["never"]),
     ]
 
