@@ -601,3 +601,24 @@ def test_loop_gives_up_after_its_retries_and_the_session_can_resume(fake: FakeAn
     fake.script(text("back"))
     assert go(session, client) == "back"
     assert len(fake.requests) == 3 and all(r.body["messages"] == [{"role": "user", "content": "hi"}] for r in fake.requests)
+
+
+def test_replay_rules_hold_after_reopening_from_a_snapshot(
+    fake: FakeAnthropic, client: anthropic.Anthropic, log_path: Path, tools: list[nbagent.Tool], effects: Effects
+) -> None:
+    with nbagent.Session.open(log_path) as session:
+        tool_turn(session, ("append_note", {"text": "x"}, "toolu_a"), ("charge", {"amount": 2}, "toolu_b"), ("lookup", {"name": "z"}, "toolu_c"))
+        started(session, "toolu_a", "append_note", "write")
+        started(session, "toolu_b", "charge", "write", key=True)
+        session.append(ev.TOOL_RESULT, tool_use_id="toolu_c", content="z was recorded")
+        key = idempotency_key(session.id, "toolu_b")
+    assert log_path.with_name(log_path.name + ".snapshot").exists()  # closing wrote one
+    fake.script(text("ok"))
+    with nbagent.Session.open(log_path) as session:
+        go(session, client, tools=tools, approval="deny")
+    assert effects.calls == [("charge", {"amount": 2}, key)]  # the write is not repeated, the read not re-run
+    # Results stand in the order they were logged (the recorded one first); the API matches them by id.
+    recorded, note, charge = results(fake.requests[0].body["messages"][-1])
+    assert recorded == {"type": "tool_result", "tool_use_id": "toolu_c", "content": "z was recorded"}
+    assert note["tool_use_id"] == "toolu_a" and note["is_error"] and UNKNOWN_OUTCOME in note["content"]
+    assert charge == {"type": "tool_result", "tool_use_id": "toolu_b", "content": "charged 2"}
