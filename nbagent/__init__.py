@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from .approval import ApprovalPolicy, ApprovalRequest, Decision
 from .errors import (
@@ -17,10 +18,19 @@ from .errors import (
 )
 from .fold import State
 from .log import follow, read_events
-from .loop import Loop, run
-from .model import AnthropicModel, DemoModel, Model, ModelRequest
 from .session import Session, Subscriber
-from .tools import Tool, tool
+
+if TYPE_CHECKING:
+    from .loop import Loop, run
+    from .model import AnthropicModel, DemoModel, Model, ModelRequest
+    from .tools import Tool, tool
+
+# These need the anthropic SDK, whose import takes about a second; they are loaded on first
+# use so that `nbagent sessions` and other log readers start fast.
+_NEEDS_SDK = {
+    "Loop": "loop", "run": "loop", "AnthropicModel": "model", "DemoModel": "model", "Model": "model",
+    "ModelRequest": "model", "Tool": "tools", "tool": "tools",
+}
 
 __version__ = "0.1.0"
 
@@ -29,6 +39,17 @@ __all__ = [
     "LogCorruptError", "LogError", "LogLockedError", "LogVersionError", "LogWriteError", "Model", "ModelError",
     "ModelRequest", "NbagentError", "Session", "State", "Subscriber", "Tool", "follow", "read_events", "run", "tool",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load the SDK-backed names, and the engine submodules, on first use."""
+    if name in _NEEDS_SDK:
+        value = getattr(importlib.import_module(f".{_NEEDS_SDK[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    if name in ("loop", "model", "tools"):
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def load_ipython_extension(ipython: Any) -> None:
