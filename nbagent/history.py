@@ -429,7 +429,7 @@ class Printer:
             self._names[event.get("tool_use_id", "")] = str(event.get("name"))
             key = " [idempotency key]" if event.get("idempotency_key") else ""
             attempt = event.get("attempt", 1)
-            again = f" (attempt {attempt})" if attempt != 1 else ""
+            again = f" (attempt {attempt}: an earlier attempt left no result, e.g. the process was killed)" if attempt != 1 else ""
             self._line(f"running {event.get('name')} ({event.get('effect')}){key}{again}", ts)
         elif kind == ev.TOOL_RESULT:
             name = self._names.get(event.get("tool_use_id", ""), "tool")
