@@ -126,7 +126,11 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     """``nbagent show``: the good events, then the damage (if any) as an error."""
     path = history.resolve(args.session)
     out.write(f"session {history.session_name(path)}  ({path})\n")
-    history.transcript(history.read_all(path), out, result_limit=10**9 if args.full else 600)
+    read = history.read_log(path)
+    history.transcript(read.events, out, result_limit=10**9 if args.full else 600)
+    if read.torn:
+        out.write(f"(not shown: a torn last line of {len(read.torn)} bytes at byte offset {read.end}: {read.torn_reason}; "
+                  "opening the session cuts it off and keeps it aside)\n")
     return EXIT_OK
 
 

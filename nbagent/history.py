@@ -17,7 +17,7 @@ from typing import Any, TextIO
 from . import events as ev
 from . import fold, snapshot, store
 from .errors import LogCorruptError, LogVersionError, NbagentError
-from .log import iter_events
+from .log import Scan, iter_events, scan
 
 NOTEBOOK_SUFFIX = ".ipynb"
 # Folders never searched for session logs (besides hidden ones other than .nbagent).
@@ -251,13 +251,18 @@ def resolve(spec: str, *, root: str | os.PathLike[str] = ".") -> Path:
     raise HistoryError(f"session {spec!r} is ambiguous: it matches {names}; give the log's path.")
 
 
-def read_all(path: Path) -> list[ev.Event]:
-    """Every event of a log (raises LogCorruptError / LogVersionError on damage), without locking it."""
+def read_log(path: Path) -> Scan:
+    """Read and check a whole log without locking it: its events, and any torn tail (raises on damage before it)."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise HistoryError(f"cannot read {path}: {exc.strerror or exc}.") from None
-    return list(_checked(iter_events(data, path=str(path)), path))
+    return scan(data, path=str(path))
+
+
+def read_all(path: Path) -> list[ev.Event]:
+    """Every event of a log (raises LogCorruptError / LogVersionError on damage), without locking it."""
+    return read_log(path).events
 
 
 def _checked(events: Iterable[ev.Event], path: Path) -> Iterator[ev.Event]:

@@ -227,3 +227,14 @@ def test_tail_follow_prints_events_another_process_writes(tmp_path: Path, client
         tail.wait()
     assert [e["seq"] for e in seen] == list(range(start, start + 21))
     assert [e.get("text") for e in seen[1:]] == [f"live note {i}" for i in range(20)]
+
+
+def test_show_mentions_a_torn_tail(workspace: Path) -> None:
+    log = the_log(workspace)
+    size = log.stat().st_size
+    torn = b'{"v":1,"seq":99,"ts":1.0,"type":"delta","te'
+    with open(log, "ab") as handle:
+        handle.write(torn)
+    code, out, _ = cli("show", str(log))
+    assert code == 0 and "Goodbye!" in out
+    assert f"a torn last line of {len(torn)} bytes at byte offset {size}: the last line has no newline" in out
