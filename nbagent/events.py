@@ -85,18 +85,22 @@ def encode(event: Event) -> tuple[bytes, Event]:
     if pattern.search(body):
         body = pattern.sub(REDACTED, body)
         event = json.loads(body)
-    raw = body.encode("ascii")
-    crc = b"%08x" % zlib.crc32(raw)
-    event["crc"] = crc.decode()
-    return raw[:-1] + b',"crc":"' + crc + b'"}\n', event
+    line = seal(body.encode("ascii"))
+    event["crc"] = line[-_CRC_SUFFIX_LEN + 8 : -2].decode()
+    return line + b"\n", event
 
 
 class BadLine(ValueError):
     """One log line failed its checks; ``reason`` says which."""
 
 
-def decode(line: bytes) -> Event:
-    """Parse and check one log line (without its newline)."""
+def seal(body: bytes) -> bytes:
+    """Append a ``"crc"`` key, the CRC-32 of the JSON object ``body``, as its last key."""
+    return body[:-1] + b',"crc":"%08x"}' % zlib.crc32(body)
+
+
+def unseal(line: bytes) -> tuple[bytes, str]:
+    """Check a sealed JSON object; return it without its ``"crc"`` key, and the checksum."""
     if len(line) <= _CRC_SUFFIX_LEN or not line.endswith(b'"}'):
         raise BadLine("line is cut short or has no checksum")
     suffix = line[-_CRC_SUFFIX_LEN:]
@@ -109,13 +113,19 @@ def decode(line: bytes) -> Event:
         raise BadLine("checksum is not hexadecimal") from None
     if zlib.crc32(body) != stored:
         raise BadLine("checksum mismatch (the line was altered or torn)")
+    return body, suffix[8:16].decode()
+
+
+def decode(line: bytes) -> Event:
+    """Parse and check one log line (without its newline)."""
+    body, crc = unseal(line)
     try:
         event = json.loads(body)
     except (UnicodeDecodeError, ValueError) as exc:
         raise BadLine(f"not valid JSON ({exc})") from None
     if not isinstance(event, dict) or not isinstance(event.get("seq"), int) or "type" not in event:
         raise BadLine("not an event record")
-    event["crc"] = suffix[8:16].decode()
+    event["crc"] = crc
     return event
 
 

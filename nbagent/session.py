@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import threading
@@ -34,6 +35,8 @@ class Session:
         self._log = log
         self._lock = threading.RLock()
         self._subscribers: list[Subscriber] = []
+        self._outbox: collections.deque[ev.Event] = collections.deque()
+        self._publishing = False
         self._base = base
         self._unfolded = tail.events
         self._state: fold.State | None = None if base is not None else fold.fold(tail.events)
@@ -235,13 +238,24 @@ class Session:
         return unsubscribe
 
     def _publish(self, event: ev.Event) -> None:
-        for callback in list(self._subscribers):
-            try:
-                callback(event)
-            except Exception:
-                logger.exception("nbagent: subscriber %r raised on event %d; detached", callback, event["seq"])
-                if callback in self._subscribers:  # it may have unsubscribed itself before raising
-                    self._subscribers.remove(callback)
+        # A subscriber may append from inside its callback: queue that event behind this
+        # one so that every subscriber still sees events in seq order.
+        self._outbox.append(event)
+        if self._publishing:
+            return
+        self._publishing = True
+        try:
+            while self._outbox:
+                queued = self._outbox.popleft()
+                for callback in list(self._subscribers):
+                    try:
+                        callback(queued)
+                    except Exception:
+                        logger.exception("nbagent: subscriber %r raised on event %d; detached", callback, queued["seq"])
+                        if callback in self._subscribers:  # it may have unsubscribed itself before raising
+                            self._subscribers.remove(callback)
+        finally:
+            self._publishing = False
 
 
 def _after(since: int, callback: Subscriber) -> Subscriber:

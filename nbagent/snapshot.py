@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from . import events
 from .fold import State
 
 KIND = "nbagent.snapshot"
@@ -104,7 +105,7 @@ def write(log_path: Path, state: State, *, line_start: int, offset: int, line_cr
     temp = target.with_name(target.name + ".tmp")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     with open(fd, "wb") as out:
-        out.write(json.dumps(header, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n")
+        out.write(events.seal(json.dumps(header, ensure_ascii=True, separators=(",", ":")).encode("ascii")) + b"\n")
         out.write(body + b"\n")
         out.flush()
         os.fsync(out.fileno())
@@ -117,10 +118,18 @@ def read_header(log_path: Path) -> dict[str, Any] | None:
     """Just the header line of a snapshot (cheap: for listings), or None."""
     try:
         with open(path_for(log_path), "rb") as handle:
-            header = json.loads(handle.readline())
+            header = _parse_header(handle.readline().rstrip(b"\n"))
     except (OSError, ValueError):
         return None
-    return header if isinstance(header, dict) and header.get("kind") == KIND else None
+    return header if header.get("kind") == KIND else None
+
+
+def _parse_header(line: bytes) -> dict[str, Any]:
+    """Check the header's own checksum and parse it (ValueError if either fails)."""
+    header = json.loads(events.unseal(line)[0])
+    if not isinstance(header, dict):
+        raise ValueError("snapshot header is not an object")
+    return header
 
 
 def load(log_path: Path) -> tuple[Snapshot | None, str]:
@@ -134,10 +143,12 @@ def load(log_path: Path) -> tuple[Snapshot | None, str]:
         return None, f"snapshot unreadable: {exc}"
     head, _, rest = data.partition(b"\n")
     try:
-        header = json.loads(head)
+        header = _parse_header(head)
+    except events.BadLine as bad:
+        return None, f"snapshot header fails its check: {bad}"
     except ValueError:
         return None, "snapshot header is not JSON"
-    if not isinstance(header, dict) or header.get("kind") != KIND:
+    if header.get("kind") != KIND:
         return None, "not an nbagent snapshot"
     if header.get("v") != VERSION:
         return None, f"snapshot format v{header.get('v')} is not v{VERSION}"
