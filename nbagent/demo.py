@@ -31,8 +31,8 @@ SYSTEM = (
     "then answer in at most two sentences."
 )
 REQUESTS = (
-    "What files are in the workspace?",
-    "Add a note to notes.txt saying that the nbagent demo ran.",
+    "What files are in the workspace? Use the list_files tool.",
+    "Use the append_note tool to add a note saying that the nbagent demo ran.",
 )
 SAMPLE_FILES = {
     "data.csv": "month,total\n2026-01,120\n2026-02,135\n2026-03,161\n",
@@ -164,6 +164,11 @@ def run_demo(folder: str | os.PathLike[str] = DEFAULT_FOLDER, *, fresh: bool = F
     code = _run_crashing_turn(log, workspace, model_name, out)
     killed = code == -signal.SIGKILL
     out.write(f"\nchild process exit: {'killed by SIGKILL' if killed else f'code {code}'}\n")
+    if code not in (0, -signal.SIGKILL):
+        out.write("The crash step failed for another reason (see its output above); the demo stops here.\n")
+        return 1
+    if not killed:
+        out.write("The model did not call append_note, so no crash was staged; the resume below has nothing to recover.\n")
 
     _rule(out, "3. Resume in this process from the log alone")
     runs_before = sum(runs.values())
@@ -194,9 +199,10 @@ def run_demo(folder: str | os.PathLike[str] = DEFAULT_FOLDER, *, fresh: bool = F
     _rule(out, "5. What is on disk")
     summary = history.summarize(log)
     report = history.verify(log)
-    notes = [line for line in (workspace / NOTES).read_text(encoding="utf-8").splitlines() if line.strip()] if (workspace / NOTES).exists() else []
-    session_key_notes = [n for n in notes if "[key nbagent-" in n]
+    notes = (workspace / NOTES).read_text(encoding="utf-8").splitlines() if (workspace / NOTES).exists() else []
     events = history.read_all(log)
+    keys = {e["idempotency_key"] for e in events if e["type"] == "tool_started" and e.get("idempotency_key")}
+    effects = {key: sum(1 for line in notes if line.endswith(f"[key {key}]")) for key in keys}
     from . import export  # nbformat is imported only here
 
     notebook = export.export(events, workspace / "demo-transcript.ipynb", source=log)
@@ -204,20 +210,16 @@ def run_demo(folder: str | os.PathLike[str] = DEFAULT_FOLDER, *, fresh: bool = F
     out.write(f"sessions: {summary.name}  {summary.turns} turns  {summary.tokens} tokens  {summary.status}  \"{history.clip(summary.title, 40)}\"\n")
     verdict = "OK" if report.ok else "PROBLEMS: " + "; ".join(str(p) for p in report.problems)
     out.write(f"verify:   {verdict} ({report.events} events, {report.size} bytes; {'; '.join(report.notes)})\n")
-    latest = [n for n in session_key_notes if _key_of_session(n, events)]
-    out.write(f"notes.txt: {len(latest)} line(s) from this session's keyed call (exactly once despite the crash)\n")
+    once = all(count == 1 for count in effects.values())
+    out.write(f"notes.txt: {sum(effects.values())} line(s) from {len(keys)} keyed call(s) of this session: "
+              + ("each took effect exactly once, despite the crash\n" if once else f"NOT exactly once: {effects}\n"))
     out.write(f"exported: {notebook} and {markdown}\n")
     out.write(f"\nTry: nbagent sessions {workspace}   nbagent show {log}   nbagent verify {log}\n")
-    checks = [killed, report.ok, summary.complete, len(latest) == 1, counting.calls == 0, replay_runs == 0]
+    checks = [report.ok, summary.complete, once, counting.calls == 0, replay_runs == 0]
     if not all(checks):
         out.write("The demo's durability checks did NOT all hold; see above.\n")
         return 1
     return 0
-
-
-def _key_of_session(note: str, events: list[dict[str, Any]]) -> bool:
-    keys = {e.get("idempotency_key") for e in events if e["type"] == "tool_started" and e.get("idempotency_key")}
-    return any(f"[key {key}]" in note for key in keys)
 
 
 def _crash_turn(log: Path, folder: Path, model_name: str | None) -> None:
@@ -234,6 +236,9 @@ def _crash_turn(log: Path, folder: Path, model_name: str | None) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) >= 4 and sys.argv[1] == "--crash-turn":
-        _crash_turn(Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[5] if len(sys.argv) >= 6 and sys.argv[4] == "--model" else None)
+        try:
+            _crash_turn(Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[5] if len(sys.argv) >= 6 and sys.argv[4] == "--model" else None)
+        except NbagentError as exc:
+            sys.exit(f"nbagent demo: {' '.join(str(exc).split())}")
     else:
         sys.exit("usage: nbagent demo (this module's own entry point is internal)")

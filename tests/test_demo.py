@@ -13,7 +13,7 @@ import pytest
 import nbagent
 from nbagent import history
 from nbagent.demo import prepare
-from tests.fake_anthropic import FakeAnthropic, text, tool_use
+from tests.fake_anthropic import FakeAnthropic, error, text, tool_use
 
 NBAGENT = Path(sys.executable).with_name("nbagent")
 
@@ -58,7 +58,7 @@ def test_demo_offline_is_labelled_and_leaves_a_sound_log(tmp_path: Path) -> None
     assert "child process exit: killed by SIGKILL" in out
     assert "Resume: 1 model call(s), 1 tool run(s)" in out
     assert "Resume of the finished session: 0 model calls, 0 tool runs" in out
-    assert "verify:   OK" in out and "1 line(s) from this session's keyed call" in out
+    assert "verify:   OK" in out and "1 line(s) from 1 keyed call(s) of this session: each took effect exactly once" in out
     events = check_what_is_on_disk(folder)
     assert {e["model"] for e in events if e["type"] == "assistant_msg"} == {nbagent.DemoModel.name}
     assert "not Claude" in (folder / "demo-transcript.md").read_text()
@@ -112,3 +112,11 @@ def test_help_mentions_the_demo(argv: list[str], capsys: pytest.CaptureFixture[s
 
     assert main(argv) == 0
     assert "demo" in capsys.readouterr().out
+
+
+def test_demo_with_a_rejected_key_is_a_one_line_error(tmp_path: Path, fake: FakeAnthropic) -> None:
+    fake.script(error(401))
+    env = clean_env() | {"ANTHROPIC_API_KEY": "wrong-key", "ANTHROPIC_BASE_URL": fake.base_url}
+    done = run_demo(tmp_path / "demo", env)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1 and "authentication_error" in done.stderr and "Check ANTHROPIC_API_KEY" in done.stderr
