@@ -8,6 +8,7 @@ same loop.
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -79,8 +80,10 @@ class Loop:
         while True:
             attempt += 1
             self.session.append(ev.MODEL_CALL, model=self.model.name, attempt=attempt)
+            deltas = _DeltaWriter(self.session)
             try:
-                reply = self.model.stream(request, lambda delta: self.session.append(ev.DELTA, **delta))
+                reply = self.model.stream(request, deltas)
+                deltas.flush()
             except ModelError as err:
                 self.session.append(
                     ev.MODEL_ERROR, message=str(err), status=err.status, kind=err.kind, retryable=err.retryable, attempt=attempt
@@ -160,6 +163,38 @@ class Loop:
                 self._result(tool_use_id, f"{UNKNOWN_OUTCOME} The user moved on to a new request.", is_error=True)
             else:
                 self._result(tool_use_id, "Not run: the user moved on to a new request before this call started.", is_error=True)
+
+
+class _DeltaWriter:
+    """Logs stream deltas, holding back a trailing run of key-alphabet characters until it ends.
+
+    Redaction works on whole lines; a secret streamed in pieces would otherwise be
+    written piecewise and slip past it.  Every secret shape nbagent redacts is a run
+    of ``[A-Za-z0-9_-]``, so cutting only elsewhere keeps each one inside one line.
+    """
+
+    _OPEN_RUN = re.compile(r"[A-Za-z0-9_\-]*\Z")
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.held: dict[tuple[int, str], str] = {}
+
+    def __call__(self, delta: dict[str, Any]) -> None:
+        index = delta.get("index", 0)
+        for kind in ("text", "partial_json", "thinking"):
+            if kind in delta:
+                pending = self.held.pop((index, kind), "") + delta[kind]
+                cut = self._OPEN_RUN.search(pending).start()  # type: ignore[union-attr]
+                if pending[cut:]:
+                    self.held[(index, kind)] = pending[cut:]
+                if cut:
+                    self.session.append(ev.DELTA, index=index, **{kind: pending[:cut]})
+
+    def flush(self) -> None:
+        """Write what is held (the stream has ended)."""
+        for (index, kind), pending in self.held.items():
+            self.session.append(ev.DELTA, index=index, **{kind: pending})
+        self.held.clear()
 
 
 def run(
