@@ -104,7 +104,7 @@ def write_table(summaries: Sequence[history.Summary], out: TextIO) -> None:
     by_notebook: dict[str, list[history.Summary]] = {}
     for summary in summaries:
         by_notebook.setdefault(summary.notebook, []).append(summary)
-    rows = [[s.name, history.clip(s.title, 40) if s.title else "-", history.when(s.created), history.when(s.last_ts),
+    rows = [[s.name, history.shorten(s.title, 40) if s.title else "-", history.when(s.created), history.when(s.last_ts),
              str(s.turns), str(s.tokens), s.status] for s in summaries]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
 

@@ -207,14 +207,16 @@ def run_demo(folder: str | os.PathLike[str] = DEFAULT_FOLDER, *, fresh: bool = F
 
     notebook = export.export(events, workspace / "demo-transcript.ipynb", source=log)
     markdown = export.export(events, workspace / "demo-transcript.md", source=log)
-    out.write(f"sessions: {summary.name}  {summary.turns} turns  {summary.tokens} tokens  {summary.status}  \"{history.clip(summary.title, 40)}\"\n")
+    out.write(f"sessions: {summary.name}  {summary.turns} turns  {summary.tokens} tokens  {summary.status}  \"{history.shorten(summary.title, 50)}\"\n")
     verdict = "OK" if report.ok else "PROBLEMS: " + "; ".join(str(p) for p in report.problems)
     out.write(f"verify:   {verdict} ({report.events} events, {report.size} bytes; {'; '.join(report.notes)})\n")
     once = all(count == 1 for count in effects.values())
     out.write(f"notes.txt: {sum(effects.values())} line(s) from {len(keys)} keyed call(s) of this session: "
               + ("each took effect exactly once, despite the crash\n" if once else f"NOT exactly once: {effects}\n"))
     out.write(f"exported: {notebook} and {markdown}\n")
-    out.write(f"\nTry: nbagent sessions {workspace}   nbagent show {log}   nbagent verify {log}\n")
+    # A session name resolves under the current folder; elsewhere give the path.
+    spec = summary.name if Path.cwd() in workspace.absolute().parents else str(log)
+    out.write(f"\nTry: nbagent sessions {workspace}   nbagent show {spec}   nbagent verify {spec}\n")
     checks = [report.ok, summary.complete, once, counting.calls == 0, replay_runs == 0]
     if not all(checks):
         out.write("The demo's durability checks did NOT all hold; see above.\n")

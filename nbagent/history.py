@@ -359,6 +359,12 @@ def clip(text: str, limit: int) -> str:
     return text[:limit] + f"… [{len(text) - limit} more characters]"
 
 
+def shorten(text: str, limit: int) -> str:
+    """At most ``limit`` characters on one line, ending in an ellipsis when cut."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _indent(text: str, prefix: str = "    ") -> str:
     return "\n".join(prefix + line for line in text.splitlines() or [""])
 
