@@ -58,9 +58,12 @@ def find_logs(path: str | os.PathLike[str]) -> list[Path]:
     if not os.access(target, os.R_OK | os.X_OK):
         raise HistoryError(f"{target}: permission denied (cannot read this folder).")
     found = [s.path for s in store.list_sessions(target)]  # the folder itself may be a log folder
+    for child in sorted(target.glob("*" + NOTEBOOK_SUFFIX)):  # or a configured log root (Agent.log_dir)
+        if child.is_dir() and not child.is_symlink():
+            found.extend(s.path for s in store.list_sessions(child))
     for folder in _log_folders_below(target):
         found.extend(s.path for s in store.list_sessions(folder))
-    return found
+    return list(dict.fromkeys(found))
 
 
 def session_name(path: Path) -> str:

@@ -160,6 +160,12 @@ def test_find_logs_from_notebook_folder_and_log(tmp_path: Path, client: anthropi
     assert history.notebook_of(second) == str(tmp_path / "sub" / "b.ipynb")
     with pytest.raises(history.HistoryError, match="no such file"):
         history.find_logs(tmp_path / "missing")
+    # A configured log root (Agent.log_dir) holds one folder per notebook.
+    configured = tmp_path / "logs"
+    moved = store.log_dir_for(tmp_path / "c.ipynb", base=configured)
+    moved.mkdir(parents=True)
+    shutil.copy(first, moved / first.name)
+    assert history.find_logs(configured) == [moved / first.name]
 
 
 def test_resolve_by_path_name_prefix_id_and_notebook(tmp_path: Path, client: anthropic.Anthropic, fake: FakeAnthropic) -> None:
