@@ -48,9 +48,9 @@ def reply_text(step: int, tool: bool) -> str:
 
 
 def split_deltas(text: str, count: int) -> list[str]:
-    """``text`` cut into ``count`` consecutive pieces."""
-    size = -(-len(text) // count)
-    return [text[i * size : (i + 1) * size] for i in range(count)]
+    """``text`` cut into ``count`` consecutive non-empty pieces (``text`` is longer than ``count``)."""
+    bounds = [i * len(text) // count for i in range(count + 1)]
+    return [text[a:b] for a, b in zip(bounds, bounds[1:])]
 
 
 def reply_for(messages: list[dict[str, Any]]) -> dict[str, Any]:
