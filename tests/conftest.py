@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +16,18 @@ from tests.fake_anthropic import FakeAnthropic
 # Tests never talk to the real API: drop any real key and base URL from the environment.
 for _name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
     os.environ.pop(_name, None)
+
+# Tests never touch the real signing secret: every test (and every child process or kernel
+# it starts, which inherit os.environ) uses a throwaway per-user data folder.
+_DATA_DIR = tempfile.mkdtemp(prefix="nbagent-test-data-")
+os.environ["NBAGENT_DATA_DIR"] = _DATA_DIR
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_data_dir() -> Iterator[None]:
+    """The throwaway NBAGENT_DATA_DIR, removed after the run."""
+    yield
+    shutil.rmtree(_DATA_DIR, ignore_errors=True)
 
 
 @pytest.fixture
