@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,21 +86,45 @@ def scan(data: bytes, *, path: str, first_seq: int = 1, base_offset: int = 0) ->
     return Scan(found, pos, last_start)
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+class FileOps:
+    """The file system calls the log and its snapshots make; the default is plain ``os`` (tests pass a fault-injecting one)."""
+
+    open = staticmethod(os.open)
+    close = staticmethod(os.close)
+    write = staticmethod(os.write)
+    pread = staticmethod(os.pread)
+    fsync = staticmethod(os.fsync)
+    ftruncate = staticmethod(os.ftruncate)
+    fstat = staticmethod(os.fstat)
+    replace = staticmethod(os.replace)
+    unlink = staticmethod(os.unlink)
+
+    def fsync_dir(self, path: str | os.PathLike[str]) -> None:
+        """Make the folder's entries (files created, renamed or removed in it) durable."""
+        fd = self.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            self.fsync(fd)
+        finally:
+            self.close(fd)
+
+    def write_all(self, fd: int, data: bytes) -> None:
+        """Write all of ``data``, continuing after short writes."""
+        view = memoryview(data)
+        while view:
+            view = view[self.write(fd, view) :]
+
+
+OS_FILES = FileOps()
 
 
 class EventLog:
     """The one writer of a log file: holds its lock and an open handle, appends lines, fsyncs by policy."""
 
-    def __init__(self, path: str | os.PathLike[str], *, fsync: FsyncPolicy = "turn") -> None:
+    def __init__(self, path: str | os.PathLike[str], *, fsync: FsyncPolicy = "turn", ops: FileOps | None = None) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}; got {fsync!r}")
         self.path = Path(path)
+        self.ops = OS_FILES if ops is None else ops
         self.fsync_policy = fsync
         self.repair: Repair | None = None
         self._failed: BaseException | None = None
@@ -114,10 +139,14 @@ class EventLog:
             ) from None
         try:
             created = not self.path.exists()
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
-            if created:
-                _fsync_dir(self.path.parent)
-            self.size = os.fstat(self._fd).st_size
+            self._fd = self.ops.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+            try:
+                if created:
+                    self.ops.fsync_dir(self.path.parent)
+                self.size = self.ops.fstat(self._fd).st_size
+            except BaseException:
+                self.ops.close(self._fd)
+                raise
         except BaseException:
             self._lock.release()
             raise
@@ -131,31 +160,61 @@ class EventLog:
         stop = self.size if stop is None else stop
         chunks, pos = [], start
         while pos < stop:
-            chunk = os.pread(self._fd, min(stop - pos, 1 << 24), pos)
+            chunk = self.ops.pread(self._fd, min(stop - pos, 1 << 24), pos)
             if not chunk:
                 break
             chunks.append(chunk)
             pos += len(chunk)
         return b"".join(chunks)
 
+    @property
+    def failed(self) -> BaseException | None:
+        """The write or fsync error that made this log refuse writes, if any."""
+        return self._failed
+
     def recover(self, start: int = 0, first_seq: int = 1) -> Scan:
-        """Check the log from ``start``, cut off and keep aside a torn tail; offsets in the result are absolute."""
-        result = scan(self.read(start), path=str(self.path), first_seq=first_seq, base_offset=start)
+        """Check the log from ``start``, cut off and keep aside a torn tail; offsets in the result are absolute.
+
+        Damage before the tail raises :class:`LogCorruptError` with a copy of the whole file kept beside it.
+        """
+        try:
+            result = scan(self.read(start), path=str(self.path), first_seq=first_seq, base_offset=start)
+        except LogCorruptError as err:
+            kept = self._keep_damaged()
+            raise LogCorruptError(err.path, err.line, err.offset, err.reason, kept=kept) from None
         if result.torn:
             offset = start + result.end
             kept = self.path.with_name(f"{self.path.name}.torn-{offset}")
-            with open(os.open(kept, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as side:
-                side.write(result.torn)
-                side.flush()
-                os.fsync(side.fileno())
-            os.ftruncate(self._fd, offset)
-            os.fsync(self._fd)
-            _fsync_dir(self.path.parent)
+            self._write_side_file(kept, result.torn)
+            # The kept copy's folder entry must be durable before the log loses those bytes.
+            self.ops.fsync_dir(self.path.parent)
+            self.ops.ftruncate(self._fd, offset)
+            self.ops.fsync(self._fd)
             self.size = offset
             self.repair = Repair(offset, len(result.torn), kept, result.torn_reason)
         result.end += start
         result.last_start += start
         return result
+
+    def _write_side_file(self, path: Path, data: bytes) -> None:
+        fd = self.ops.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            self.ops.write_all(fd, data)
+            self.ops.fsync(fd)
+        finally:
+            self.ops.close(fd)
+
+    def _keep_damaged(self) -> str | None:
+        """Copy the whole damaged log beside it (named by its checksum, so reopening adds no copies); None if that fails."""
+        data = self.read(0)
+        kept = self.path.with_name(f"{self.path.name}.damaged-{zlib.crc32(data):08x}")
+        try:
+            if not (kept.exists() and kept.read_bytes() == data):
+                self._write_side_file(kept, data)
+                self.ops.fsync_dir(self.path.parent)
+        except OSError:
+            return None
+        return str(kept)
 
     def append(self, line: bytes, *, durable: bool) -> None:
         """Write one encoded line; fsync it if the policy says this event must be durable."""
@@ -165,13 +224,13 @@ class EventLog:
                 "Close and reopen the session: opening checks the log and cuts any partial line."
             )
         try:
-            view = memoryview(line)
-            while view:
-                written = os.write(self._fd, view)
-                view = view[written:]
+            ops = self.ops
+            written = ops.write(self._fd, line)
+            if written != len(line):
+                ops.write_all(self._fd, line[written:])
             self.size += len(line)
             if self.fsync_policy == "always" or (durable and self.fsync_policy == "turn"):
-                os.fsync(self._fd)
+                ops.fsync(self._fd)
         except OSError as exc:
             self._failed = exc
             raise LogWriteError(f"writing {self.path} failed: {exc}. The log now refuses writes; reopen the session.") from exc
@@ -179,7 +238,11 @@ class EventLog:
     def sync(self) -> None:
         """Force everything written so far to disk."""
         if self._failed is None and self.fsync_policy != "never":
-            os.fsync(self._fd)
+            try:
+                self.ops.fsync(self._fd)
+            except OSError as exc:
+                self._failed = exc
+                raise LogWriteError(f"syncing {self.path} failed: {exc}. The log now refuses writes; reopen the session.") from exc
 
     def close(self) -> None:
         """Sync, close the handle and release the lock."""
@@ -188,7 +251,7 @@ class EventLog:
         try:
             self.sync()
         finally:
-            os.close(self._fd)
+            self.ops.close(self._fd)
             self._fd = -1
             self._lock.release()
 

@@ -7,6 +7,7 @@ snapshot that disagrees with the log, or fails a check, is ignored.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -17,6 +18,7 @@ from typing import Any
 
 from . import events
 from .fold import State
+from .log import OS_FILES, FileOps
 
 KIND = "nbagent.snapshot"
 VERSION = 1
@@ -77,16 +79,13 @@ def summary(state: State) -> dict[str, Any]:
     }
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def write(log_path: Path, state: State, *, line_start: int, offset: int, line_crc: str, ops: FileOps | None = None) -> Path:
+    """Write a snapshot of ``state`` atomically; its last event is the log line at ``[line_start, offset)``.
 
-
-def write(log_path: Path, state: State, *, line_start: int, offset: int, line_crc: str) -> Path:
-    """Write a snapshot of ``state`` atomically; its last event is the log line at ``[line_start, offset)``."""
+    Steps: temp file, fsync, rename over the old snapshot, folder fsync; a crash at any
+    step leaves the old snapshot or the new one (and the log wins over either).
+    """
+    ops = OS_FILES if ops is None else ops
     # The fields as they are, not state.to_dict(): its deep copy cost more than the encoding itself.
     shallow = {f.name: getattr(state, f.name) for f in fields(state)}
     body = json.dumps(shallow, ensure_ascii=True, separators=(",", ":")).encode("ascii")
@@ -103,14 +102,21 @@ def write(log_path: Path, state: State, *, line_start: int, offset: int, line_cr
     }
     target = path_for(log_path)
     temp = target.with_name(target.name + ".tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    with open(fd, "wb") as out:
-        out.write(events.seal(json.dumps(header, ensure_ascii=True, separators=(",", ":")).encode("ascii")) + b"\n")
-        out.write(body + b"\n")
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(temp, target)
-    _fsync_dir(target.parent)
+    fd = ops.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            ops.write_all(fd, events.seal(json.dumps(header, ensure_ascii=True, separators=(",", ":")).encode("ascii")) + b"\n")
+            ops.write_all(fd, body)
+            ops.write_all(fd, b"\n")
+            ops.fsync(fd)
+        finally:
+            ops.close(fd)
+        ops.replace(temp, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            ops.unlink(temp)
+        raise
+    ops.fsync_dir(target.parent)
     return target
 
 

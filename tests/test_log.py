@@ -237,7 +237,12 @@ def test_damage_before_the_last_line_is_an_error_naming_file_line_and_offset(log
     assert str(log_path) in message and "line 3" in message and f"byte offset {offset_of(lines, 2)}" in message
     assert "checksum" in message
     assert digest(log_path) == before
-    assert side_files(log_path) == []  # nothing cut, nothing kept aside, no snapshot
+    # Nothing cut and no snapshot; a copy of the damaged file is kept beside it (once, however often it is opened).
+    assert side_files(log_path) == [Path(err.kept).name] and Path(err.kept).read_bytes() == bytes(data)
+    assert f"A copy of the damaged file was kept at {err.kept}" in message
+    with pytest.raises(LogCorruptError):
+        Session.open(log_path)
+    assert side_files(log_path) == [Path(err.kept).name]
     with pytest.raises(LogCorruptError) as info:
         list(read_events(log_path))
     assert (info.value.line, info.value.offset) == (3, offset_of(lines, 2))
@@ -259,7 +264,7 @@ def test_a_seq_gap_is_an_error_and_changes_nothing(log_path: Path, how: str, lin
         Session.open(log_path)
     assert (info.value.line, info.value.offset) == (line, offset_of(changed, line - 1))
     assert digest(log_path) == before
-    assert side_files(log_path) == []
+    assert side_files(log_path) == [Path(info.value.kept).name]
 
 
 @pytest.mark.parametrize("where", ["last", "middle"])
