@@ -1,4 +1,4 @@
-"""The notebook front end: the ``Agent`` settings (traitlets) and the ``%agent``, ``%%agent``, ``%agent_sessions`` magics."""
+"""The notebook front end: the ``Agent`` settings (traitlets) and the ``%agent``, ``%%agent``, ``%agent_sessions``, ``%agent_replay`` magics."""
 
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def _age(ts: float) -> str:
 
 @magics_class
 class AgentMagics(Magics):
-    """``%agent``, ``%%agent`` and ``%agent_sessions``."""
+    """``%agent``, ``%%agent``, ``%agent_sessions`` and ``%agent_replay``."""
 
     def __init__(self, shell: Any, settings: Agent) -> None:
         super().__init__(shell)
@@ -108,6 +108,7 @@ class AgentMagics(Magics):
         self.indexes: dict[Path, nbkernel.TurnIndex] = {}
         self.matchers: dict[Path, nbkernel.Matcher] = {}
         self.restored: dict[Path, set[int]] = {}
+        self.replay: Any = None  # the last replay shown (its widgets stay live)
 
     # Magics ---------------------------------------------------------------------------------------
     @magic_arguments()
@@ -168,6 +169,43 @@ class AgentMagics(Magics):
         print(f"Sessions in {folder} (* = current):")
         for row in rows:
             print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[5])
+
+    @line_magic
+    def agent_replay(self, line: str = "") -> None:
+        """Replay a past session, read-only: play/pause, speed, a slider over its events, previous/next turn, search.
+
+        ``%agent_replay`` shows this notebook's most recent session; ``%agent_replay SESSION``
+        takes a name from ``%agent_sessions`` or a path to a ``.jsonl`` log. Nothing is
+        executed and no model is called; a log another kernel is writing can be replayed too.
+        """
+        from .replay import Replay
+
+        name = line.strip().strip("'\"")
+        folder = self.folder()
+        if not name:
+            found = store.list_sessions(folder)
+            if not found:
+                raise UsageError(f"No agent sessions in {folder} to replay. Give a log path: `%agent_replay path/to/session.jsonl`.")
+            path = found[-1].path
+        elif Path(name).expanduser().is_file():
+            path = Path(name).expanduser().absolute()
+        else:
+            try:
+                path = self._find(folder, name)
+            except NbagentError as err:
+                raise UsageError(f"{err} See %agent_sessions, or give the path of a .jsonl log.") from None
+        try:
+            replay = Replay.from_path(path)
+        except LogError as err:
+            raise UsageError(f"{err} (The replay only reads the log; it was not changed.)") from None
+        except NbagentError as err:
+            raise UsageError(str(err)) from None
+        except OSError as err:
+            raise UsageError(f"Cannot read the session log {path}: {err.strerror or err}.") from None
+        if self.replay is not None:
+            self.replay.pause()
+        self.replay = replay
+        replay.show()
 
     # Where the logs are ---------------------------------------------------------------------------
     def folder(self) -> Path:
@@ -429,12 +467,14 @@ def unload_ipython_extension(ipython: Any) -> None:
     if magics is None:
         return
     magics.close()
+    if magics.replay is not None:
+        magics.replay.pause()
     magics.tracker.unregister()
     if keep_question_marks in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.remove(keep_question_marks)
     if magics.settings in ipython.configurables:
         ipython.configurables.remove(magics.settings)
-    for kind, names in (("line", ("agent", "agent_sessions")), ("cell", ("agent",))):
+    for kind, names in (("line", ("agent", "agent_sessions", "agent_replay")), ("cell", ("agent",))):
         for name in names:
             ipython.magics_manager.magics[kind].pop(name, None)
 
