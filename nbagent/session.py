@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from . import events as ev
 from . import fold, snapshot
 from .errors import LogError
-from .log import EventLog, FsyncPolicy, Repair, Scan, iter_events
+from .log import EventLog, FileOps, FsyncPolicy, Repair, Scan, iter_events
 
 logger = logging.getLogger("nbagent")
 
@@ -61,9 +61,10 @@ class Session:
         fsync: FsyncPolicy = "turn",
         snapshot_every: int = 1000,
         meta: dict[str, Any] | None = None,
+        ops: FileOps | None = None,
     ) -> Session:
         """Open the session log at ``path``, creating it if needed; repairs a torn tail and uses a snapshot if it agrees."""
-        log = EventLog(path, fsync=fsync)
+        log = EventLog(path, fsync=fsync, ops=ops)
         try:
             base, note = snapshot.load(log.path)
             if base is not None:
@@ -156,7 +157,7 @@ class Session:
             self._publish(event)
             if self.snapshot_every and event_type in (ev.ASSISTANT_MSG, ev.TOOL_RESULT, ev.USER_MSG):
                 if self._seq - self._snapshot_seq >= self.snapshot_every:
-                    self.snapshot()
+                    self._snapshot_quietly()
             return event
 
     def _resync(self) -> None:
@@ -173,9 +174,16 @@ class Session:
         with self._lock:
             self._log.sync()
             start, crc = self._last_line
-            written = snapshot.write(self.path, self.state, line_start=start, offset=self._log.size, line_crc=crc)
+            written = snapshot.write(self.path, self.state, line_start=start, offset=self._log.size, line_crc=crc, ops=self._log.ops)
             self._snapshot_seq = self._seq
             return written
+
+    def _snapshot_quietly(self) -> None:
+        """An automatic snapshot: failing to write one (a full disk) loses nothing, so it is logged, not raised."""
+        try:
+            self.snapshot()
+        except OSError as exc:
+            logger.warning("%s: could not write a snapshot (%s); the log is intact and opening replays it", self.path, exc)
 
     def close(self) -> None:
         """Snapshot if anything changed, then close the log and release its lock."""
@@ -183,8 +191,8 @@ class Session:
             if self._closed:
                 return
             try:
-                if self.snapshot_every and self._seq > self._snapshot_seq:
-                    self.snapshot()
+                if self.snapshot_every and self._seq > self._snapshot_seq and self._log.failed is None:
+                    self._snapshot_quietly()
             finally:
                 self._closed = True
                 self._subscribers.clear()
