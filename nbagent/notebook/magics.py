@@ -187,7 +187,7 @@ class AgentMagics(Magics):
             if not found:
                 raise UsageError(f"No agent sessions in {folder} to replay. Give a log path: `%agent_replay path/to/session.jsonl`.")
             path = found[-1].path
-        elif Path(name).expanduser().is_file():
+        elif Path(name).expanduser().is_file() and not (folder / (name + store.LOG_SUFFIX)).is_file():
             path = Path(name).expanduser().absolute()
         else:
             try:
@@ -196,9 +196,7 @@ class AgentMagics(Magics):
                 raise UsageError(f"{err} See %agent_sessions, or give the path of a .jsonl log.") from None
         try:
             replay = Replay.from_path(path)
-        except LogError as err:
-            raise UsageError(f"{err} (The replay only reads the log; it was not changed.)") from None
-        except NbagentError as err:
+        except NbagentError as err:  # a damaged or newer-schema log, or one with no events yet
             raise UsageError(str(err)) from None
         except OSError as err:
             raise UsageError(f"Cannot read the session log {path}: {err.strerror or err}.") from None
