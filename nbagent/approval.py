@@ -1,4 +1,4 @@
-"""Approval: who says yes before an irreversible tool runs, or before a call of unknown outcome is repeated."""
+"""Approval: who says yes before an irreversible tool runs, a call of unknown outcome is repeated, or a call from an untrusted log runs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-Reason = Literal["irreversible", "unknown_outcome"]
+Reason = Literal["irreversible", "unknown_outcome", "untrusted"]
 APPROVAL_MODES: tuple[str, ...] = ("ask", "auto", "deny")
 
 
@@ -27,6 +27,12 @@ class ApprovalRequest:
         arguments = json.dumps(self.input, ensure_ascii=False)
         if len(arguments) > 300:
             arguments = arguments[:300] + "…"
+        if self.reason == "untrusted":
+            return (
+                f"This session's log was not written by you (it is unsigned or signed by another user's key, e.g. it "
+                f"came with a cloned or downloaded notebook), and it asks to run {self.tool_name}({arguments}) "
+                f"[effect: {self.effect}]. Run it?"
+            )
         if self.reason == "unknown_outcome":
             return (
                 f"The tool call {self.tool_name}({arguments}) was interrupted while running; it may or may not "

@@ -3,6 +3,9 @@
 A log line is one JSON object whose first keys are always ``v`` and ``seq`` and
 whose last key is ``crc``, the CRC-32 of the line without that key.  Lines are
 pure ASCII (non-ASCII text is escaped), so a stray byte anywhere is damage.
+A line written by a session carries ``sig`` just before ``crc``: its author's
+HMAC (see :mod:`nbagent.trust`).  Decoded events leave ``sig`` out: who wrote a
+line is checked from its bytes, never from a parsed event.
 """
 
 from __future__ import annotations
@@ -13,7 +16,10 @@ import os
 import re
 import time
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .trust import SessionSigner
 
 SCHEMA_VERSION = 1
 
@@ -75,8 +81,8 @@ def _pattern_for(secret: str) -> re.Pattern[str]:
     return re.compile(re.escape(escaped) + "|" + _KEY_SHAPES.pattern)
 
 
-def encode(event: Event) -> tuple[bytes, Event]:
-    """Serialize an event to one checksummed line; return it with the event as it will read back.
+def encode(event: Event, signer: SessionSigner | None = None) -> tuple[bytes, Event]:
+    """Serialize an event to one checksummed (and, with ``signer``, signed) line; return it with the event as it will read back.
 
     Strings shaped like API keys are replaced by ``[REDACTED]`` before anything is written.
     """
@@ -85,7 +91,8 @@ def encode(event: Event) -> tuple[bytes, Event]:
     if pattern.search(body):
         body = pattern.sub(REDACTED, body)
         event = json.loads(body)
-    line = seal(body.encode("ascii"))
+    raw = body.encode("ascii")
+    line = seal(signer.sign(raw) if signer is not None else raw)
     event["crc"] = line[-_CRC_SUFFIX_LEN + 8 : -2].decode()
     return line + b"\n", event
 
@@ -125,6 +132,7 @@ def decode(line: bytes) -> Event:
         raise BadLine(f"not valid JSON ({exc})") from None
     if not isinstance(event, dict) or not isinstance(event.get("seq"), int) or "type" not in event:
         raise BadLine("not an event record")
+    event.pop("sig", None)
     event["crc"] = crc
     return event
 
@@ -145,4 +153,6 @@ def make(seq: int, event_type: str, payload: dict[str, Any]) -> Event:
     """Build an event with the standard header keys first."""
     if event_type not in EVENT_TYPES:
         raise ValueError(f"unknown event type {event_type!r}")
+    if "sig" in payload or "crc" in payload:
+        raise ValueError("'sig' and 'crc' are reserved for the line's signature and checksum")
     return {"v": SCHEMA_VERSION, "seq": seq, "ts": round(time.time(), 6), "type": event_type, **payload}

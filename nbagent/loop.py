@@ -23,6 +23,10 @@ from .session import Session
 from .tools import Tool, Toolbox, idempotency_key
 
 UNKNOWN_OUTCOME = "This call was interrupted while it was running, so its outcome is unknown; it was not repeated."
+UNTRUSTED = (
+    "This call was not run: it was recorded in a session log that this user did not write (unsigned or signed "
+    "by another key), and running it was not approved."
+)
 
 
 class Loop:
@@ -118,7 +122,13 @@ class Loop:
                 is_error=True,
             )
             return
-        if attempts and not (tool.effect == "read" or tool.takes_key):
+        if not self.session.call_trusted(tool_use_id):
+            # Asked first, whatever the effect: an untrusted log must not run anything unasked.
+            decision = self._approve(tool_use_id, tool, arguments, "untrusted")
+            if not decision.approved:
+                self._result(tool_use_id, f"{UNTRUSTED} {decision.note}".strip(), is_error=True)
+                return
+        elif attempts and not (tool.effect == "read" or tool.takes_key):
             decision = self._approve(tool_use_id, tool, arguments, "unknown_outcome")
             if not decision.approved:
                 self._result(tool_use_id, f"{UNKNOWN_OUTCOME} {decision.note}".strip(), is_error=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import events as ev
-from . import fold, snapshot
+from . import fold, snapshot, trust
 from .errors import LogError
 from .log import EventLog, FileOps, FsyncPolicy, Repair, Scan, iter_events
 
@@ -48,6 +48,10 @@ class Session:
             self._last_line = (base.header["line_start"], base.header["line_crc"]) if base else (0, "")
         self._session_id = base.header["summary"]["session_id"] if base else ""
         self._closed = False
+        self._user: trust.Signer | None = None
+        self._signer: trust.SessionSigner | None = None
+        self._trust: trust.Report | None = None
+        self._own_calls: set[str] = set()  # tool_use ids of assistant messages this object wrote (and signed)
         # Set while an append is half done; an exception (say a KeyboardInterrupt) escaping
         # from that window makes the next access re-read the log instead of trusting memory.
         self._dirty = False
@@ -73,14 +77,18 @@ class Session:
                     base = None
             tail = log.recover(base.offset, base.seq + 1) if base else log.recover(0, 1)
             session = cls(log, base, tail, snapshot_every)
+            session._user = _user_signer()
             if base is None and note not in ("", "no snapshot"):
                 session.snapshot_note = f"snapshot ignored ({note}); replayed the whole log"
                 logger.warning("%s: %s", log.path, session.snapshot_note)
             if session._seq == 0:
                 session._session_id = uuid.uuid4().hex
+                session._sign_as(session._session_id)
                 session.append(ev.SESSION_START, session_id=session._session_id, meta=meta or {})
-            elif not session._session_id:
-                session._session_id = session.state.session_id
+            else:
+                if not session._session_id:
+                    session._session_id = session.state.session_id
+                session._sign_as(session._session_id)
         except BaseException:
             log.close()
             raise
@@ -134,6 +142,65 @@ class Session:
         """Whether :meth:`close` was called."""
         return self._closed
 
+    # Trust -------------------------------------------------------------------------------------
+    def _sign_as(self, session_id: str) -> None:
+        self._signer = self._user.for_session(session_id) if self._user is not None else None
+
+    def _note_signed(self, event: ev.Event) -> None:
+        if self._signer is None:
+            return
+        if self._trust is not None:
+            self._trust.lines += 1
+            self._trust.mine += 1
+        if event["type"] == ev.ASSISTANT_MSG:
+            self._own_calls = {b["id"] for b in event.get("content") or [] if b.get("type") == "tool_use"}
+
+    @property
+    def trust(self) -> trust.Report:
+        """Who signed each line of the log (read and checked on first use, then kept up to date)."""
+        with self._lock:
+            if self._trust is None or self._dirty:
+                self._trust = trust.check_log(self._log.read(0, self._log.size), user=self._user)
+            return self._trust
+
+    @property
+    def trusted(self) -> bool:
+        """Whether every line of the log was written (signed) by this user."""
+        return self.trust.trusted
+
+    def call_trusted(self, tool_use_id: str) -> bool:
+        """Whether an open tool call was requested by an ``assistant_msg`` line signed by this user.
+
+        Checked against the line's bytes, and the call in the state must match it
+        exactly, so neither an unsigned line nor a forged snapshot can vouch for a call.
+        """
+        with self._lock:
+            call = self.state.open_calls.get(tool_use_id)
+            if call is None or self._signer is None:
+                return False
+            if tool_use_id in self._own_calls:
+                return True
+            data = self._log.read(0, self._log.size)
+        end = len(data)
+        while end > 0:
+            start = data.rfind(b"\n", 0, end - 1) + 1
+            line = data[start : end - 1]
+            end = start
+            try:
+                body, _crc = ev.unseal(line)
+                event = ev.decode(line)
+            except ev.BadLine:
+                return False
+            if event["type"] != ev.ASSISTANT_MSG:
+                continue
+            if self._signer.check(body) != "mine":
+                return False
+            for block in event.get("content") or []:
+                if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("id") == tool_use_id:
+                    return block.get("name") == call["name"] and (block.get("input") or {}) == call["input"]
+            return False
+        return False
+
     # Writing -----------------------------------------------------------------------------------
     def append(self, event_type: str, **payload: Any) -> ev.Event:
         """Write an event (fsynced if it must be durable), fold it, and hand it to every subscriber."""
@@ -143,12 +210,13 @@ class Session:
             if self._dirty:
                 self._resync()
             event = ev.make(self._seq + 1, event_type, payload)
-            line, event = ev.encode(event)
+            line, event = ev.encode(event, self._signer)
             start = self._log.size
             self._dirty = True
             self._log.append(line, durable=ev.is_durable(event_type, payload))
             self._seq = event["seq"]
             self._last_line = (start, event["crc"])
+            self._note_signed(event)
             if self._state is None:
                 self._unfolded.append(event)
             else:
@@ -163,6 +231,7 @@ class Session:
     def _resync(self) -> None:
         """Rebuild everything from the log after an append was cut short in memory."""
         self._log.size = os.fstat(self._log.fileno()).st_size
+        self._trust = None
         result = self._log.recover(0, 1)
         self._state, self._base, self._unfolded = fold.fold(result.events), None, []
         self._seq = result.events[-1]["seq"] if result.events else 0
@@ -264,6 +333,16 @@ class Session:
                             self._subscribers.remove(callback)
         finally:
             self._publishing = False
+
+
+def _user_signer() -> trust.Signer | None:
+    """This user's signer; None (and a warning) if the secret cannot be read or made."""
+    try:
+        return trust.signer()
+    except OSError as exc:
+        logger.warning("nbagent: cannot use the signing secret %s (%s); this session's lines are not signed, "
+                       "so its tool calls will need approval when resumed", trust.secret_path(), exc)
+        return None
 
 
 def _after(since: int, callback: Subscriber) -> Subscriber:
