@@ -114,11 +114,9 @@ def unseal(line: bytes) -> tuple[bytes, str]:
     if not suffix.startswith(b',"crc":"'):
         raise BadLine("line has no checksum")
     body = line[:-_CRC_SUFFIX_LEN] + b"}"
-    try:
-        stored = int(suffix[8:16], 16)
-    except ValueError:
-        raise BadLine("checksum is not hexadecimal") from None
-    if zlib.crc32(body) != stored:
+    # Compared as the exact bytes the writer makes (8 lowercase hex digits): int(..., 16) would also
+    # accept an upper-case digit, '_' or spaces, so a flipped case bit in the checksum went unnoticed.
+    if suffix[8:16] != b"%08x" % zlib.crc32(body):
         raise BadLine("checksum mismatch (the line was altered or torn)")
     return body, suffix[8:16].decode()
 
