@@ -144,8 +144,10 @@ class EventLog:
                 if created:
                     self.ops.fsync_dir(self.path.parent)
                 self.size = self.ops.fstat(self._fd).st_size
-            except BaseException:
+            except BaseException as exc:
                 self.ops.close(self._fd)
+                if isinstance(exc, OSError):
+                    raise LogWriteError(f"creating {self.path} failed: {exc}. Open the session again to retry.") from exc
                 raise
         except BaseException:
             self._lock.release()
@@ -185,11 +187,18 @@ class EventLog:
         if result.torn:
             offset = start + result.end
             kept = self.path.with_name(f"{self.path.name}.torn-{offset}")
-            self._write_side_file(kept, result.torn)
-            # The kept copy's folder entry must be durable before the log loses those bytes.
-            self.ops.fsync_dir(self.path.parent)
-            self.ops.ftruncate(self._fd, offset)
-            self.ops.fsync(self._fd)
+            try:
+                self._write_side_file(kept, result.torn)
+                # The kept copy's folder entry must be durable before the log loses those bytes.
+                self.ops.fsync_dir(self.path.parent)
+                self.ops.ftruncate(self._fd, offset)
+                self.ops.fsync(self._fd)
+            except OSError as exc:
+                self._failed = exc
+                raise LogWriteError(
+                    f"cutting off the torn last line of {self.path} failed: {exc}. No whole event was lost; "
+                    "open the session again to retry."
+                ) from exc
             self.size = offset
             self.repair = Repair(offset, len(result.torn), kept, result.torn_reason)
         result.end += start
