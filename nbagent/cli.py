@@ -153,7 +153,7 @@ def cmd_tail(args: argparse.Namespace, out: TextIO) -> int:
     if args.follow:
         try:
             for event in follow(path, since=args.since, idle_timeout=args.idle_exit):
-                history._check_version(event, path)
+                history.check_version(event, path)
                 emit(event)
         except KeyboardInterrupt:
             pass

@@ -270,11 +270,12 @@ def read_all(path: Path) -> list[ev.Event]:
 
 def _checked(events: Iterable[ev.Event], path: Path) -> Iterator[ev.Event]:
     for event in events:
-        _check_version(event, path)
+        check_version(event, path)
         yield event
 
 
-def _check_version(event: ev.Event, path: Path) -> None:
+def check_version(event: ev.Event, path: Path) -> None:
+    """Raise LogVersionError for an event from a newer log schema."""
     version = event.get("v")
     if not isinstance(version, int) or version > ev.SCHEMA_VERSION:
         raise LogVersionError(
