@@ -609,6 +609,8 @@ def verify(path: str | os.PathLike[str]) -> Report:
     report.events = len(good)
     for side in sorted(log_path.parent.glob(log_path.name + ".torn-*")):
         report.notes.append(f"{side.name}: a torn tail cut off by an earlier repair is kept here")
+    for side in sorted(log_path.parent.glob(log_path.name + ".damaged-*")):
+        report.notes.append(f"{side.name}: a copy of this log kept when damage was found on opening")
     _verify_snapshot(log_path, data, good, line_starts, report, fold_ok and not damaged)
     return report
 
