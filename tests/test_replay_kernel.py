@@ -1,0 +1,165 @@
+"""``%agent_replay`` in a real ipykernel: widget state on iopub, scrubbing and play/pause through comm messages."""
+
+from __future__ import annotations
+
+import queue
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import pytest
+from jupyter_client.manager import KernelManager
+
+import nbagent
+from tests.fake_anthropic import FakeAnthropic, text, tool_use
+
+TIMEOUT = 60
+
+
+@nbagent.tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeAnthropic]:
+    with FakeAnthropic() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def kernel(server: FakeAnthropic) -> Iterator[Any]:
+    # The kernel could reach the fake server (with a key), so a replay that called the model would show up there.
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(env={"ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "test-key", "PATH": "/usr/bin:/bin"})
+    kc = km.blocking_client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=TIMEOUT)
+        yield kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def run_cell(kc: Any, code: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Execute code; return its iopub messages (and any comm messages meanwhile) until idle, and the reply."""
+    msg_id = kc.execute(textwrap.dedent(code))
+    messages: list[dict[str, Any]] = []
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        assert time.monotonic() < deadline, f"cell did not finish; got {[m['msg_type'] for m in messages]}"
+        try:
+            msg = kc.get_iopub_msg(timeout=1)
+        except queue.Empty:
+            continue
+        if msg["parent_header"].get("msg_id") != msg_id and msg["msg_type"] not in ("comm_open", "comm_msg"):
+            continue
+        messages.append(msg)
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle" and msg["parent_header"].get("msg_id") == msg_id:
+            break
+    reply = kc.get_shell_msg(timeout=TIMEOUT)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = kc.get_shell_msg(timeout=TIMEOUT)
+    return messages, reply
+
+
+def comm_states(messages: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Widget state by comm id, as a frontend would hold it after these messages."""
+    states: dict[str, dict[str, Any]] = {}
+    for msg in messages:
+        content = msg["content"]
+        if msg["msg_type"] == "comm_open" and content.get("target_name") == "jupyter.widget":
+            states[content["comm_id"]] = dict(content["data"]["state"])
+        elif msg["msg_type"] == "comm_msg" and content["data"].get("method") == "update" and content["comm_id"] in states:
+            states[content["comm_id"]].update(content["data"]["state"])
+    return states
+
+
+def send_update(kc: Any, comm_id: str, state: dict[str, Any]) -> None:
+    """What a frontend sends when the user changes a widget value (ipywidgets protocol)."""
+    kc.shell_channel.send(kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"method": "update", "state": state, "buffer_paths": []}}))
+
+
+def click(kc: Any, comm_id: str) -> None:
+    """What a frontend sends when the user clicks a Button."""
+    kc.shell_channel.send(kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": {"event": "click"}}}))
+
+
+def collect_until(kc: Any, states: dict[str, dict[str, Any]], done: Any) -> list[dict[str, Any]]:
+    """Read iopub (outside any cell) into ``states`` until ``done(states)``."""
+    seen: list[dict[str, Any]] = []
+    deadline = time.monotonic() + TIMEOUT
+    while not done(states):
+        assert time.monotonic() < deadline, "the widget state never got there"
+        try:
+            msg = kc.get_iopub_msg(timeout=1)
+        except queue.Empty:
+            continue
+        content = msg["content"]
+        if msg["msg_type"] == "comm_msg" and content["data"].get("method") == "update" and content["comm_id"] in states:
+            states[content["comm_id"]].update(content["data"]["state"])
+            seen.append(msg)
+    return seen
+
+
+def test_replay_in_a_real_kernel_scrubs_and_plays_through_comm_messages(kernel: Any, server: FakeAnthropic, tmp_path: Path) -> None:
+    # The log comes from a real run in this process; the second answer streams for about 2.5 s.
+    server.script(
+        tool_use("add", {"a": 2, "b": 3}, text="Let me add."),
+        text("The sum is **5**."),
+        text("Counting slowly: one two three four five six seven eight.", chunks=30, delay=0.08),
+    )
+    path = tmp_path / "session.jsonl"
+    client = anthropic.Anthropic(base_url=server.base_url, api_key="test-key")
+    with nbagent.Session.open(path) as session:
+        nbagent.run(session, "what is 2+3?", tools=[add], client=client, model="claude-test")
+        nbagent.run(session, "count slowly", tools=[add], client=client, model="claude-test")
+    events = list(nbagent.read_events(path))
+    recorded_requests = len(server.requests)
+
+    messages, reply = run_cell(kernel, f"%load_ext nbagent\n%agent_replay {path}")
+    assert reply["content"]["status"] == "ok", [m["content"] for m in messages if m["msg_type"] == "error"]
+    states = comm_states(messages)
+    [slider] = [c for c, s in states.items() if s.get("_model_name") == "IntSliderModel"]
+    assert states[slider]["value"] == 1 and states[slider]["max"] == len(events)
+    htmls = {c: s for c, s in states.items() if s.get("_model_name") == "HTMLModel"}
+    [current] = [c for c, s in htmls.items() if "nbagent-replay-current" in s["value"]]
+    session_id = events[0]["session_id"]
+    assert f"session {session_id} started" in states[current]["value"]  # the first event, rendered
+    buttons = {s["description"]: c for c, s in states.items() if s.get("_model_name") == "ButtonModel"}
+    display = next(m for m in messages if m["msg_type"] == "display_data")["content"]["data"]
+    assert "application/vnd.jupyter.widget-view+json" in display
+    assert "what is 2+3?" in display["text/html"] and "The sum is **5**." in display["text/plain"]  # static fallback
+
+    # Scrub: the frontend moves the slider to the first assistant message.
+    answer = next(i for i, e in enumerate(events) if e["type"] == "assistant_msg") + 1
+    send_update(kernel, slider, {"value": answer})
+    collect_until(kernel, states, lambda s: "Let me add." in s[current]["value"])
+    assert "🔧 <b>add</b>" in states[current]["value"]
+    [position] = [c for c, s in htmls.items() if s["value"].startswith('<div style="color:#333">event ')]
+    assert f"event {answer} of {len(events)}" in states[position]["value"]
+
+    # Play from the second turn: the kernel stays free for cells while the slider moves on a thread.
+    second = [i for i, e in enumerate(events) if e["type"] == "user_msg"][1] + 1
+    send_update(kernel, slider, {"value": second})
+    states[slider]["value"] = second  # the frontend's own copy (the kernel sends no echo of it)
+    collect_until(kernel, states, lambda s: f"event {second} of" in s[position]["value"])
+    click(kernel, buttons["▶ Play"])
+    collect_until(kernel, states, lambda s: s[slider]["value"] > second + 2)
+    out, reply = run_cell(kernel, "from nbagent.notebook.magics import magics_for\nprint('playing', magics_for(get_ipython()).replay.playing)")
+    assert reply["content"]["status"] == "ok"
+    assert "playing True" in "".join(m["content"].get("text", "") for m in out if m["msg_type"] == "stream")
+    click(kernel, buttons["▶ Play"])  # the same button, now labelled Pause
+    out, _ = run_cell(kernel, "r = magics_for(get_ipython()).replay\nprint('paused', r.playing, r.index + 1)")
+    printed = "".join(m["content"].get("text", "") for m in out if m["msg_type"] == "stream").split()
+    assert printed[:2] == ["paused", "False"] and second < int(printed[2]) < len(events)
+    stopped_at = int(printed[2])
+    out, _ = run_cell(kernel, "import time; time.sleep(0.3); print('still', r.index + 1)")
+    assert f"still {stopped_at}" in "".join(m["content"].get("text", "") for m in out if m["msg_type"] == "stream")
+
+    assert len(server.requests) == recorded_requests  # the replay called no model
