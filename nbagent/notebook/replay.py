@@ -296,7 +296,8 @@ class Replay:
     def _on_slider(self, change: Mapping[str, Any]) -> None:
         with self._lock:
             self._show(change["new"] - 1)
-        self._wake.set()  # a playing thread notices the jump
+        if threading.current_thread() is not self._thread:
+            self._wake.set()  # a playing thread notices the jump (its own moves need no wake-up)
 
     # Search ----------------------------------------------------------------------------------------------
     def find(self, query: str) -> list[int]:
