@@ -128,6 +128,8 @@ def decode(line: bytes) -> Event:
         event = json.loads(body)
     except (UnicodeDecodeError, ValueError) as exc:
         raise BadLine(f"not valid JSON ({exc})") from None
+    except RecursionError:
+        raise BadLine("JSON nested too deeply") from None
     if not isinstance(event, dict) or not isinstance(event.get("seq"), int) or "type" not in event:
         raise BadLine("not an event record")
     event.pop("sig", None)
