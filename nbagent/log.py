@@ -53,6 +53,49 @@ def _later_line_is_valid(data: bytes, pos: int) -> bool:
             pos = nl + 1
 
 
+def _is_blocks(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(b, dict) and isinstance(b.get("text", ""), str) for b in value)
+
+
+def _shape_problem(event: ev.Event) -> str:
+    """Why a line with a valid checksum still cannot be folded (a hand-made or foreign log), or ''."""
+    kind = event["type"]
+    if not isinstance(kind, str) or not isinstance(event.get("ts", 0.0), (int, float)):
+        return "the event has no valid type or timestamp"
+    if kind == ev.SESSION_START:
+        ok = isinstance(event.get("session_id"), str) and isinstance(event.get("meta") or {}, dict)
+    elif kind == ev.USER_MSG:
+        ok = isinstance(event.get("content"), str) or _is_blocks(event.get("content"))
+    elif kind == ev.ASSISTANT_MSG:
+        content, usage = event.get("content"), event.get("usage") or {}
+        ok = (
+            _is_blocks(content)
+            and all(
+                isinstance(b.get("id"), str) and isinstance(b.get("name"), str) and isinstance(b.get("input", {}), dict)
+                for b in content
+                if b.get("type") == "tool_use"
+            )
+            and isinstance(usage, dict)
+            and all(isinstance(usage.get(k) or 0, int) for k in fold_usage_keys())
+        )
+    elif kind in (ev.TOOL_STARTED, ev.TOOL_RESULT):
+        ok = isinstance(event.get("tool_use_id"), str) and (
+            kind == ev.TOOL_STARTED or isinstance(event.get("content"), str) or _is_blocks(event.get("content"))
+        )
+    elif kind == ev.DELTA:
+        ok = isinstance(event.get("text", ""), str)
+    else:
+        ok = True
+    return "" if ok else f"a {kind} event is missing fields or has fields of the wrong type"
+
+
+def fold_usage_keys() -> tuple[str, ...]:
+    """The token counters the fold adds up (imported late: fold imports nothing from here)."""
+    from .fold import USAGE_KEYS
+
+    return USAGE_KEYS
+
+
 def scan(data: bytes, *, path: str, first_seq: int = 1, base_offset: int = 0) -> Scan:
     """Check log bytes line by line (``data`` starts at ``base_offset`` in the file, at event ``first_seq``).
 
@@ -81,6 +124,9 @@ def scan(data: bytes, *, path: str, first_seq: int = 1, base_offset: int = 0) ->
             )
         if event["seq"] != expected:
             raise LogCorruptError(path, expected, base_offset + pos, f"expected seq {expected} but found seq {event['seq']}")
+        problem = _shape_problem(event)
+        if problem:
+            raise LogCorruptError(path, expected, base_offset + pos, problem)
         found.append(event)
         last_start, pos, expected = pos, nl + 1, expected + 1
     return Scan(found, pos, last_start)
@@ -184,7 +230,7 @@ class EventLog:
         except LogCorruptError as err:
             kept = self._keep_damaged()
             raise LogCorruptError(err.path, err.line, err.offset, err.reason, kept=kept) from None
-        if result.torn:
+        if result.torn and self._failed is None:  # a log that refuses writes is only read, never repaired
             offset = start + result.end
             kept = self.path.with_name(f"{self.path.name}.torn-{offset}")
             try:
@@ -276,11 +322,15 @@ def iter_events(data: bytes, *, path: str, since: int = 0) -> Iterator[ev.Event]
         seq = ev.line_seq(line)
         if seq is None or seq > since:
             try:
-                yield ev.decode(line)
+                event = ev.decode(line)
             except ev.BadLine as bad:
                 if _later_line_is_valid(data, nl + 1):
                     raise LogCorruptError(path, line_no, pos, str(bad)) from None
                 return
+            problem = _shape_problem(event)
+            if problem:
+                raise LogCorruptError(path, line_no, pos, problem)
+            yield event
         pos, line_no = nl + 1, line_no + 1
 
 
