@@ -68,6 +68,7 @@ class Session:
         ops: FileOps | None = None,
     ) -> Session:
         """Open the session log at ``path``, creating it if needed; repairs a torn tail and uses a snapshot if it agrees."""
+        _refuse_links(Path(path))
         log = EventLog(path, fsync=fsync, ops=ops)
         try:
             base, note = snapshot.load(log.path)
@@ -333,6 +334,26 @@ class Session:
                             self._subscribers.remove(callback)
         finally:
             self._publishing = False
+
+
+def _refuse_links(path: Path) -> None:
+    """Refuse a log, or a file beside it (lock, snapshot, temp, torn tail), that is a symbolic link.
+
+    A log folder that came from elsewhere could hold such links pointing at the
+    user's own files, which opening, snapshotting or repairing would then overwrite.
+    """
+    candidates = [path]
+    try:
+        with os.scandir(path.parent) as entries:
+            candidates += [Path(e.path) for e in entries if e.name.startswith(path.name + ".") and e.is_symlink()]
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    for candidate in candidates:
+        if candidate.is_symlink():
+            raise LogError(
+                f"{candidate} is a symbolic link; nbagent does not follow links for session logs or the files beside "
+                "them (a log folder from elsewhere could point them at your files). Remove the link to continue."
+            )
 
 
 def _user_signer() -> trust.Signer | None:
