@@ -9,6 +9,8 @@ and ``&`` are escaped and ``javascript:``-style link targets are defused.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import os
 import re
@@ -32,6 +34,27 @@ RESULT_LIMIT = 20_000  # characters of one tool result kept in an export
 SAFE_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 _SCRIPT_SCHEME = re.compile(r"(?i)\b(java|vb)(\s*script)(\s*):")
 _parser = MarkdownIt("commonmark")
+_SENTINEL = "nbagent-end-of-fragment"
+_MARKUP = re.compile(r"([\\`*_\[\]])")
+
+
+def plain(text: str) -> str:
+    """Text shown literally on one Markdown line: no emphasis, code, link, HTML or entity can form."""
+    flat = " ".join(str(text).split())
+    return _MARKUP.sub(r"\\\1", flat.replace("&", "&amp;").replace("<", "&lt;"))
+
+
+def code_span(text: str) -> str:
+    """Text as one inline code span (shown verbatim: Markdown, HTML and entities are not interpreted in it)."""
+    flat = " ".join(str(text).split())
+    ticks = "`" * (max((len(run) for run in re.findall(r"`+", flat)), default=0) + 1)
+    return f"{ticks} {flat} {ticks}"
+
+
+def _self_contained(markdown: str) -> bool:
+    """Whether nothing in ``markdown`` (an unclosed code fence, say) runs on into what follows it."""
+    tokens = _parser.parse(markdown + "\n\n" + _SENTINEL)
+    return len(tokens) >= 3 and tokens[-3].type == "paragraph_open" and tokens[-3].level == 0 and tokens[-2].content == _SENTINEL
 
 
 def safe_markdown(text: str) -> str:
@@ -41,6 +64,9 @@ def safe_markdown(text: str) -> str:
     are kept verbatim, since code is never rendered as HTML; elsewhere ``&`` and
     ``<`` become entities and ``javascript:``/``vbscript:`` lose their colon.
     """
+    if not _self_contained(text):
+        # An unclosed fence would swallow what follows and change what counts as code there.
+        return fenced(text)
     lines = text.splitlines()
     verbatim: set[int] = set()
     for token in _parser.parse(text):
@@ -79,7 +105,10 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
 def _image(block: dict[str, Any]) -> tuple[str, str] | None:
     source = block.get("source") or {}
     if source.get("type") == "base64" and source.get("media_type") in SAFE_IMAGE_TYPES and isinstance(source.get("data"), str):
-        return source["media_type"], source["data"]
+        try:  # re-encoded, so nothing but base64 can follow "data:...;base64," in a link or an output
+            return source["media_type"], base64.b64encode(base64.b64decode(source["data"], validate=True)).decode("ascii")
+        except (binascii.Error, ValueError):
+            return None
     return None
 
 
@@ -144,18 +173,18 @@ def _result_text(part: Part) -> str:
 
 
 def _header(state: fold.State, source: Path, events: list[ev.Event]) -> str:
-    title = state.title or "(no request)"
+    title = plain(state.title) if state.title else "(no request)"
     models = sorted({str(e["model"]) for e in events if e["type"] == ev.ASSISTANT_MSG and e.get("model")})
     lines = [
         f"# Agent session: {title}",
         "",
-        f"Exported by nbagent from `{source.name}` (session `{state.session_id[:12]}`), "
+        f"Exported by nbagent from {plain(source.name)} (session {plain(state.session_id[:12])}), "
         f"{state.turns} turn(s), {sum(state.usage.values())} tokens.",
     ]
     if models:
-        lines.append(f"Model: {', '.join(models)}.")
+        lines.append(f"Model: {plain(', '.join(models))}.")
     lines.append("Code cells are the agent's recorded `python` tool calls with the outputs recorded at the time.")
-    return safe_markdown("\n".join(lines))
+    return "\n".join(lines)
 
 
 # Notebook ----------------------------------------------------------------------------------------
@@ -179,7 +208,7 @@ def _outputs(part: Part) -> list[NotebookNode]:
 
 def _call_markdown(part: Part, *, images: bool) -> str:
     label = "Tool error" if part.is_error else "Tool call"
-    text = [f"**{label}: `{safe_markdown(part.name).replace('`', '')}`**", "", fenced(json.dumps(part.arguments, indent=2, ensure_ascii=False), "json")]
+    text = [f"**{label}:** {code_span(part.name)}", "", fenced(json.dumps(part.arguments, indent=2, ensure_ascii=False), "json")]
     if part.result is None:
         text += ["", "_No result recorded: the call did not finish._"]
     else:
@@ -210,7 +239,7 @@ def to_notebook(events: Iterable[ev.Event], *, source: Path = Path("session.json
         elif part.kind == "reply":
             cells.append(nbf.new_markdown_cell("**Assistant**\n\n" + safe_markdown(part.text), metadata=meta))
         elif part.kind == "note":
-            cells.append(nbf.new_markdown_cell("_" + safe_markdown(part.text).replace("_", "\\_") + "_", metadata=meta))
+            cells.append(nbf.new_markdown_cell("_" + plain(part.text) + "_", metadata=meta))
         elif _is_python(part):
             meta["nbagent"]["tool_use_id"] = part.tool_use_id
             cells.append(nbf.new_code_cell(part.arguments["code"], metadata=meta, outputs=_outputs(part)))
@@ -240,7 +269,7 @@ def to_markdown(events: Iterable[ev.Event], *, source: Path = Path("session.json
         elif part.kind == "reply":
             sections.append("**Assistant**\n\n" + safe_markdown(part.text))
         elif part.kind == "note":
-            sections.append("_" + safe_markdown(part.text).replace("_", "\\_") + "_")
+            sections.append("_" + plain(part.text) + "_")
         elif _is_python(part):
             text = ["**Python** (run by the agent)", "", fenced(part.arguments["code"], "python")]
             if part.result is None:
