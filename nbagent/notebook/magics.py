@@ -256,7 +256,7 @@ class AgentMagics(Magics):
                 "`%config Agent.log_dir = '/some/writable/folder'`."
             ) from None
         try:
-            return Session.open(path, fsync=self.settings.fsync, meta={"notebook": str(nbkernel.notebook_path(self.shell) or "")})
+            session = Session.open(path, fsync=self.settings.fsync, meta={"notebook": str(nbkernel.notebook_path(self.shell) or "")})
         except LogLockedError as err:
             raise UsageError(f"{err} (`%agent --new ...` starts a separate session.)") from None
         except (LogCorruptError, LogVersionError) as err:
@@ -268,6 +268,9 @@ class AgentMagics(Magics):
             ) from None
         except NbagentError as err:
             raise UsageError(str(err)) from None
+        if not session.trusted:
+            print(untrusted_warning(session), file=sys.stdout, flush=True)
+        return session
 
     # One cell ---------------------------------------------------------------------------------------
     def _serve(self, session: Session, args: Any, request: str) -> None:
@@ -344,7 +347,8 @@ class AgentMagics(Magics):
         """Re-run the recorded python tool code of these turns (each turn once per kernel), in order."""
         done = self.restored.setdefault(session.path, set())
         todo = [t for t in turns if t.kernel != nbkernel.KERNEL_ID and t.seq not in done]
-        calls = failed = 0
+        unsigned = _calls_not_signed_by_user(session)
+        calls = failed = skipped = 0
         self.tracker.paused = True
         try:
             for turn in todo:
@@ -352,11 +356,17 @@ class AgentMagics(Magics):
                 for tool_use_id, code in turn.python_calls:
                     if tool_use_id in turn.failed_calls:
                         continue
+                    if tool_use_id in unsigned:
+                        skipped += 1  # recorded in a line this user did not write: never run unasked
+                        continue
                     calls += 1
                     _, error = run_code(self.shell, code)
                     failed += error is not None
         finally:
             self.tracker.paused = False
+        if skipped:
+            print(f"nbagent: did not re-run {skipped} recorded python call(s): they come from log lines not written by you "
+                  "(see the warning above). Run that code yourself if you trust it.")
         if calls:
             session.append(ev.NOTE, kind="kernel_state_restored", python_calls=calls, failed=failed)
             message = f"nbagent: restored kernel state by re-running {calls} recorded python call(s)"
@@ -417,6 +427,29 @@ class AgentMagics(Magics):
         for session in self.sessions.values():
             session.close()
         self.sessions.clear()
+
+
+def untrusted_warning(session: Session) -> str:
+    """The line shown when a notebook opens a session log this user did not write."""
+    return (
+        f"nbagent: WARNING: the session log {session.path.name} was not written by you ({session.trust.describe()}); "
+        "it may come from a cloned or downloaded notebook. Its recorded tool calls will not run without your "
+        "approval, and its recorded python code is not re-run to restore kernel state."
+    )
+
+
+def _calls_not_signed_by_user(session: Session) -> set[str]:
+    """Tool-use ids requested by assistant messages in lines this user did not sign."""
+    untrusted = set(session.trust.untrusted)
+    if not untrusted:
+        return set()
+    return {
+        str(block.get("id"))
+        for event in session.events()
+        if event["type"] == ev.ASSISTANT_MSG and event["seq"] in untrusted
+        for block in event.get("content") or []
+        if isinstance(block, dict) and block.get("type") == "tool_use"
+    }
 
 
 # Requests ending in '?' ----------------------------------------------------------------------------
