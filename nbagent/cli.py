@@ -100,12 +100,12 @@ def cmd_sessions(args: argparse.Namespace, out: TextIO) -> int:
 
 def write_table(summaries: Sequence[history.Summary], out: TextIO) -> None:
     """The human listing: one row per session, grouped by notebook when there are several."""
-    header = ("SESSION", "TITLE", "CREATED", "LAST ACTIVITY", "TURNS", "TOKENS", "STATUS")
+    header = ("SESSION", "TITLE", "CREATED", "LAST ACTIVITY", "TURNS", "TOKENS", "TRUST", "STATUS")
     by_notebook: dict[str, list[history.Summary]] = {}
     for summary in summaries:
         by_notebook.setdefault(summary.notebook, []).append(summary)
     rows = [[s.name, history.shorten(s.title, 40) if s.title else "-", history.when(s.created), history.when(s.last_ts),
-             str(s.turns), str(s.tokens), s.status] for s in summaries]
+             str(s.turns), str(s.tokens), s.trust or "?", s.status] for s in summaries]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
 
     def line(cells: Sequence[str]) -> str:
@@ -186,7 +186,7 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
     report = history.verify(path)
     if args.json:
         data = {"path": report.path, "ok": report.ok, "events": report.events, "size": report.size,
-                "problems": [p.__dict__ for p in report.problems], "notes": report.notes}
+                "problems": [p.__dict__ for p in report.problems], "notes": report.notes, "trust": report.trust}
         out.write(json.dumps(data, indent=2) + "\n")
     else:
         verdict = "OK" if report.ok else f"{len(report.problems)} problem(s)"
@@ -195,6 +195,7 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
             out.write(f"  PROBLEM {problem}\n")
         for note in report.notes:
             out.write(f"  note: {note}\n")
+        out.write(f"  trust: {report.trust}\n")
     return EXIT_OK if report.ok else EXIT_DATA
 
 

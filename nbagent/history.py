@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import events as ev
-from . import fold, snapshot, store
+from . import fold, snapshot, store, trust
 from .errors import LogCorruptError, LogVersionError, NbagentError
 from .log import Scan, iter_events, scan
 
@@ -97,6 +97,7 @@ class Summary:
     complete: bool = False
     pending: str = ""  # what an unfinished session waits for, or why it cannot be read
     source: str = "log"  # "snapshot" (header + tail) or "log" (full read)
+    trust: str = ""  # who wrote the lines: yours | unsigned | other key | altered | mixed ('' if unreadable)
 
     @property
     def tokens(self) -> int:
@@ -159,10 +160,24 @@ def _snapshot_usable(handle: Any, header: dict[str, Any], size: int) -> bool:
 
 
 def summarize(path: Path) -> Summary:
-    """Summarise one session: snapshot header plus the events after it, or a full read without one.
+    """Summarise one session: snapshot header plus the events after it, or a full read without one; and who wrote it.
 
     A damaged or newer-schema log gives a summary that says so instead of raising.
     """
+    summary = _summarize(path)
+    try:
+        summary.trust = trust_of(path).verdict
+    except OSError:
+        pass
+    return summary
+
+
+def trust_of(path: Path) -> trust.Report:
+    """Who signed each line of a log (checked against this user's key; no secret is created)."""
+    return trust.check_log(path.read_bytes(), user=trust.user_signer_or_none())
+
+
+def _summarize(path: Path) -> Summary:
     summary = Summary(session_name(path), str(path), notebook_of(path))
     try:
         with open(path, "rb") as handle:
@@ -520,6 +535,7 @@ class Report:
     size: int = 0
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    trust: str = ""  # who wrote the log's lines, as a sentence
 
     @property
     def ok(self) -> bool:
@@ -607,6 +623,7 @@ def verify(path: str | os.PathLike[str]) -> Report:
         expected = event["seq"] + 1
         pos, line_no = nl + 1, line_no + 1
     report.events = len(good)
+    report.trust = trust.check_log(data, user=trust.user_signer_or_none()).describe()
     for side in sorted(log_path.parent.glob(log_path.name + ".torn-*")):
         report.notes.append(f"{side.name}: a torn tail cut off by an earlier repair is kept here")
     for side in sorted(log_path.parent.glob(log_path.name + ".damaged-*")):
