@@ -204,11 +204,12 @@ class FaultyFiles(FileOps):
         name = os.fspath(path)
         if flags & os.O_DIRECTORY:
             return os.open(name, flags, mode)
+        self._adopt(os.path.dirname(name))  # before the file is created: what is already there is durable
         creating = bool(flags & os.O_CREAT) and name not in self._names and not os.path.exists(name)
         if creating or flags & os.O_TRUNC:
             self._step("create" if creating else "write", name)
+        inode = self._inode_for(name, flags)  # before os.open creates it: a new file is not durable yet
         fd = os.open(name, flags, mode)
-        inode = self._inode_for(name, flags)
         self._fds[fd] = (inode, name)
         if flags & os.O_APPEND:
             self._appends.add(fd)
