@@ -21,7 +21,7 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 SECRET_FILE = "secret"
 SECRET_BYTES = 32
@@ -99,33 +99,40 @@ def key_id(secret: bytes) -> str:
 
 
 class Signer:
-    """Signs and checks lines with one user's secret (a pre-keyed HMAC copied per line)."""
+    """Signs and checks lines with one user's secret."""
 
     def __init__(self, secret: bytes) -> None:
         self.key_id = key_id(secret)
-        self._keyed = hmac.new(secret, _DOMAIN, hashlib.sha256)
+        # HMAC-SHA256 written out with pre-keyed hash states: copying two hashlib objects per
+        # line costs about half of copying an hmac.HMAC (same result as hmac.new(secret, ...)).
+        block = secret.ljust(64, b"\0") if len(secret) <= 64 else hashlib.sha256(secret).digest().ljust(64, b"\0")
+        self._inner = hashlib.sha256(bytes(b ^ 0x36 for b in block) + _DOMAIN)
+        self._outer = hashlib.sha256(bytes(b ^ 0x5C for b in block))
         self._tag = b'"sig":"' + self.key_id.encode() + b":"
 
     def for_session(self, session_id: str) -> SessionSigner:
         """The signer of one session's lines."""
-        keyed = self._keyed.copy()
-        keyed.update(session_id.encode("ascii", "replace") + b"\0")
-        return SessionSigner(self.key_id, keyed, self._tag)
+        inner = self._inner.copy()
+        inner.update(session_id.encode("ascii", "replace") + b"\0")
+        return SessionSigner(self.key_id, inner, self._outer, self._tag)
 
 
 class SessionSigner:
     """Signs and checks the lines of one session."""
 
-    def __init__(self, key_id: str, keyed: hmac.HMAC, tag: bytes) -> None:
+    def __init__(self, key_id: str, inner: Any, outer: Any, tag: bytes) -> None:
         self.key_id = key_id
-        self._keyed = keyed
+        self._inner = inner
+        self._outer = outer
         self._tag = tag
 
     def mac(self, body: bytes) -> bytes:
         """The hex mac of a JSON object's bytes."""
-        keyed = self._keyed.copy()
-        keyed.update(body)
-        return keyed.hexdigest()[:MAC_LEN].encode()
+        inner = self._inner.copy()
+        inner.update(body)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.hexdigest()[:MAC_LEN].encode()
 
     def sign(self, body: bytes) -> bytes:
         """``body`` (a JSON object without ``sig`` and ``crc``) with a ``sig`` key added last."""
