@@ -53,6 +53,26 @@ def _later_line_is_valid(data: bytes, pos: int) -> bool:
             pos = nl + 1
 
 
+def _glued(data: bytes, pos: int, end: int) -> bool:
+    """Whether the bad line ``data[pos:end]`` is two whole valid events joined by one damaged newline byte.
+
+    A crash tears only what was written last; it cannot turn the newline between two
+    whole lines into another byte, so that is damage, not a torn tail.
+    """
+    marker = data.find(b',"crc":"', pos, end)
+    while marker >= 0:
+        stop = marker + len(',"crc":"00000000"}')
+        if stop < end:
+            try:
+                ev.decode(data[pos:stop])
+                ev.decode(data[stop + 1 : end])
+                return True
+            except ev.BadLine:
+                pass
+        marker = data.find(b',"crc":"', marker + 1, end)
+    return False
+
+
 def _is_blocks(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(b, dict) and isinstance(b.get("text", ""), str) for b in value)
 
@@ -113,7 +133,7 @@ def scan(data: bytes, *, path: str, first_seq: int = 1, base_offset: int = 0) ->
         try:
             event = ev.decode(data[pos:nl])
         except ev.BadLine as bad:
-            if not _later_line_is_valid(data, nl + 1):
+            if not _later_line_is_valid(data, nl + 1) and not _glued(data, pos, nl):
                 return Scan(found, pos, last_start, data[pos:], f"the last line is torn: {bad}")
             raise LogCorruptError(path, expected, base_offset + pos, str(bad)) from None
         version = event.get("v")
@@ -314,23 +334,29 @@ class EventLog:
 def iter_events(data: bytes, *, path: str, since: int = 0) -> Iterator[ev.Event]:
     """Events with ``seq > since`` from log bytes; stops quietly at a torn or unfinished tail."""
     pos, size, line_no = 0, len(data), 1
+    expected: int | None = None
     while pos < size:
         nl = data.find(b"\n", pos)
         if nl < 0:
             return
         line = data[pos:nl]
         seq = ev.line_seq(line)
-        if seq is None or seq > since:
+        # Lines up to ``since`` are skipped unparsed, but only while their seqs run on by one:
+        # a damaged seq digit must not get a line skipped unchecked.
+        if seq is None or seq > since or seq < 1 or (expected is not None and seq != expected):
             try:
                 event = ev.decode(line)
             except ev.BadLine as bad:
-                if _later_line_is_valid(data, nl + 1):
+                if _later_line_is_valid(data, nl + 1) or _glued(data, pos, nl):
                     raise LogCorruptError(path, line_no, pos, str(bad)) from None
                 return
             problem = _shape_problem(event)
             if problem:
                 raise LogCorruptError(path, line_no, pos, problem)
-            yield event
+            seq = event["seq"]
+            if seq > since:
+                yield event
+        expected = seq + 1
         pos, line_no = nl + 1, line_no + 1
 
 
@@ -356,7 +382,7 @@ def follow(path: str | os.PathLike[str], since: int = 0, *, poll: float = 0.1, i
                     break
                 line = data[pos:nl]
                 seq = ev.line_seq(line)
-                if seq is None or seq > since:
+                if seq is None or seq > since or seq != line_no:  # follow reads from the start: line_no is absolute
                     try:
                         event = ev.decode(line)
                     except ev.BadLine as bad:
