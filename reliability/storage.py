@@ -162,7 +162,16 @@ def run_torn_tail(quick: bool, seed: int) -> dict[str, Any]:
                 junk = bytes(k) if fill == "zeros" else rng.randbytes(k)
                 torn = data[:-k] + junk
                 path.write_bytes(torn)
-                untouched = sum(1 for end in ends[1:] if end <= len(data) - k)
+                changed = next((i for i in range(len(data) - k, len(data)) if torn[i] != data[i]), len(data))
+                untouched = sum(1 for end in ends[1:] if end <= changed)
+                if changed + 1 == ends[-2] and torn[changed + 1 :] == data[changed + 1 :]:  # only a newline between two whole lines changed: damage
+                    try:
+                        Session.open(path, snapshot_every=0, ops=NO_SYNC).close()
+                        tally.check(False, f"k={k} {fill}: a whole line lost its newline and was cut off as torn")
+                    except LogCorruptError as err:
+                        tally.check(err.kept is not None and path.read_bytes() == torn, f"k={k} {fill}: refused without a copy")
+                    tally.count("newline of an earlier whole line overwritten: refused as damage")
+                    continue
                 try:
                     with Session.open(path, snapshot_every=0, ops=NO_SYNC) as session:
                         seq = session.seq
