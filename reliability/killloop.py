@@ -457,3 +457,6 @@ def _add(totals: CaseResult, case: CaseResult) -> None:
     totals.keyed_retries += case.keyed_retries
     totals.read_reruns += case.read_reruns
     totals.torn += case.torn
+
+
+SCENARIOS = {"killloop": run_killloop}
