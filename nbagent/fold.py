@@ -122,6 +122,9 @@ def apply(state: State, event: ev.Event) -> State:
         call = state.open_calls.get(event["tool_use_id"])
         if call is not None:
             call["started"] += 1
+            # What the attempts were recorded as, so a resume can tell if the tool changed since.
+            call["read"] = call.get("read", True) and event.get("effect") == "read"
+            call["keyed"] = call.get("keyed", True) and bool(event.get("idempotency_key"))
         state.status = "tools"
     elif kind == ev.TOOL_RESULT:
         block: dict[str, Any] = {"type": "tool_result", "tool_use_id": event["tool_use_id"], "content": event["content"]}
