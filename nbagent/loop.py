@@ -7,6 +7,7 @@ same loop.
 
 from __future__ import annotations
 
+import logging
 import random
 import re
 import time
@@ -21,6 +22,8 @@ from .errors import Interrupted, ModelError, NbagentError
 from .model import DEFAULT_MODEL, AnthropicModel, Model, ModelRequest
 from .session import Session
 from .tools import Tool, Toolbox, idempotency_key
+
+logger = logging.getLogger("nbagent")
 
 UNKNOWN_OUTCOME = "This call was interrupted while it was running, so its outcome is unknown; it was not repeated."
 UNTRUSTED = (
@@ -115,6 +118,8 @@ class Loop:
         tool = self.toolbox.get(name)
         if tool is None:
             offered = ", ".join(self.toolbox.tools) or "none"
+            self._warn(tool_use_id, f"The recorded call {tool_use_id} of tool {name!r} was not run: no tool of that name is "
+                       f"offered now (tools: {offered}); the model is told so.")
             self._result(
                 tool_use_id,
                 f"Tool {name!r} is not available in this run (tools offered: {offered}); it may have been renamed "
@@ -122,13 +127,17 @@ class Loop:
                 is_error=True,
             )
             return
+        if attempts and "read" in call and _describe(call["read"], call["keyed"]) != _describe(tool.effect == "read", tool.takes_key):
+            self._warn(tool_use_id, f"Tool {name!r} changed since call {tool_use_id} started: it was recorded as "
+                       f"{_describe(call['read'], call['keyed'])}, now it is {_describe(tool.effect == 'read', tool.takes_key)}; "
+                       + ("it runs again." if _safe_to_repeat(call, tool) else "its outcome is treated as unknown."))
         if not self.session.call_trusted(tool_use_id):
             # Asked first, whatever the effect: an untrusted log must not run anything unasked.
             decision = self._approve(tool_use_id, tool, arguments, "untrusted")
             if not decision.approved:
                 self._result(tool_use_id, f"{UNTRUSTED} {decision.note}".strip(), is_error=True)
                 return
-        elif attempts and not (tool.effect == "read" or tool.takes_key):
+        elif attempts and not _safe_to_repeat(call, tool):
             decision = self._approve(tool_use_id, tool, arguments, "unknown_outcome")
             if not decision.approved:
                 self._result(tool_use_id, f"{UNKNOWN_OUTCOME} {decision.note}".strip(), is_error=True)
@@ -145,6 +154,11 @@ class Loop:
         self.session.append(ev.TOOL_STARTED, **started)  # durable (for non-read tools) before the body runs
         content, is_error = tool.invoke(arguments, key)
         self._result(tool_use_id, content, is_error=is_error)
+
+    def _warn(self, tool_use_id: str, text: str) -> None:
+        """Tell the user (a note in the log, a logged warning) that the code's tools disagree with the record."""
+        logger.warning("%s: %s", self.session.path, text)
+        self.session.append(ev.NOTE, kind="replay_mismatch", tool_use_id=tool_use_id, text=text)
 
     def _approve(self, tool_use_id: str, tool: Tool, arguments: dict[str, Any], reason: approvals.Reason) -> approvals.Decision:
         request = approvals.ApprovalRequest(tool_use_id, tool.name, arguments, tool.effect, reason)
@@ -173,6 +187,16 @@ class Loop:
                 self._result(tool_use_id, f"{UNKNOWN_OUTCOME} The user moved on to a new request.", is_error=True)
             else:
                 self._result(tool_use_id, "Not run: the user moved on to a new request before this call started.", is_error=True)
+
+
+def _safe_to_repeat(call: dict[str, Any], tool: Tool) -> bool:
+    """Whether a started call may run again unasked: a read then and now, or given its key then and now."""
+    was_read, was_keyed = call.get("read", tool.effect == "read"), call.get("keyed", tool.takes_key)
+    return (tool.effect == "read" and was_read) or (tool.takes_key and was_keyed)
+
+
+def _describe(read: bool, keyed: bool) -> str:
+    return "a read" if read else ("a write with an idempotency key" if keyed else "a write without an idempotency key")
 
 
 class _DeltaWriter:
