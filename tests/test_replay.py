@@ -257,8 +257,6 @@ HOSTILE = [
     {"type": "tool_result", "tool_use_id": "zz", "content": [{"type": "image", "source": {"type": "url", "url": "javascript:alert(7)"}}]},
     {"type": "approval", "decision": "<script>x</script>", "by": "<img onerror=1>", "note": "<style>*{}</style>"},
     {"type": "note", "text": "<a href='javascript:alert(8)'>x</a>"},
-    {"type": "assistant_msg", "content": {"not": "a list"}},  # malformed: not blocks
-    {"type": "assistant_msg", "content": ["<script>alert(9)</script>"]},  # malformed: blocks are strings
     {"type": "<script>evil</script>", "payload": "<img src=x onerror=alert(10)>"},  # an unknown type
 ]
 ACTIVE_TAGS = {"script", "iframe", "svg", "img", "style", "object", "embed", "math", "template", "link", "meta", "form"}
@@ -304,13 +302,20 @@ def test_hostile_payloads_and_a_dangling_call_stay_inert(fake, tmp_path, monkeyp
     for value in shown:
         assert active_parts(value) == [], value
     assert "&lt;script&gt;alert(&#x27;user&#x27;)&lt;/script&gt;" in "".join(shown)  # shown as text, not run
-    assert "could not be rendered" in "".join(shown)  # malformed events say so; the rest is shown
     replay.go(0)
     replay.speed.value = float("inf")
     replay.play()
     assert replay.index == len(records) - 1
     assert not marker.exists() and fake.requests == []  # nothing executed, no model called
     assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["hostile.jsonl"]
+
+
+@pytest.mark.parametrize("content", [{"not": "a list"}, ["<script>alert(9)</script>"]], ids=["not-blocks", "string-blocks"])
+def test_a_checksummed_but_malformed_event_is_refused_as_damage(tmp_path, content) -> None:
+    records = [dict(r) for r in HOSTILE[:2]] + [{"type": "assistant_msg", "content": content}]
+    path = write_log(tmp_path / "malformed.jsonl", records)
+    with pytest.raises(LogCorruptError, match="line 3"):
+        Replay.from_path(path)
 
 
 def test_a_log_another_session_is_writing_can_be_replayed_and_reloaded(tmp_path) -> None:
