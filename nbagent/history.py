@@ -159,22 +159,43 @@ def _snapshot_usable(handle: Any, header: dict[str, Any], size: int) -> bool:
     return event["seq"] == header["seq"] and event["crc"] == crc
 
 
-def summarize(path: Path) -> Summary:
+_NO_USER = object()
+
+
+def summarize(path: Path, *, user: trust.Signer | None | object = _NO_USER) -> Summary:
     """Summarise one session: snapshot header plus the events after it, or a full read without one; and who wrote it.
 
     A damaged or newer-schema log gives a summary that says so instead of raising.
     """
     summary = _summarize(path)
     try:
-        summary.trust = trust_of(path).verdict
+        summary.trust = trust_of(path, user=user).verdict
     except OSError:
         pass
     return summary
 
 
-def trust_of(path: Path) -> trust.Report:
-    """Who signed each line of a log (checked against this user's key; no secret is created)."""
-    return trust.check_log(path.read_bytes(), user=trust.user_signer_or_none())
+def trust_of(path: Path, *, user: trust.Signer | None | object = _NO_USER) -> trust.Report:
+    """Who signed the lines of a log, for listings (checked against this user's key; no secret is created).
+
+    A snapshot header signed by this user vouches for the lines before it, so only the
+    lines after it are checked; ``verify`` checks every line.
+    """
+    if user is _NO_USER:
+        user = trust.user_signer_or_none()
+    assert user is None or isinstance(user, trust.Signer)
+    found = snapshot.read_header_bytes(path)
+    if found is not None:
+        header, header_body = found
+        vouched = trust.vouched_prefix(header, header_body, user)
+        if vouched:
+            with open(path, "rb") as handle:
+                if _snapshot_usable(handle, header, os.fstat(handle.fileno()).st_size):
+                    handle.seek(int(header["offset"]))
+                    session_id = header["summary"]["session_id"]
+                    tail = trust.check_log(handle.read(), user=user, session_id=session_id, first_line=vouched + 1)
+                    return trust.combine(vouched, tail)
+    return trust.check_log(path.read_bytes(), user=user)
 
 
 def _summarize(path: Path) -> Summary:
@@ -222,7 +243,8 @@ def _summarize(path: Path) -> Summary:
 
 def list_summaries(path: str | os.PathLike[str]) -> list[Summary]:
     """Summaries of every session under ``path``, oldest activity first."""
-    summaries = [summarize(p) for p in find_logs(path)]
+    user = trust.user_signer_or_none()
+    summaries = [summarize(p, user=user) for p in find_logs(path)]
     return sorted(summaries, key=lambda s: (s.last_ts, s.name))
 
 

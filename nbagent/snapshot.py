@@ -12,6 +12,7 @@ import gc
 import json
 import os
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -79,8 +80,20 @@ def summary(state: State) -> dict[str, Any]:
     }
 
 
-def write(log_path: Path, state: State, *, line_start: int, offset: int, line_crc: str, ops: FileOps | None = None) -> Path:
+def write(
+    log_path: Path,
+    state: State,
+    *,
+    line_start: int,
+    offset: int,
+    line_crc: str,
+    ops: FileOps | None = None,
+    vouch: Callable[[bytes], bytes] | None = None,
+) -> Path:
     """Write a snapshot of ``state`` atomically; its last event is the log line at ``[line_start, offset)``.
+
+    ``vouch`` (this user's session signer) signs a header that says every log line up
+    to the snapshot was signed by this user, so listings need check only the lines after it.
 
     Steps: temp file, fsync, rename over the old snapshot, folder fsync; a crash at any
     step leaves the old snapshot or the new one (and the log wins over either).
@@ -100,12 +113,15 @@ def write(log_path: Path, state: State, *, line_start: int, offset: int, line_cr
         "body_crc": f"{zlib.crc32(body):08x}",
         "summary": summary(state),
     }
+    if vouch is not None:
+        header["trusted_prefix"] = True
+    encoded = json.dumps(header, ensure_ascii=True, separators=(",", ":")).encode("ascii")
     target = path_for(log_path)
     temp = target.with_name(target.name + ".tmp")
     fd = ops.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
         try:
-            ops.write_all(fd, events.seal(json.dumps(header, ensure_ascii=True, separators=(",", ":")).encode("ascii")) + b"\n")
+            ops.write_all(fd, events.seal(vouch(encoded) if vouch is not None else encoded) + b"\n")
             ops.write_all(fd, body)
             ops.write_all(fd, b"\n")
             ops.fsync(fd)
@@ -122,12 +138,19 @@ def write(log_path: Path, state: State, *, line_start: int, offset: int, line_cr
 
 def read_header(log_path: Path) -> dict[str, Any] | None:
     """Just the header line of a snapshot (cheap: for listings), or None."""
+    found = read_header_bytes(log_path)
+    return found[0] if found is not None else None
+
+
+def read_header_bytes(log_path: Path) -> tuple[dict[str, Any], bytes] | None:
+    """The header of a snapshot and its bytes without the checksum (to check its signature), or None."""
     try:
         with open(path_for(log_path), "rb") as handle:
-            header = _parse_header(handle.readline().rstrip(b"\n"))
+            line = handle.readline().rstrip(b"\n")
+        header = _parse_header(line)
     except (OSError, ValueError):
         return None
-    return header if header.get("kind") == KIND else None
+    return (header, events.unseal(line)[0]) if header.get("kind") == KIND else None
 
 
 def _parse_header(line: bytes) -> dict[str, Any]:

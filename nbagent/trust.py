@@ -235,11 +235,16 @@ def session_id_of(first_line: bytes) -> str:
     return value if isinstance(value, str) else ""
 
 
-def check_log(data: bytes, *, user: Signer | None) -> Report:
-    """Check every whole line of log bytes against ``user``'s key (None: no key, so no line is theirs); crcs are not checked here."""
+def check_log(data: bytes, *, user: Signer | None, session_id: str | None = None, first_line: int = 1) -> Report:
+    """Check every whole line of log bytes against ``user``'s key (None: no key, so no line is theirs); crcs are not checked here.
+
+    ``data`` may start mid-log (at line ``first_line``) if ``session_id`` is given.
+    """
     report = Report()
-    session = user.for_session(session_id_of(data.split(b"\n", 1)[0])) if user is not None else None
-    for number, line in enumerate(_lines(data), start=1):
+    if session_id is None:
+        session_id = session_id_of(data.split(b"\n", 1)[0])
+    session = user.for_session(session_id) if user is not None else None
+    for number, line in enumerate(_lines(data), start=first_line):
         report.lines += 1
         body = line[: -_CRC_SUFFIX_LEN] + b"}" if line[-_CRC_SUFFIX_LEN:].startswith(b',"crc":"') else line
         sig = split_sig(body)[1]
@@ -261,6 +266,21 @@ def check_log(data: bytes, *, user: Signer | None) -> Report:
         else:
             report.altered += 1
     return report
+
+
+def vouched_prefix(header: dict[str, Any], header_body: bytes, user: Signer | None) -> int:
+    """How many leading log lines a snapshot header vouches were signed by this user (0 if it does not)."""
+    session_id = (header.get("summary") or {}).get("session_id")
+    if user is None or header.get("trusted_prefix") is not True or not isinstance(session_id, str):
+        return 0
+    return int(header["seq"]) if user.for_session(session_id).check(header_body) == "mine" else 0
+
+
+def combine(prefix_lines: int, tail: Report) -> Report:
+    """A report for a log whose first ``prefix_lines`` are this user's and whose tail is ``tail``."""
+    tail.lines += prefix_lines
+    tail.mine += prefix_lines
+    return tail
 
 
 def user_signer_or_none() -> Signer | None:

@@ -660,3 +660,36 @@ def test_the_untrusted_warning_cannot_carry_markup(tmp_path: Path) -> None:
     with nbagent.Session.open(path) as session:
         warning = magics.untrusted_warning(session)
     assert "<" not in warning and "signed by another key" in warning
+
+
+def test_listings_trust_a_signed_snapshot_header_for_the_prefix_and_check_the_tail(tmp_path: Path) -> None:
+    from nbagent import history
+
+    path = tmp_path / "mine.jsonl"
+    with nbagent.Session.open(path, fsync="never") as session:
+        assert session.trusted  # known, so the snapshot written at close vouches for the prefix
+        for number in range(5):
+            session.append(ev.USER_MSG, content=f"request {number}")
+    header, _ = snapshot.read_header_bytes(path)
+    assert header["trusted_prefix"] is True
+    assert history.trust_of(path).verdict == "yours"
+
+    # A line appended by someone else after the snapshot is caught: only the prefix is vouched for.
+    with as_another_user(tmp_path):
+        with nbagent.Session.open(path, fsync="never", snapshot_every=0) as session:
+            session.append(ev.USER_MSG, content="from elsewhere")  # snapshot_every=0: the vouched snapshot stays
+    assert history.trust_of(path).verdict == "mixed"
+
+    # A header that claims the prefix without this user's signature vouches for nothing.
+    forged = tmp_path / "forged.jsonl"
+    with as_another_user(tmp_path):
+        with nbagent.Session.open(forged, fsync="never") as session:
+            session.append(ev.USER_MSG, content="hello")
+    snap = snapshot.path_for(forged)
+    head, rest = snap.read_bytes().split(b"\n", 1)
+    claimed = json.loads(head)
+    claimed.pop("crc")
+    claimed["trusted_prefix"] = True
+    snap.write_bytes(ev.seal(json.dumps(claimed, separators=(",", ":")).encode()) + b"\n" + rest)
+    assert snapshot.read_header(forged)["trusted_prefix"] is True
+    assert history.trust_of(forged).verdict == "other key"
