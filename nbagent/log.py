@@ -210,6 +210,9 @@ class EventLog:
                 if created:
                     self.ops.fsync_dir(self.path.parent)
                 self.size = self.ops.fstat(self._fd).st_size
+                # What is already there is the earlier writer's to have synced: closing a log
+                # this handle never wrote to costs no fsync.
+                self._synced_size = self.size
             except BaseException as exc:
                 self.ops.close(self._fd)
                 if isinstance(exc, OSError):
@@ -265,7 +268,7 @@ class EventLog:
                     f"cutting off the torn last line of {self.path} failed: {exc}. No whole event was lost; "
                     "open the session again to retry."
                 ) from exc
-            self.size = offset
+            self.size = self._synced_size = offset
             self.repair = Repair(offset, len(result.torn), kept, result.torn_reason)
         result.end += start
         result.last_start += start
@@ -306,15 +309,17 @@ class EventLog:
             self.size += len(line)
             if self.fsync_policy == "always" or (durable and self.fsync_policy == "turn"):
                 ops.fsync(self._fd)
+                self._synced_size = self.size
         except OSError as exc:
             self._failed = exc
             raise LogWriteError(f"writing {self.path} failed: {exc}. The log now refuses writes; reopen the session.") from exc
 
     def sync(self) -> None:
-        """Force everything written so far to disk."""
-        if self._failed is None and self.fsync_policy != "never":
+        """Force everything written so far to disk (no fsync if this handle wrote nothing since the last)."""
+        if self._failed is None and self.fsync_policy != "never" and self._synced_size != self.size:
             try:
                 self.ops.fsync(self._fd)
+                self._synced_size = self.size
             except OSError as exc:
                 self._failed = exc
                 raise LogWriteError(f"syncing {self.path} failed: {exc}. The log now refuses writes; reopen the session.") from exc

@@ -196,3 +196,16 @@ def test_fuzzed_bytes_never_raise_anything_but_the_documented_log_errors(tmp_pat
     except DOCUMENTED:
         assert path.read_bytes() == data  # refused: the file is left as it was
     EventLog(path).close()  # whatever happened, the lock was released
+
+
+def test_opening_and_closing_a_log_without_writing_costs_no_fsync(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    with Session.open(path) as session:
+        session.append("user_msg", content="hello")
+    ops = FaultyFiles()
+    with Session.open(path, ops=ops):
+        pass
+    assert ops.counts["fsync"] == 0
+    with Session.open(path, ops=ops) as session:
+        session.append("note", text="one durable line")
+    assert ops.counts["fsync"] >= 1  # the write is fsynced; closing after it adds no second sync of the same bytes
