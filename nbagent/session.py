@@ -36,6 +36,7 @@ class Session:
         self._lock = threading.RLock()
         self._subscribers: list[Subscriber] = []
         self._outbox: collections.deque[ev.Event] = collections.deque()
+        self._snapshot_cache = snapshot.MessageCache()
         self._publishing = False
         self._base = base
         self._unfolded = tail.events
@@ -247,7 +248,8 @@ class Session:
             # Vouch for the prefix only when it is already known to be all this user's (never checked here: too slow).
             vouch = self._signer.sign if self._signer is not None and self._trust is not None and self._trust.trusted else None
             written = snapshot.write(
-                self.path, self.state, line_start=start, offset=self._log.size, line_crc=crc, ops=self._log.ops, vouch=vouch
+                self.path, self.state, line_start=start, offset=self._log.size, line_crc=crc, ops=self._log.ops, vouch=vouch,
+                cache=self._snapshot_cache,
             )
             self._snapshot_seq = self._seq
             return written

@@ -80,6 +80,35 @@ def summary(state: State) -> dict[str, Any]:
     }
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
+
+
+class MessageCache:
+    """Each message's JSON from the previous snapshot, reused while the same message object remains.
+
+    The fold never edits a message in place (it replaces the last user message when it
+    grows), so an unchanged object means unchanged JSON; a snapshot then encodes only the
+    few new messages instead of the whole history.
+    """
+
+    def __init__(self) -> None:
+        self._encoded: dict[int, tuple[dict[str, Any], str]] = {}
+
+    def encode(self, state: State) -> bytes:
+        """The snapshot body of ``state``."""
+        fresh: dict[int, tuple[dict[str, Any], str]] = {}
+        parts = []
+        for message in state.messages:
+            hit = self._encoded.get(id(message))
+            text = hit[1] if hit is not None and hit[0] is message else _ENCODER.encode(message)
+            fresh[id(message)] = (message, text)
+            parts.append(text)
+        self._encoded = fresh
+        # The fields as they are, not state.to_dict(): its deep copy cost more than the encoding itself.
+        rest = _ENCODER.encode({f.name: getattr(state, f.name) for f in fields(state) if f.name != "messages"})
+        return (rest[:-1] + ',"messages":[' + ",".join(parts) + "]}").encode("ascii")
+
+
 def write(
     log_path: Path,
     state: State,
@@ -89,6 +118,7 @@ def write(
     line_crc: str,
     ops: FileOps | None = None,
     vouch: Callable[[bytes], bytes] | None = None,
+    cache: MessageCache | None = None,
 ) -> Path:
     """Write a snapshot of ``state`` atomically; its last event is the log line at ``[line_start, offset)``.
 
@@ -99,9 +129,7 @@ def write(
     step leaves the old snapshot or the new one (and the log wins over either).
     """
     ops = OS_FILES if ops is None else ops
-    # The fields as they are, not state.to_dict(): its deep copy cost more than the encoding itself.
-    shallow = {f.name: getattr(state, f.name) for f in fields(state)}
-    body = json.dumps(shallow, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+    body = (cache or MessageCache()).encode(state)
     header = {
         "kind": KIND,
         "v": VERSION,

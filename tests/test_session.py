@@ -502,3 +502,18 @@ def test_a_subscriber_that_appends_from_its_callback_keeps_every_subscriber_in_o
     expected = list(range(start + 1, start + 4))
     assert seen["first"] == expected
     assert seen["second"] == expected
+
+
+def test_snapshot_bodies_reuse_encoded_messages_but_never_a_replaced_one(log_path: Path) -> None:
+    cache = snapshot.MessageCache()
+    state = State(session_id="s")
+    for step in range(30):
+        if step % 3 == 2:
+            # The fold grows the open user message by replacing it: the cache must not serve the old one.
+            nbagent.fold.apply(state, {"seq": step + 1, "type": ev.TOOL_RESULT, "tool_use_id": f"t{step}", "content": f"r{step}"})
+        elif step % 3 == 1:
+            state.messages.append({"role": "assistant", "content": [{"type": "text", "text": f"a{step}"}]})
+        else:
+            nbagent.fold.apply(state, {"seq": step + 1, "type": ev.USER_MSG, "content": f"u{step}"})
+        body = cache.encode(state)
+        assert State.from_dict(json.loads(body)) == state
