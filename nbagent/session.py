@@ -13,8 +13,8 @@ from typing import Any, Protocol
 
 from . import events as ev
 from . import fold, snapshot, trust
-from .errors import LogError
-from .log import EventLog, FileOps, FsyncPolicy, Repair, Scan, iter_events
+from .errors import LogCorruptError, LogError
+from .log import EventLog, FileOps, FsyncPolicy, Repair, Scan, iter_events, scan
 
 logger = logging.getLogger("nbagent")
 
@@ -31,7 +31,7 @@ class Session:
     def __init__(self, log: EventLog, base: snapshot.Snapshot | None, tail: Scan, snapshot_every: int) -> None:
         self.path = log.path
         self.snapshot_every = snapshot_every
-        self.snapshot_note = ""
+        self._snapshot_note = ""
         self._log = log
         self._lock = threading.RLock()
         self._subscribers: list[Subscriber] = []
@@ -81,8 +81,8 @@ class Session:
             session = cls(log, base, tail, snapshot_every)
             session._user = _user_signer()
             if base is None and note not in ("", "no snapshot"):
-                session.snapshot_note = f"snapshot ignored ({note}); replayed the whole log"
-                logger.warning("%s: %s", log.path, session.snapshot_note)
+                session._snapshot_note = f"snapshot ignored ({note}); replayed the whole log"
+                logger.warning("%s: %s", log.path, session._snapshot_note)
             if session._seq == 0:
                 session._session_id = uuid.uuid4().hex
                 session._sign_as(session._session_id)
@@ -110,9 +110,29 @@ class Session:
                 self._resync()
             if self._state is None:
                 assert self._base is not None
-                self._state = fold.fold(self._unfolded, self._base.state())
+                self._state = fold.fold(self._unfolded, self._snapshot_state(self._base))
                 self._unfolded, self._base = [], None
             return self._state
+
+    def _snapshot_state(self, base: snapshot.Snapshot) -> fold.State:
+        """The snapshot's state; if its body fails a check, the state folded from the log up to it."""
+        try:
+            base.check()
+            return base.state()
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            self._snapshot_note = f"snapshot ignored ({exc}); replayed the whole log"
+            logger.warning("%s: %s", self.path, self._snapshot_note)
+            self._snapshot_seq = 0  # so that closing writes a good one
+        result = scan(self._log.read(0, base.offset), path=str(self.path))
+        if result.torn:  # the snapshot pointed at a whole line, so this is damage, not a torn write
+            raise LogCorruptError(str(self.path), base.seq, result.end, result.torn_reason)
+        return fold.fold(result.events)
+
+    @property
+    def snapshot_note(self) -> str:
+        """Why a snapshot was not used, if it was not ('' otherwise; checking may read the snapshot)."""
+        self.state
+        return self._snapshot_note
 
     @property
     def id(self) -> str:
@@ -393,10 +413,7 @@ def _disagreement(log: EventLog, base: snapshot.Snapshot) -> str:
         return "the snapshot does not point at a valid log line"
     if event["seq"] != base.seq or event["crc"] != base.header["line_crc"]:
         return "the snapshot does not match the log"
-    try:
-        base.check()
-    except ValueError as exc:
-        return str(exc)
+    # The body is checked when the state is first needed (Session._snapshot_state).
     # The header's session id seeds idempotency keys, and the header has no checksum: check it against line 1.
     first = log.read(0, min(log.size, 1 << 16)).split(b"\n", 1)[0]
     try:

@@ -32,10 +32,22 @@ def path_for(log_path: Path) -> Path:
 
 @dataclass
 class Snapshot:
-    """A snapshot whose header passed its checks; the state is parsed only when asked for."""
+    """A snapshot whose header passed its checks; the body is read, checked and parsed only when asked for."""
 
     header: dict[str, Any]
-    body: bytes
+    path: Path
+    body_offset: int
+    _body: bytes | None = None
+
+    @property
+    def body(self) -> bytes:
+        """The state's JSON (read from the file on first use)."""
+        if self._body is None:
+            with open(self.path, "rb") as handle:
+                handle.seek(self.body_offset)
+                data = handle.read()
+            self._body = data[:-1] if data.endswith(b"\n") else data
+        return self._body
 
     @property
     def seq(self) -> int:
@@ -190,15 +202,16 @@ def _parse_header(line: bytes) -> dict[str, Any]:
 
 
 def load(log_path: Path) -> tuple[Snapshot | None, str]:
-    """The snapshot of a log if its header is sound, else None and why."""
+    """The snapshot of a log if its header is sound, else None and why (only the header is read)."""
     target = path_for(log_path)
     try:
-        data = target.read_bytes()
+        with open(target, "rb") as handle:
+            line = handle.readline()
     except FileNotFoundError:
         return None, "no snapshot"
     except OSError as exc:
         return None, f"snapshot unreadable: {exc}"
-    head, _, rest = data.partition(b"\n")
+    head = line.rstrip(b"\n")
     try:
         header = _parse_header(head)
     except events.BadLine as bad:
@@ -213,4 +226,4 @@ def load(log_path: Path) -> tuple[Snapshot | None, str]:
         int(header["seq"]), int(header["offset"]), int(header["line_start"]), str(header["line_crc"]), int(header["body_len"])
     except (KeyError, TypeError, ValueError):
         return None, "snapshot header is incomplete"
-    return Snapshot(header, rest[:-1] if rest.endswith(b"\n") else rest), ""
+    return Snapshot(header, target, len(line)), ""

@@ -403,8 +403,8 @@ def test_a_stale_or_damaged_snapshot_falls_back_to_the_full_log(tmp_path: Path, 
         assert session.messages == full_replay(log_path).messages
     assert note in caplog.text
     assert digest(log_path) == before  # the log always wins and is never touched
-    with Session.open(log_path) as session:  # closing wrote a fresh snapshot...
-        pass
+    with Session.open(log_path) as session:  # a session that uses its state and closes writes a fresh snapshot...
+        session.state
     with Session.open(log_path) as session:  # ... which the next open uses
         assert session.snapshot_note == "" and session.state == full_replay(log_path)
 
