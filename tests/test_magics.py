@@ -277,7 +277,7 @@ def test_restore_reruns_only_recorded_python_code(shell, fake, client, tmp_path,
     assert run(shell, "%agent --restore").success  # each turn is restored once per kernel
     assert "z" not in shell.user_ns
     run(shell, "%unload_ext nbagent")
-    notes = [e for e in nbagent.read_events(path) if e["type"] == ev.NOTE]
+    notes = [e for e in nbagent.read_events(path) if e["type"] == ev.NOTE and e.get("kind") == "kernel_state_restored"]
     assert [n["python_calls"] for n in notes] == [1]
 
 
