@@ -7,6 +7,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import pytest
@@ -47,3 +48,22 @@ def client(fake: FakeAnthropic) -> anthropic.Anthropic:
 def log_path(tmp_path: Path) -> Path:
     """Where a test's session log goes."""
     return tmp_path / "session.jsonl"
+
+
+@pytest.fixture
+def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeAnthropic) -> Iterator[Any]:
+    """An in-process IPython shell in a fresh folder with nbagent loaded and the fake server as the API."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    import nbagent
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    ip = InteractiveShell.instance()
+    ip.run_cell("%load_ext nbagent")
+    yield ip
+    ip.run_cell("%unload_ext nbagent")
+    for name in [n for n, v in ip.user_ns.items() if isinstance(v, nbagent.Tool)]:
+        del ip.user_ns[name]
+    ip.config.pop("Agent", None)

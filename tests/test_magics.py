@@ -22,21 +22,6 @@ PNG = base64.b64decode(
 )
 
 
-@pytest.fixture
-def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake):
-    """An IPython shell in a fresh folder with nbagent loaded and the fake server as the API."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-    ip = InteractiveShell.instance()
-    ip.run_cell("%load_ext nbagent")
-    yield ip
-    ip.run_cell("%unload_ext nbagent")
-    for name in [n for n, v in ip.user_ns.items() if isinstance(v, nbagent.Tool)]:
-        del ip.user_ns[name]
-    ip.config.pop("Agent", None)
-
-
 def run(ip: InteractiveShell, code: str, **kw):
     result = ip.run_cell(code, **kw)
     return result

@@ -357,17 +357,6 @@ def test_load_errors_say_what_is_wrong(tmp_path) -> None:
 
 
 # The magic, in a real in-process IPython shell ----------------------------------------------------------------
-@pytest.fixture
-def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-    ip = InteractiveShell.instance()
-    ip.run_cell("%load_ext nbagent")
-    yield ip
-    ip.run_cell("%unload_ext nbagent")
-
-
 def usage_error(ip: InteractiveShell, code: str) -> str:
     result = ip.run_cell(code)
     assert isinstance(result.error_in_exec, UsageError), result.error_in_exec

@@ -316,20 +316,6 @@ def test_opening_and_reading_an_untrusted_log_runs_nothing(tmp_path: Path) -> No
 
 
 # The notebook and the command line say who wrote a log --------------------------------------------
-@pytest.fixture
-def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeAnthropic):
-    from IPython.core.interactiveshell import InteractiveShell
-
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-    ip = InteractiveShell.instance()
-    ip.run_cell("%load_ext nbagent")
-    yield ip
-    ip.run_cell("%unload_ext nbagent")
-    ip.config.pop("Agent", None)
-
-
 def cloned_notebook_log(tmp_path: Path, folder: Path, code: str) -> Path:
     """A finished turn with a python call, recorded by another user's kernel (a cloned repository)."""
     folder.mkdir(parents=True, exist_ok=True)
