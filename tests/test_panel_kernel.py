@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import queue
-import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +10,7 @@ import pytest
 from jupyter_client.manager import KernelManager
 
 from tests.fake_anthropic import FakeAnthropic, text, tool_use
+from tests.kernels import run_cell
 
 TIMEOUT = 60
 
@@ -44,28 +42,6 @@ def kernel(kernel_manager: KernelManager) -> Iterator[Any]:
         kc.stop_channels()
 
 
-def run_cell(kc: Any, code: str, *, on_message: Any = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Execute code; collect its iopub messages until idle; ``on_message(msg)`` may act (say click) meanwhile."""
-    msg_id = kc.execute(textwrap.dedent(code), allow_stdin=True)
-    messages: list[dict[str, Any]] = []
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        assert time.monotonic() < deadline, f"cell did not finish; got {[m['msg_type'] for m in messages]}"
-        try:
-            msg = kc.get_iopub_msg(timeout=1)
-        except queue.Empty:
-            continue
-        if msg["parent_header"].get("msg_id") != msg_id and msg["msg_type"] not in ("comm_open", "comm_msg"):
-            continue
-        messages.append(msg)
-        if on_message is not None:
-            on_message(msg)
-        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle" and msg["parent_header"].get("msg_id") == msg_id:
-            break
-    reply = kc.get_shell_msg(timeout=TIMEOUT)
-    while reply["parent_header"].get("msg_id") != msg_id:
-        reply = kc.get_shell_msg(timeout=TIMEOUT)
-    return messages, reply
 
 
 def stdout(messages: list[dict[str, Any]]) -> str:

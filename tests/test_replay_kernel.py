@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import queue
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ from jupyter_client.manager import KernelManager
 
 import nbagent
 from tests.fake_anthropic import FakeAnthropic, text, tool_use
+from tests.kernels import run_cell
 
 TIMEOUT = 60
 
@@ -46,26 +46,6 @@ def kernel(server: FakeAnthropic) -> Iterator[Any]:
         km.shutdown_kernel(now=True)
 
 
-def run_cell(kc: Any, code: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Execute code; return its iopub messages (and any comm messages meanwhile) until idle, and the reply."""
-    msg_id = kc.execute(textwrap.dedent(code))
-    messages: list[dict[str, Any]] = []
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        assert time.monotonic() < deadline, f"cell did not finish; got {[m['msg_type'] for m in messages]}"
-        try:
-            msg = kc.get_iopub_msg(timeout=1)
-        except queue.Empty:
-            continue
-        if msg["parent_header"].get("msg_id") != msg_id and msg["msg_type"] not in ("comm_open", "comm_msg"):
-            continue
-        messages.append(msg)
-        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle" and msg["parent_header"].get("msg_id") == msg_id:
-            break
-    reply = kc.get_shell_msg(timeout=TIMEOUT)
-    while reply["parent_header"].get("msg_id") != msg_id:
-        reply = kc.get_shell_msg(timeout=TIMEOUT)
-    return messages, reply
 
 
 def comm_states(messages: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
