@@ -15,11 +15,9 @@ from traitlets import Bool, Enum, Int, List, Unicode
 from traitlets.config import Configurable
 
 from .. import events as ev
-from .. import store, toolkit
+from .. import history, store, toolkit, trust
 from ..approval import APPROVAL_MODES, Decision
 from ..errors import Interrupted, LogCorruptError, LogError, LogLockedError, LogVersionError, ModelError, NbagentError
-from ..fold import fold
-from ..log import read_events
 from ..loop import Loop
 from ..model import DEFAULT_MODEL, AnthropicModel, DemoModel, Model
 from ..session import Session
@@ -150,25 +148,31 @@ class AgentMagics(Magics):
 
     @line_magic
     def agent_sessions(self, line: str = "") -> None:
-        """List this notebook's agent sessions: name, title, turns, last activity, status."""
+        """List this notebook's agent sessions: name, turns, last activity, status, who wrote it, title."""
         folder = self.folder()
         found = store.list_sessions(folder)
         if not found:
             print(f"No agent sessions yet in {folder}.")
             return
-        rows = [("", "session", "turns", "last activity", "status", "title")]
+        user = trust.user_signer_or_none()
+        rows = [("", "session", "turns", "last activity", "status", "written by", "title")]
         for stored in found:
-            try:
-                state = fold(read_events(stored.path))
-                status = "complete" if state.frontier in ("done", "empty") else f"unfinished ({state.status})"
-                row = (str(state.turns), _age(state.last_ts), status, state.title)
-            except NbagentError as err:
-                row = ("?", _age(stored.modified), "unreadable", str(err).split(":")[0])
-            rows.append(("*" if stored.path == self.current else "", stored.name, *row))
-        widths = [max(len(r[i]) for r in rows) for i in range(5)]
+            # The CLI's listing: snapshot summary plus the events after it, not a fold of the whole log.
+            summary = history.summarize(stored.path, user=user)
+            readable = bool(summary.session_id)
+            rows.append((
+                "*" if stored.path == self.current else "",
+                stored.name,
+                str(summary.turns) if readable else "?",
+                _age(summary.last_ts or stored.modified),
+                summary.status if readable else f"unreadable: {summary.pending}",
+                summary.trust or "?",
+                summary.title,
+            ))
+        widths = [max(len(r[i]) for r in rows) for i in range(6)]
         print(f"Sessions in {folder} (* = current):")
         for row in rows:
-            print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[5])
+            print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[6])
 
     @line_magic
     def agent_replay(self, line: str = "") -> None:
