@@ -178,6 +178,7 @@ def test_sessions_listing(shell, fake, capsys):
     assert "complete" in lines[0] and "first question" in lines[0] and lines[0].startswith(" ")
     assert "unfinished" in lines[1] and "second question" in lines[1] and lines[1].startswith("*")
     assert "\t1\t" not in out and " 2 " in lines[1]
+    assert all("  yours  " in line for line in lines)  # who wrote each log
 
 
 def earlier_kernel_log(folder: Path, client, fake, *turns: tuple[str, list], name: str = "old") -> Path:
