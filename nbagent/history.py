@@ -142,21 +142,14 @@ def _from_state(summary: Summary, state: fold.State) -> Summary:
 
 def _snapshot_usable(handle: Any, header: dict[str, Any], size: int) -> bool:
     """Whether the snapshot's last line is really in this log (one small read)."""
-    try:
-        start, end, crc = int(header["line_start"]), int(header["offset"]), str(header["line_crc"])
-        int(header["seq"])
-        header["summary"]["session_id"]
-    except (KeyError, TypeError, ValueError):
+    def read(start: int, end: int) -> bytes:
+        handle.seek(start)
+        return handle.read(end - start)
+
+    summary = header.get("summary")
+    if header.get("v") != snapshot.VERSION or not isinstance(summary, dict) or "session_id" not in summary:
         return False
-    if header.get("v") != snapshot.VERSION or end > size or start >= end:
-        return False
-    handle.seek(start)
-    line = handle.read(end - start)
-    try:
-        event = ev.decode(line[:-1])
-    except ev.BadLine:
-        return False
-    return event["seq"] == header["seq"] and event["crc"] == crc
+    return snapshot.disagreement(header, read, size) == ""
 
 
 _NO_USER = object()

@@ -404,17 +404,12 @@ def _after(since: int, callback: Subscriber) -> Subscriber:
 
 def _disagreement(log: EventLog, base: snapshot.Snapshot) -> str:
     """Why a snapshot cannot be used with this log ('' if it can)."""
-    start, end = int(base.header["line_start"]), base.offset
-    if end > log.size or start >= end:
-        return "the log is shorter than the snapshot"
-    try:
-        event = ev.decode(log.read(start, end)[:-1])
-    except ev.BadLine:
-        return "the snapshot does not point at a valid log line"
-    if event["seq"] != base.seq or event["crc"] != base.header["line_crc"]:
-        return "the snapshot does not match the log"
+    why = snapshot.disagreement(base.header, log.read, log.size)
+    if why:
+        return why
     # The body is checked when the state is first needed (Session._snapshot_state).
-    # The header's session id seeds idempotency keys, and the header has no checksum: check it against line 1.
+    # The header's session id seeds idempotency keys, and a snapshot copied from another log can still
+    # pass its own checksum: check the id against line 1.
     first = log.read(0, min(log.size, 1 << 16)).split(b"\n", 1)[0]
     try:
         session_id = ev.decode(first).get("session_id")

@@ -77,6 +77,23 @@ class Snapshot:
                 gc.enable()
 
 
+def disagreement(header: dict[str, Any], read: Callable[[int, int], bytes], log_size: int) -> str:
+    """Why a snapshot's last event is not the log's line where it says ('' if it is); ``read(start, end)`` reads the log."""
+    try:
+        start, end, seq, crc = int(header["line_start"]), int(header["offset"]), int(header["seq"]), str(header["line_crc"])
+    except (KeyError, TypeError, ValueError):
+        return "the snapshot header is incomplete"
+    if end > log_size or start >= end:
+        return "the log is shorter than the snapshot"
+    try:
+        event = events.decode(read(start, end)[:-1])
+    except events.BadLine:
+        return "the snapshot does not point at a valid log line"
+    if event["seq"] != seq or event["crc"] != crc:
+        return "the snapshot does not match the log"
+    return ""
+
+
 def summary(state: State) -> dict[str, Any]:
     """The small record a session listing needs."""
     return {
