@@ -14,6 +14,7 @@ import filelock
 
 from . import events as ev
 from .errors import LogCorruptError, LogLockedError, LogVersionError, LogWriteError
+from .fold import USAGE_KEYS
 
 FsyncPolicy = Literal["always", "turn", "never"]
 FSYNC_POLICIES: tuple[str, ...] = ("always", "turn", "never")
@@ -96,7 +97,7 @@ def _shape_problem(event: ev.Event) -> str:
                 if b.get("type") == "tool_use"
             )
             and isinstance(usage, dict)
-            and all(isinstance(usage.get(k) or 0, int) for k in fold_usage_keys())
+            and all(isinstance(usage.get(k) or 0, int) for k in USAGE_KEYS)
         )
     elif kind in (ev.TOOL_STARTED, ev.TOOL_RESULT):
         ok = isinstance(event.get("tool_use_id"), str) and (
@@ -107,13 +108,6 @@ def _shape_problem(event: ev.Event) -> str:
     else:
         ok = True
     return "" if ok else f"a {kind} event is missing fields or has fields of the wrong type"
-
-
-def fold_usage_keys() -> tuple[str, ...]:
-    """The token counters the fold adds up (imported late: fold imports nothing from here)."""
-    from .fold import USAGE_KEYS
-
-    return USAGE_KEYS
 
 
 def scan(data: bytes, *, path: str, first_seq: int = 1, base_offset: int = 0) -> Scan:
