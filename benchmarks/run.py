@@ -147,7 +147,7 @@ def run(sizes: Sizes, workdir: Path, progress: bool = True) -> str:
         memory = {"with snapshot": cases.resume_memory(with_snapshot, True), "without snapshot (full replay)": cases.resume_memory(without, False)}
 
     # 1
-    out.append(f"### 1. Harness overhead per model turn (scripted model, 20 streamed deltas per reply, one trivial tool call per request)\n")
+    out.append("### 1. Harness overhead per model turn (scripted model, 20 streamed deltas per reply, one trivial tool call per request)\n")
     out.append("Overhead = wall time minus the model's and the tool's own time. A request is user message → tool call → answer (2 turns).\n")
     out.append("| loop | requests | turns | events | fsynced events | mean overhead / turn | first 10% of turns | last 10% of turns |")
     out.append("|---|---:|---:|---:|---:|---:|---:|---:|")

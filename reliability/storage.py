@@ -28,7 +28,7 @@ from nbagent import events as ev
 from nbagent import fold
 from nbagent.errors import LogCorruptError, LogError, LogWriteError
 from nbagent.log import FileOps, read_events, scan
-from nbagent.loop import UNKNOWN_OUTCOME, Loop
+from nbagent.loop import Loop
 from nbagent.model import ModelRequest
 from nbagent.session import Session
 from nbagent.tools import Tool, tool

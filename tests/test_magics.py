@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import base64
-import json
 from pathlib import Path
 
-import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
@@ -14,7 +12,6 @@ import nbagent
 from nbagent import events as ev
 from nbagent import store
 from nbagent.notebook import kernel as nbkernel
-from nbagent.notebook import magics as nbmagics
 from tests.fake_anthropic import error, text, tool_use
 
 PNG = base64.b64decode(

@@ -24,11 +24,11 @@ from markdown_it import MarkdownIt
 
 import nbagent
 from nbagent import approval, events as ev
-from nbagent import export, fold, snapshot, store, trust
+from nbagent import fold, snapshot, store, trust
 from nbagent.cli import main as cli
 from nbagent.errors import LogError, NbagentError
 from nbagent.loop import UNTRUSTED
-from tests.fake_anthropic import FakeAnthropic, text, tool_use
+from tests.fake_anthropic import FakeAnthropic, text
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
