@@ -8,8 +8,11 @@ same loop.
 from __future__ import annotations
 
 import logging
+import math
+import os
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -25,6 +28,8 @@ from .tools import Tool, Toolbox, idempotency_key
 
 logger = logging.getLogger("nbagent")
 
+# Streamed text reaches the log, and the views that follow it, at most this late (seconds).
+DELTA_INTERVAL = 0.05
 UNKNOWN_OUTCOME = "This call was interrupted while it was running, so its outcome is unknown; it was not repeated."
 UNTRUSTED = (
     "This call was not run: it was recorded in a session log that this user did not write (unsigned or signed "
@@ -45,8 +50,10 @@ class Loop:
         system: str = "",
         max_tokens: int = 8192,
         retries: int = 2,
+        delta_interval: float = DELTA_INTERVAL,
     ) -> None:
         self.session = session
+        self.delta_interval = delta_interval
         self.toolbox = tools if isinstance(tools, Toolbox) else Toolbox(tools)
         self.model = model
         self.ask = approvals.resolve(approval)
@@ -87,11 +94,13 @@ class Loop:
         while True:
             attempt += 1
             self.session.append(ev.MODEL_CALL, model=self.model.name, attempt=attempt)
-            deltas = _DeltaWriter(self.session)
+            deltas = _DeltaWriter(self.session, self.delta_interval)
+            complete = False
             try:
                 reply = self.model.stream(request, deltas)
-                deltas.flush()
+                complete = True
             except ModelError as err:
+                deltas.close(complete=False)
                 self.session.append(
                     ev.MODEL_ERROR, message=str(err), status=err.status, kind=err.kind, retryable=err.retryable, attempt=attempt
                 )
@@ -99,6 +108,8 @@ class Loop:
                     time.sleep(min(8.0, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.75, 1.0))
                     continue
                 raise
+            finally:
+                deltas.close(complete=complete)
             if not reply["content"]:
                 # The API refuses an empty assistant turn in a later request; record a placeholder.
                 reply["content"] = [{"type": "text", "text": "(the model replied with no content)"}]
@@ -200,35 +211,143 @@ def _describe(read: bool, keyed: bool) -> str:
 
 
 class _DeltaWriter:
-    """Logs stream deltas, holding back a trailing run of key-alphabet characters until it ends.
+    """Logs a reply's stream deltas, coalesced, and never cutting a run of key-alphabet characters.
 
-    Redaction works on whole lines; a secret streamed in pieces would otherwise be
-    written piecewise and slip past it.  Every secret shape nbagent redacts is a run
-    of ``[A-Za-z0-9_-]``, so cutting only elsewhere keeps each one inside one line.
+    A model streams a few characters at a time; a log line for each would make
+    deltas most of the log and most of a turn's cost.  The first delta is written
+    at once, later ones are gathered and written together once ``interval`` has
+    passed: by the next delta, or by the background flusher if the stream stalls.
+    A block's text is written in full when the next block starts, and at the end.
+
+    Redaction works on whole lines, so a secret streamed in pieces could slip past
+    it if it were written piecewise.  Every secret shape nbagent redacts is a run
+    of ``[A-Za-z0-9_-]``, so lines are cut only elsewhere until the block ends.
     """
 
     _OPEN_RUN = re.compile(r"[A-Za-z0-9_\-]*\Z")
+    KINDS = ("text", "partial_json", "thinking")
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, interval: float = DELTA_INTERVAL) -> None:
         self.session = session
-        self.held: dict[tuple[int, str], str] = {}
+        self.interval = interval
+        self.pending: dict[tuple[int, str], str] = {}
+        self.block = 0  # index of the content block being streamed
+        self.last_write = -math.inf
+        self.scheduled = False
+        self.closed = False
+        self._lock = threading.Lock()
 
     def __call__(self, delta: dict[str, Any]) -> None:
         index = delta.get("index", 0)
-        for kind in ("text", "partial_json", "thinking"):
-            if kind in delta:
-                pending = self.held.pop((index, kind), "") + delta[kind]
-                cut = self._OPEN_RUN.search(pending).start()  # type: ignore[union-attr]
-                if pending[cut:]:
-                    self.held[(index, kind)] = pending[cut:]
-                if cut:
-                    self.session.append(ev.DELTA, index=index, **{kind: pending[:cut]})
+        with self._lock:
+            if index != self.block:  # the previous block has ended: write it whole
+                self._write(lambda key: key[0] != index)
+                self.block = index
+            for kind in self.KINDS:
+                if kind in delta:
+                    self.pending[(index, kind)] = self.pending.get((index, kind), "") + delta[kind]
+            if time.monotonic() - self.last_write >= self.interval:
+                self._write()
+            elif not self.scheduled and self._writable():
+                self.scheduled = True
+                FLUSHER.schedule(self, self.last_write + self.interval)
 
-    def flush(self) -> None:
-        """Write what is held (the stream has ended)."""
-        for (index, kind), pending in self.held.items():
-            self.session.append(ev.DELTA, index=index, **{kind: pending})
-        self.held.clear()
+    def flush_due(self) -> None:
+        """Write what waited a whole interval (called by the flusher when the stream stalls)."""
+        with self._lock:
+            self.scheduled = False
+            if self.closed or not self.pending:
+                return
+            wait = self.last_write + self.interval - time.monotonic()
+            if wait > 0:  # a delta wrote meanwhile: look again later
+                self.scheduled = True
+                FLUSHER.schedule(self, time.monotonic() + wait)
+            else:
+                self._write()
+
+    def close(self, *, complete: bool) -> None:
+        """Write what is left; ``complete`` (the reply ended) writes held runs too, otherwise they are dropped."""
+        with self._lock:
+            if not self.closed:
+                self.closed = True
+                self._write(lambda key: complete)
+                self.pending.clear()
+
+    def _writable(self) -> bool:
+        return any(self._cut(text) for text in self.pending.values())
+
+    def _cut(self, text: str) -> int:
+        return self._OPEN_RUN.search(text).start()  # type: ignore[union-attr]
+
+    def _write(self, whole: Callable[[tuple[int, str]], bool] = lambda key: False) -> None:
+        """Append a delta line per block and kind; keep back an unfinished key-alphabet run unless ``whole(key)``."""
+        for key, text in list(self.pending.items()):
+            cut = len(text) if whole(key) else self._cut(text)
+            if cut:
+                self.session.append(ev.DELTA, index=key[0], **{key[1]: text[:cut]})
+                self.last_write = time.monotonic()
+            if cut == len(text):
+                del self.pending[key]
+            else:
+                self.pending[key] = text[cut:]
+
+
+class _Flusher:
+    """One daemon thread that writes out deltas a stalled stream left waiting."""
+
+    def __init__(self) -> None:
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)  # the thread does not survive a fork
+
+    def _reset(self) -> None:
+        self._cond = threading.Condition()
+        self._due: dict[_DeltaWriter, float] = {}
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+
+    def stop(self) -> None:
+        """End the thread (a later schedule starts a new one), for a process about to fork; streams still write at their next delta or end."""
+        with self._cond:
+            thread, self._stopping = self._thread, True
+            self._cond.notify()
+        if thread is not None:
+            thread.join()
+        with self._cond:
+            self._thread, self._stopping = None, False
+
+    def schedule(self, writer: _DeltaWriter, deadline: float) -> None:
+        """Call ``writer.flush_due()`` at ``deadline`` (a ``time.monotonic()`` value)."""
+        with self._cond:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="nbagent-delta-flusher", daemon=True)
+                self._thread.start()
+            if not self._due or deadline < min(self._due.values()):  # otherwise the thread wakes early enough
+                self._cond.notify()
+            self._due[writer] = deadline
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._due and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    for writer in self._due:
+                        writer.scheduled = False
+                    self._due.clear()
+                    return
+                writer, deadline = min(self._due.items(), key=lambda item: item[1])
+                wait = deadline - time.monotonic()
+                if wait > 0:
+                    self._cond.wait(wait)
+                    continue
+                del self._due[writer]
+            try:
+                writer.flush_due()
+            except BaseException:  # a closed session, a full disk, a raising subscriber: the loop's next write reports it
+                logger.debug("nbagent: flushing stream deltas failed", exc_info=True)
+
+
+FLUSHER = _Flusher()
 
 
 def run(

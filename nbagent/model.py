@@ -13,6 +13,11 @@ import anthropic
 
 from .errors import ModelError, NbagentError
 
+try:  # the SDK's HTTP library; a connection dropped mid-stream surfaces as its error, unwrapped
+    from httpx2 import TransportError
+except ImportError:  # older SDKs
+    from httpx import TransportError
+
 DEFAULT_MODEL = "claude-sonnet-5-5"
 Reply = dict[str, Any]  # {"id", "model", "content": [blocks], "stop_reason", "usage"}
 DeltaSink = Callable[[dict[str, Any]], None]
@@ -80,6 +85,8 @@ class AnthropicModel:
             raise _model_error(exc) from exc
         except anthropic.APIConnectionError as exc:  # includes timeouts
             raise ModelError(f"could not reach the Anthropic API: {exc}", kind="connection_error", retryable=True) from exc
+        except TransportError as exc:
+            raise ModelError(f"the connection to the Anthropic API broke mid-reply: {exc}", kind="connection_error", retryable=True) from exc
         return {
             "id": message.id,
             "model": message.model,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -622,3 +625,62 @@ def test_replay_rules_hold_after_reopening_from_a_snapshot(
     assert recorded == {"type": "tool_result", "tool_use_id": "toolu_c", "content": "z was recorded"}
     assert note["tool_use_id"] == "toolu_a" and note["is_error"] and UNKNOWN_OUTCOME in note["content"]
     assert charge == {"type": "tool_result", "tool_use_id": "toolu_b", "content": "charged 2"}
+
+
+# Stream deltas in the log ---------------------------------------------------------------------------
+def loop_with(session: nbagent.Session, client: anthropic.Anthropic, **kw: Any) -> nbagent.Loop:
+    return nbagent.Loop(session, model=nbagent.AnthropicModel(MODEL, client=client), **kw)
+
+
+def delta_texts(session: nbagent.Session) -> list[tuple[int, str]]:
+    return [(e["index"], e.get("text", e.get("partial_json", ""))) for e in of_type(session, ev.DELTA)]
+
+
+def test_deltas_are_coalesced_the_first_at_once_the_rest_when_the_block_ends(
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session
+) -> None:
+    words = " ".join(f"word{n}" for n in range(40))
+    fake.script(tool_use("lookup", {"name": "pi"}, id="toolu_a", text=words), text("done"))
+    # An hour-long interval: nothing but the first delta and the block ends may write.
+    loop_with(session, client, tools=[], approval="deny", delta_interval=3600).run("hi")
+    first = words[:8]
+    first = first[: first.rfind(" ") + 1]  # cut before the unfinished word: a secret could straddle there
+    lines = delta_texts(session)
+    assert [index for index, _ in lines] == [0, 0, 1, 0]
+    assert lines[0][1] == first and lines[1][1] == words[len(first):]  # the rest, written when block 1 began
+    assert json.loads(lines[2][1]) == {"name": "pi"} and lines[3] == (0, "done")
+
+
+def test_a_zero_interval_logs_every_delta_as_it_comes(fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session) -> None:
+    fake.script(text("abc def ghi jkl", chunks=4))  # pieces end on spaces, so none is held back
+    loop_with(session, client, delta_interval=0).run("hi")
+    assert delta_texts(session) == [(0, "abc "), (0, "def "), (0, "ghi "), (0, "jkl")]
+
+
+def test_text_streamed_before_a_stall_reaches_the_log_and_a_dropped_stream_is_a_model_error(fake: FakeAnthropic, log_path: Path) -> None:
+    # SSE events: message_start, ping, block start, then 3 deltas ("aaaa ", "bbbb ", "cccc ") and a stall.
+    fake.script(text("aaaa bbbb cccc dddd eeee", chunks=5, hang_after=6))
+    slow = anthropic.Anthropic(base_url=fake.base_url, api_key="test-key", max_retries=0, timeout=30)
+    failures: list[BaseException] = []
+    with nbagent.Session.open(log_path) as session:
+
+        def run() -> None:
+            try:
+                loop_with(session, slow, retries=0, delta_interval=0.05).run("hi")
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                failures.append(exc)
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        deadline = time.monotonic() + 20
+        while "".join(t for _, t in delta_texts(session)) != "aaaa bbbb cccc " and time.monotonic() < deadline:
+            time.sleep(0.02)
+        logged = "".join(t for _, t in delta_texts(session))
+        fake.stop()  # ends the stall: the connection drops, the loop logs a model error
+        worker.join(30)
+        lines = delta_texts(session)
+        [error] = of_type(session, ev.MODEL_ERROR)
+    assert logged == "aaaa bbbb cccc ", "the flusher did not write what arrived before the stall"
+    assert not worker.is_alive() and failures and isinstance(failures[0], nbagent.ModelError)
+    assert error["kind"] == "connection_error" and error["retryable"] is True
+    assert len(lines) <= 3  # "aaaa " at once, the rest together after the interval (unless they came apart)
