@@ -39,9 +39,11 @@ def recorded(fake: FakeAnthropic, client: anthropic.Anthropic, path: Path) -> Pa
         text("The sum is **5**."),
         text("A second answer, streamed in pieces.", chunks=6),
     )
+    model = nbagent.AnthropicModel("claude-test", client=client)
     with nbagent.Session.open(path) as session:
-        nbagent.run(session, "what is 2+3?", tools=[add], client=client, model="claude-test")
-        nbagent.run(session, "and now?", tools=[add], client=client, model="claude-test")
+        # delta_interval=0: a line per delta, as a stream slower than the coalescing interval writes them
+        nbagent.Loop(session, tools=[add], model=model, delta_interval=0).run("what is 2+3?")
+        nbagent.Loop(session, tools=[add], model=model, delta_interval=0).run("and now?")
     return path
 
 
