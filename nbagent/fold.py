@@ -6,10 +6,11 @@ Events and the messages built from them are shared, not copied: treat both as re
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from . import events as ev
+from .transcript import Transcript
 
 Frontier = Literal["empty", "model", "tools", "done"]
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
@@ -23,7 +24,8 @@ class State:
     created: float = 0.0
     meta: dict[str, Any] = field(default_factory=dict)
     seq: int = 0
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    # A plain list when folded from events; a Transcript when loaded from a snapshot (see transcript.py).
+    messages: list[dict[str, Any]] | Transcript = field(default_factory=list)
     # Tool calls of the last assistant message that have no result yet, in order.
     open_calls: dict[str, dict[str, Any]] = field(default_factory=dict)
     usage: dict[str, int] = field(default_factory=lambda: dict.fromkeys(USAGE_KEYS, 0))
@@ -37,8 +39,8 @@ class State:
     partial: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready copy (for snapshots)."""
-        return asdict(self)
+        """A JSON-ready copy, with the messages as a plain list."""
+        return asdict(replace(self, messages=list(self.messages)))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> State:

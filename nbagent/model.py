@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -28,7 +28,7 @@ _RETRYABLE_KINDS = frozenset({"overloaded_error", "api_error", "rate_limit_error
 class ModelRequest:
     """Everything one model call needs."""
 
-    messages: list[dict[str, Any]]
+    messages: Sequence[dict[str, Any]]  # a list, or a resumed session's Transcript
     tools: list[dict[str, Any]] = field(default_factory=list)
     system: str = ""
     max_tokens: int = 8192
@@ -61,7 +61,7 @@ class AnthropicModel:
         params: dict[str, Any] = {
             "model": self.name,
             "max_tokens": request.max_tokens,
-            "messages": request.messages,
+            "messages": list(request.messages),  # a Transcript (a resumed session) is not a list
             # Automatic prompt caching: a long resumed history is read from cache, not paid in full.
             "cache_control": {"type": "ephemeral"},
         }
@@ -154,11 +154,11 @@ class DemoModel:
                 time.sleep(self.delay)
         if stop == "tool_use":
             on_delta({"index": 1, "partial_json": json.dumps(blocks[1]["input"])})
-        usage = {"input_tokens": len(json.dumps(request.messages)) // 4, "output_tokens": len(text) // 4}
+        usage = {"input_tokens": len(json.dumps(list(request.messages))) // 4, "output_tokens": len(text) // 4}
         return {"id": f"msg_demo_{self.calls:04d}", "model": self.name, "content": blocks, "stop_reason": stop, "usage": usage}
 
 
-def _results_since_last_request(messages: list[dict[str, Any]]) -> list[Any]:
+def _results_since_last_request(messages: Sequence[dict[str, Any]]) -> list[Any]:
     results: list[Any] = []
     for message in reversed(messages):
         if message["role"] != "user" or isinstance(message["content"], str):

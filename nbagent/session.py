@@ -15,6 +15,7 @@ from . import events as ev
 from . import fold, snapshot, trust
 from .errors import LogCorruptError, LogError
 from .log import EventLog, FileOps, FsyncPolicy, Repair, Scan, iter_events, scan
+from .transcript import Transcript
 
 logger = logging.getLogger("nbagent")
 
@@ -115,22 +116,40 @@ class Session:
             return self._state
 
     def _snapshot_state(self, base: snapshot.Snapshot) -> fold.State:
-        """The snapshot's state; if its body fails a check, the state folded from the log up to it."""
+        """The snapshot's state (its messages decoded on first read); if it fails a check, the state folded from the log up to it.
+
+        Only the small state line is checked here; the messages line is checked when the
+        messages are first read, and if it fails then, they too come from the log.
+        """
         try:
-            base.check()
-            return base.state()
+            return base.state(from_log=lambda why: self._ignore_snapshot(base, why))
         except (OSError, ValueError, TypeError, KeyError) as exc:
-            self._snapshot_note = f"snapshot ignored ({exc}); replayed the whole log"
-            logger.warning("%s: %s", self.path, self._snapshot_note)
-            self._snapshot_seq = 0  # so that closing writes a good one
-        result = scan(self._log.read(0, base.offset), path=str(self.path))
+            return self._ignore_snapshot(base, str(exc))
+
+    def _ignore_snapshot(self, base: snapshot.Snapshot, why: str) -> fold.State:
+        """Say why the snapshot is not used (note and warning) and fold the log up to it instead.
+
+        May run on whichever thread first reads the messages, so it takes no lock.
+        """
+        self._snapshot_note = f"snapshot ignored ({why}); replayed the whole log"
+        logger.warning("%s: %s", self.path, self._snapshot_note)
+        if self._closed:  # the messages were first read after closing
+            with open(self.path, "rb") as handle:
+                data = handle.read(base.offset)
+        else:
+            data = self._log.read(0, base.offset)
+        result = scan(data, path=str(self.path))
         if result.torn:  # the snapshot pointed at a whole line, so this is damage, not a torn write
             raise LogCorruptError(str(self.path), base.seq, result.end, result.torn_reason)
+        why_not = snapshot.disagreement(base.header, lambda start, end: data[start:end], len(data))
+        if why_not:  # only possible if the log was changed after this session closed
+            raise LogError(f"{self.path}: {why_not}; open the session again")
+        self._snapshot_seq = 0  # so that closing writes a good one
         return fold.fold(result.events)
 
     @property
     def snapshot_note(self) -> str:
-        """Why a snapshot was not used, if it was not ('' otherwise; checking may read the snapshot)."""
+        """Why a snapshot was not used, if it was not ('' otherwise; its messages line is checked only once they are read)."""
         self.state
         return self._snapshot_note
 
@@ -145,8 +164,8 @@ class Session:
         return self._seq
 
     @property
-    def messages(self) -> list[dict[str, Any]]:
-        """The Messages-API-shaped conversation (read-only)."""
+    def messages(self) -> list[dict[str, Any]] | Transcript:
+        """The Messages-API-shaped conversation (read-only; from a snapshot, decoded on first full read)."""
         return self.state.messages
 
     @property

@@ -1,14 +1,16 @@
 """Snapshots: the folded state written atomically beside the log, so opening replays only the tail.
 
-File layout: a one-line JSON header (where in the log the snapshot ends, checksums,
-a summary for listings), then the state as one JSON line.  The log always wins: a
-snapshot that disagrees with the log, or fails a check, is ignored.
+File layout: a one-line JSON header (where in the log the snapshot ends, the length and
+checksum of each line after it, a summary for listings), a small state line (every field
+but the messages, their count and the last message), then the messages before the last as
+one JSON array.  Opening reads the header and the state line; the big line is read when the
+messages are first read (see transcript.py).  The log always wins: a snapshot that disagrees
+with the log, or fails a check, is ignored.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import os
 import zlib
@@ -18,11 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from . import events
+from .errors import LogError
 from .fold import State
 from .log import OS_FILES, FileOps
+from .transcript import Message, Prefix, Transcript
 
 KIND = "nbagent.snapshot"
-VERSION = 1
+VERSION = 2
+_STATE_KEYS = frozenset(f.name for f in fields(State)) - {"messages"}
 
 
 def path_for(log_path: Path) -> Path:
@@ -30,24 +35,18 @@ def path_for(log_path: Path) -> Path:
     return log_path.with_name(log_path.name + ".snapshot")
 
 
+def _file_id(stat: os.stat_result) -> tuple[int, ...]:
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
 @dataclass
 class Snapshot:
-    """A snapshot whose header passed its checks; the body is read, checked and parsed only when asked for."""
+    """A snapshot whose header passed its checks; each line after it is read and checked only when asked for."""
 
     header: dict[str, Any]
     path: Path
-    body_offset: int
-    _body: bytes | None = None
-
-    @property
-    def body(self) -> bytes:
-        """The state's JSON (read from the file on first use)."""
-        if self._body is None:
-            with open(self.path, "rb") as handle:
-                handle.seek(self.body_offset)
-                data = handle.read()
-            self._body = data[:-1] if data.endswith(b"\n") else data
-        return self._body
+    body_offset: int  # where the state line starts
+    file_id: tuple[int, ...]  # the file the header was read from (a newer snapshot replaces it by rename)
 
     @property
     def seq(self) -> int:
@@ -59,22 +58,52 @@ class Snapshot:
         """Byte offset in the log just past that event."""
         return int(self.header["offset"])
 
-    def check(self) -> None:
-        """Check the body's checksum (raises ValueError)."""
-        if len(self.body) != self.header["body_len"] or f"{zlib.crc32(self.body):08x}" != self.header["body_crc"]:
-            raise ValueError("snapshot body fails its checksum")
+    def _line(self, start: int, name: str) -> bytes:
+        """The ``name`` line at ``start``, checked against the length and CRC-32 in the header (raises OSError or ValueError)."""
+        size, crc = int(self.header[f"{name}_len"]), self.header[f"{name}_crc"]
+        with open(self.path, "rb") as handle:
+            if _file_id(os.fstat(handle.fileno())) != self.file_id:
+                raise ValueError("the snapshot file was replaced since it was opened")
+            handle.seek(start)
+            data = handle.read(size + 1)
+        if data[size:] != b"\n" or f"{zlib.crc32(memoryview(data)[:size]):08x}" != crc:
+            raise ValueError(f"snapshot {name} line fails its checksum")
+        return data[:size]
 
-    def state(self) -> State:
-        """Parse the state (call :meth:`check` first)."""
-        # Parsing a long transcript allocates many containers and can trigger a full
-        # collection mid-parse (a 10x slowdown seen at 100k events); none of them are garbage.
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return State.from_dict(json.loads(self.body))
-        finally:
-            if enabled:
-                gc.enable()
+    def state_line(self) -> bytes:
+        """The state line's JSON, checked."""
+        return self._line(self.body_offset, "state")
+
+    def messages_line(self) -> bytes:
+        """The JSON array of the messages before the last, checked."""
+        return self._line(self.body_offset + int(self.header["state_len"]) + 1, "messages")
+
+    def state(self, from_log: Callable[[str], State] | None = None) -> State:
+        """The state from the state line; the messages before the last stay encoded until first read.
+
+        If they then fail a check, they are taken from ``from_log(why)`` (the log folded up
+        to this snapshot), whose other fields must match this snapshot's; without it the error is raised.
+        """
+        line = self.state_line()
+        data = json.loads(line)
+        if not isinstance(data, dict) or set(data) != _STATE_KEYS | {"message_count", "last_message"}:
+            raise ValueError("snapshot state line does not hold a state")
+        count, last = data.pop("message_count"), data.pop("last_message")
+        if not isinstance(count, int) or count < 0 or not (last is None if count == 0 else isinstance(last, dict)):
+            raise ValueError("snapshot state line has a bad message count or last message")
+
+        def messages_from_log(why: str) -> list[Message]:
+            assert from_log is not None
+            logged = from_log(why)
+            if json.loads(_ENCODER.encode(_record(logged))) != json.loads(line):  # parsed again: the state has moved on
+                raise LogError(
+                    f"{self.path} does not match its log up to event {self.seq}: its messages failed a check ({why}) "
+                    "and its other fields differ from the log's. Delete the snapshot and open the session again."
+                )
+            return list(logged.messages[: count - 1])
+
+        prefix = Prefix(count - 1, self.messages_line, messages_from_log if from_log is not None else None) if count > 1 else None
+        return State.from_dict({**data, "messages": Transcript([last] if count else [], prefix)})
 
 
 def disagreement(header: dict[str, Any], read: Callable[[int, int], bytes], log_size: int) -> str:
@@ -112,30 +141,48 @@ def summary(state: State) -> dict[str, Any]:
 _ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
 
 
+def _record(state: State) -> dict[str, Any]:
+    """What the state line holds: every field but the messages, their count and the last one."""
+    # The fields as they are, not state.to_dict(): its deep copy cost more than the encoding itself.
+    record = {f.name: getattr(state, f.name) for f in fields(state) if f.name != "messages"}
+    record["message_count"] = len(state.messages)
+    record["last_message"] = state.messages[-1] if state.messages else None
+    return record
+
+
 class MessageCache:
     """Each message's JSON from the previous snapshot, reused while the same message object remains.
 
     The fold never edits a message in place (it replaces the last user message when it
     grows), so an unchanged object means unchanged JSON; a snapshot then encodes only the
-    few new messages instead of the whole history.
+    few new messages instead of the whole history.  A prefix still encoded since it was
+    loaded from a snapshot is spliced in as it is.
     """
 
     def __init__(self) -> None:
         self._encoded: dict[int, tuple[dict[str, Any], str]] = {}
 
-    def encode(self, state: State) -> bytes:
-        """The snapshot body of ``state``."""
+    def encode(self, state: State) -> tuple[bytes, bytes]:
+        """The state line and the messages line of ``state``."""
+        messages = state.messages
+        end = len(messages) - 1
+        spliced = messages.encoded_prefix() if isinstance(messages, Transcript) else None
+        if spliced is not None and spliced[0] > end:  # messages after the prefix were removed (the fold never does)
+            spliced, messages = None, list(messages)
         fresh: dict[int, tuple[dict[str, Any], str]] = {}
         parts = []
-        for message in state.messages:
+        for message in messages[spliced[0] if spliced else 0 : max(end, 0)]:
             hit = self._encoded.get(id(message))
             text = hit[1] if hit is not None and hit[0] is message else _ENCODER.encode(message)
             fresh[id(message)] = (message, text)
             parts.append(text)
         self._encoded = fresh
-        # The fields as they are, not state.to_dict(): its deep copy cost more than the encoding itself.
-        rest = _ENCODER.encode({f.name: getattr(state, f.name) for f in fields(state) if f.name != "messages"})
-        return (rest[:-1] + ',"messages":[' + ",".join(parts) + "]}").encode("ascii")
+        tail = ",".join(parts).encode("ascii")
+        if spliced is None:
+            line = b"[" + tail + b"]"
+        else:
+            line = spliced[1][:-1] + b"," + tail + b"]" if parts else spliced[1]
+        return _ENCODER.encode(_record(state)).encode("ascii"), line
 
 
 def write(
@@ -158,7 +205,7 @@ def write(
     step leaves the old snapshot or the new one (and the log wins over either).
     """
     ops = OS_FILES if ops is None else ops
-    body = (cache or MessageCache()).encode(state)
+    state_line, messages_line = (cache or MessageCache()).encode(state)
     header = {
         "kind": KIND,
         "v": VERSION,
@@ -166,8 +213,10 @@ def write(
         "offset": offset,
         "line_start": line_start,
         "line_crc": line_crc,
-        "body_len": len(body),
-        "body_crc": f"{zlib.crc32(body):08x}",
+        "state_len": len(state_line),
+        "state_crc": f"{zlib.crc32(state_line):08x}",
+        "messages_len": len(messages_line),
+        "messages_crc": f"{zlib.crc32(messages_line):08x}",
         "summary": summary(state),
     }
     if vouch is not None:
@@ -179,7 +228,8 @@ def write(
     try:
         try:
             ops.write_all(fd, events.seal(vouch(encoded) if vouch is not None else encoded) + b"\n")
-            ops.write_all(fd, body)
+            ops.write_all(fd, state_line + b"\n")
+            ops.write_all(fd, messages_line)
             ops.write_all(fd, b"\n")
             ops.fsync(fd)
         finally:
@@ -224,6 +274,7 @@ def load(log_path: Path) -> tuple[Snapshot | None, str]:
     try:
         with open(target, "rb") as handle:
             line = handle.readline()
+            file_id = _file_id(os.fstat(handle.fileno()))
     except FileNotFoundError:
         return None, "no snapshot"
     except OSError as exc:
@@ -240,7 +291,10 @@ def load(log_path: Path) -> tuple[Snapshot | None, str]:
     if header.get("v") != VERSION:
         return None, f"snapshot format v{header.get('v')} is not v{VERSION}"
     try:
-        int(header["seq"]), int(header["offset"]), int(header["line_start"]), str(header["line_crc"]), int(header["body_len"])
+        int(header["seq"]), int(header["offset"]), int(header["line_start"]), str(header["line_crc"])
+        str(header["state_crc"]), str(header["messages_crc"])
+        if int(header["state_len"]) < 0 or int(header["messages_len"]) < 0:
+            raise ValueError("negative length")
     except (KeyError, TypeError, ValueError):
         return None, "snapshot header is incomplete"
-    return Snapshot(header, target, len(line)), ""
+    return Snapshot(header, target, len(line), file_id), ""

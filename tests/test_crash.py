@@ -185,7 +185,7 @@ class Run:
     def messages(self) -> list[dict[str, Any]]:
         with nbagent.Session.open(self.log) as session:
             assert session.state.frontier == "done"
-            return session.messages
+            return list(session.messages)
 
 
 @pytest.fixture(scope="module")

@@ -325,3 +325,35 @@ def test_every_crash_point_reopens_to_the_fold_of_its_prefix(events: list[ev.Eve
             assert session.messages == expected.messages
             if k:
                 assert session.state == fold(events[:k])
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sessions(), st.data())
+def test_a_snapshot_plus_the_events_after_it_is_the_fold_of_every_event(events: list[ev.Event], data: st.DataObject) -> None:
+    """Snapshot after event p, resume and snapshot again after event q (splicing the still-encoded messages), resume at the end."""
+    lines = [ev.encode(dict(e))[0] for e in events]
+    first = data.draw(st.integers(1, len(lines)), label="first snapshot after event")
+    second = data.draw(st.integers(first, len(lines)), label="second snapshot after event")
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "s.jsonl"
+        path.write_bytes(b"".join(lines[:first]))
+        with Session.open(path, fsync="never", snapshot_every=0) as session:
+            session.snapshot()
+        encoded = max(len(fold(events[:first]).messages) - 1, 0)
+        for upto in (second, len(lines)):
+            with path.open("ab") as log:
+                log.write(b"".join(lines[path.read_bytes().count(b"\n") : upto]))
+            with Session.open(path, fsync="never", snapshot_every=0) as session:
+                expected, state = fold(events[:upto]), session.state
+                assert session.snapshot_note == ""
+                # Ready without decoding the messages: what the loop and listings need first.
+                assert (state.frontier, state.open_calls, state.usage, state.title, state.status, state.seq, len(state.messages)) == (
+                    expected.frontier, expected.open_calls, expected.usage, expected.title, expected.status, expected.seq, len(expected.messages))
+                assert state.messages.encoded == encoded
+                if upto == second:
+                    session.snapshot()
+                    assert state.messages.encoded == encoded  # the new snapshot spliced them in still encoded
+                    encoded = max(len(expected.messages) - 1, 0)
+                assert state == expected and state.messages == expected.messages
+                assert state.to_dict() == expected.to_dict()
+                assert session.snapshot_note == ""  # the messages came from the snapshot, not from the log

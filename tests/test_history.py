@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import zlib
@@ -14,6 +13,7 @@ import pytest
 
 import nbagent
 from nbagent import history, snapshot, store
+from tests import snapshots
 from tests.fake_anthropic import FakeAnthropic, text, tool_use, tool_uses
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
@@ -260,23 +260,21 @@ def test_a_newer_schema_and_a_sequence_gap_are_reported(recorded: Path, tmp_path
 
 def test_snapshot_disagreement_is_reported(recorded: Path) -> None:
     target = snapshot.path_for(recorded)
-    header_line, body = target.read_bytes().split(b"\n")[:2]
-    header, state = json.loads(header_line), json.loads(body)
-    state["turns"] = 99  # a well-formed snapshot whose state is not the fold of the log
-    body = json.dumps(state, separators=(",", ":")).encode()
-    header.update(body_len=len(body), body_crc=f"{zlib.crc32(body):08x}")
-    sealed = b',"crc":"' in header_line[-20:]  # a header with its own checksum (newer engines)
-    header.pop("crc", None)
-    head = json.dumps(header, separators=(",", ":")).encode()
-    if sealed:
-        head = head[:-1] + b',"crc":"%08x"}' % zlib.crc32(head)
-    target.write_bytes(head + b"\n" + body + b"\n")
+    # A well-formed snapshot whose state is not the fold of the log.
+    snapshots.rewrite_state(recorded, lambda state: state.update(turns=99))
     report = history.verify(recorded)
     assert [p.file for p in report.problems] == [str(target)]
     assert "differs from a full fold" in report.problems[0].message and "turns" in report.problems[0].message
 
-    target.write_bytes(head + b"\n" + body.replace(b"99", b"98") + b"\n")
-    assert "checksum" in history.verify(recorded).problems[0].message
+    target.write_bytes(target.read_bytes().replace(b'"turns":99', b'"turns":98'))
+    problem = history.verify(recorded).problems[0]
+    assert "checksum" in problem.message and problem.line == 2
+
+    header, state_line, messages_line = snapshots.parts(recorded)
+    snapshots.put(recorded, header, state_line.replace(b'"turns":98', b'"turns":2'), messages_line)
+    snapshots.flip_messages_byte(recorded, b"Let me")
+    problem = history.verify(recorded).problems[0]
+    assert "messages line fails its checksum" in problem.message and problem.line == 3
 
 
 def test_compact_writes_a_snapshot_that_verifies(recorded: Path) -> None:

@@ -8,7 +8,6 @@ import os
 import shutil
 import stat
 import threading
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from nbagent import events as ev
 from nbagent import snapshot
 from nbagent.fold import State, fold
 from nbagent.tools import idempotency_key
+from tests import snapshots
 from tests.fake_anthropic import FakeAnthropic
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -269,19 +269,6 @@ def test_a_snapshot_is_written_every_k_events_and_on_close(log_path: Path) -> No
     assert header(log_path)["seq"] == 34
 
 
-def _rewrite_body(log_path: Path, change: Callable[[dict], None]) -> None:
-    """Edit the snapshot's state and fix up its checksum, as a consistent (but different) snapshot."""
-    snap = snapshot.path_for(log_path)
-    head, body = snap.read_bytes().split(b"\n")[:2]
-    state = json.loads(body)
-    change(state)
-    body = json.dumps(state, separators=(",", ":")).encode()
-    meta = json.loads(head)
-    meta.pop("crc")
-    meta.update(body_len=len(body), body_crc=f"{zlib.crc32(body):08x}")
-    snap.write_bytes(ev.seal(json.dumps(meta, separators=(",", ":")).encode()) + b"\n" + body + b"\n")
-
-
 def test_opening_loads_the_snapshot_and_replays_only_the_tail(log_path: Path) -> None:
     with Session.open(log_path, fsync="never", snapshot_every=10) as session:
         add_turns(session, 40)
@@ -292,7 +279,7 @@ def test_opening_loads_the_snapshot_and_replays_only_the_tail(log_path: Path) ->
         assert session.snapshot_note == ""
         assert session.seq == 58 and session.state == full_replay(log_path)
     # Prove the snapshot is what was loaded: a consistent snapshot with a different title wins over the head of the log.
-    _rewrite_body(log_path, lambda s: s.update(title="from the snapshot"))
+    snapshots.rewrite_state(log_path, lambda s: s.update(title="from the snapshot"))
     with Session.open(log_path, fsync="never", snapshot_every=0) as session:
         assert session.snapshot_note == ""
         assert session.state.title == "from the snapshot"
@@ -345,12 +332,27 @@ def _header_not_json(log_path: Path, other: Path) -> None:
     snap.write_bytes(b"{not json" + snap.read_bytes()[9:])
 
 
-def _flip_body_byte(log_path: Path, other: Path) -> None:
+def _flip_state_byte(log_path: Path, other: Path) -> None:
     snap = snapshot.path_for(log_path)
     data = bytearray(snap.read_bytes())
-    at = data.index(b"request", data.index(b"\n"))  # inside the body's messages, not the header's summary
+    at = data.index(b"request", data.index(b"\n"))  # the title, in the state line (not the header's summary)
     data[at] = ord("R")
     snap.write_bytes(bytes(data))
+
+
+def _flip_messages_byte(log_path: Path, other: Path) -> None:
+    snapshots.flip_messages_byte(log_path, b"request")
+
+
+def _messages_not_an_array(log_path: Path, other: Path) -> None:
+    header, state_line, _ = snapshots.parts(log_path)
+    snapshots.put(log_path, header, state_line, b'{"not":"an array"}')  # consistent checksums, wrong content
+
+
+def _messages_one_short(log_path: Path, other: Path) -> None:
+    header, state_line, messages_line = snapshots.parts(log_path)
+    messages = json.loads(messages_line)
+    snapshots.put(log_path, header, state_line, json.dumps(messages[1:], separators=(",", ":")).encode())
 
 
 def _cut_body(log_path: Path, other: Path) -> None:
@@ -378,8 +380,15 @@ BAD_SNAPSHOTS = {
     "header-field-missing": (_edit_header(lambda h: h.pop("line_crc")), "incomplete"),
     "header-summary-missing": (_edit_header(lambda h: h.pop("summary")), "another session"),
     "header-summary-not-a-dict": (_edit_header(lambda h: h.update(summary=[1])), "another session"),
-    "header-body-crc-changed": (_edit_header(lambda h: h.update(body_crc="00000000")), "checksum"),
-    "body-byte-flipped": (_flip_body_byte, "checksum"),
+    "header-state-crc-changed": (_edit_header(lambda h: h.update(state_crc="00000000")), "checksum"),
+    "header-messages-crc-changed": (_edit_header(lambda h: h.update(messages_crc="00000000")), "checksum"),
+    "header-messages-len-changed": (_edit_header(lambda h: h.update(messages_len=h["messages_len"] - 1)), "checksum"),
+    "header-old-format": (_edit_header(lambda h: h.update(v=1)), "snapshot format v1 is not v2"),
+    "state-byte-flipped": (_flip_state_byte, "checksum"),
+    "state-without-a-field": (lambda log, other: snapshots.rewrite_state(log, lambda s: s.pop("usage")), "does not hold a state"),
+    "messages-byte-flipped": (_flip_messages_byte, "messages line fails its checksum"),
+    "messages-not-an-array": (_messages_not_an_array, "does not hold"),
+    "messages-one-short": (_messages_one_short, "does not hold"),
     "body-cut-short": (_cut_body, "checksum"),
     "empty-file": (_empty, "fails its check"),
 }
@@ -396,17 +405,18 @@ def test_a_stale_or_damaged_snapshot_falls_back_to_the_full_log(tmp_path: Path, 
     change(log_path, other)
     before = digest(log_path)
     with Session.open(log_path, snapshot_every=0) as session:
+        # The messages line is checked only when the messages are read: compare them first.
+        assert session.messages == full_replay(log_path).messages
+        assert session.state == full_replay(log_path)
         note = session.snapshot_note
         assert note.startswith("snapshot ignored (") and note.endswith("replayed the whole log")
         assert why in note
-        assert session.state == full_replay(log_path)
-        assert session.messages == full_replay(log_path).messages
     assert note in caplog.text
     assert digest(log_path) == before  # the log always wins and is never touched
-    with Session.open(log_path) as session:  # a session that uses its state and closes writes a fresh snapshot...
-        session.state
+    with Session.open(log_path) as session:  # a session that reads its messages and closes writes a fresh snapshot...
+        list(session.messages)
     with Session.open(log_path) as session:  # ... which the next open uses
-        assert session.snapshot_note == "" and session.state == full_replay(log_path)
+        assert session.state == full_replay(log_path) and session.snapshot_note == ""
 
 
 def test_a_snapshot_claiming_another_session_id_is_not_trusted(log_path: Path) -> None:
@@ -515,5 +525,7 @@ def test_snapshot_bodies_reuse_encoded_messages_but_never_a_replaced_one(log_pat
             state.messages.append({"role": "assistant", "content": [{"type": "text", "text": f"a{step}"}]})
         else:
             nbagent.fold.apply(state, {"seq": step + 1, "type": ev.USER_MSG, "content": f"u{step}"})
-        body = cache.encode(state)
-        assert State.from_dict(json.loads(body)) == state
+        snapshot.write(log_path, state, line_start=0, offset=1, line_crc="0", cache=cache)
+        loaded, why = snapshot.load(log_path)
+        assert loaded is not None, why
+        assert loaded.state() == state
