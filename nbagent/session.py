@@ -164,9 +164,10 @@ class Session:
         return self._seq
 
     @property
-    def messages(self) -> list[dict[str, Any]] | Transcript:
-        """The Messages-API-shaped conversation (read-only; from a snapshot, decoded on first full read)."""
-        return self.state.messages
+    def messages(self) -> list[dict[str, Any]]:
+        """The Messages-API-shaped conversation, a plain list (read-only; a resumed session decodes it on first use)."""
+        messages = self.state.messages
+        return messages.as_list() if isinstance(messages, Transcript) else messages
 
     @property
     def usage(self) -> dict[str, int]:

@@ -108,6 +108,10 @@ class Transcript(MutableSequence[Message]):
         with self._lock:
             return self._decode()
 
+    def as_list(self) -> list[Message]:
+        """The plain list inside (decoding the prefix first): live, so treat it as read-only."""
+        return self._list()
+
     def copy(self) -> list[Message]:
         """A plain list of the messages."""
         return list(self._list())

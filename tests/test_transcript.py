@@ -237,9 +237,18 @@ def test_when_the_log_before_the_snapshot_is_damaged_too_its_error_is_raised(res
         assert session.state.frontier == "model" and session.snapshot_note == ""
         with pytest.raises(LogCorruptError, match="line 2"):
             list(session.messages)
-        assert session.messages.encoded > 0  # still not silently wrong: reading again raises again
+        assert session.state.messages.encoded > 0  # still not silently wrong: reading again raises again
         with pytest.raises(LogCorruptError):
             session.messages[0]
+
+
+def test_a_resumed_sessions_messages_are_a_plain_list(resumable: Path) -> None:
+    with Session.open(resumable, snapshot_every=0) as session:
+        assert isinstance(session.state.messages, Transcript) and session.state.messages.encoded > 0
+        messages = session.messages  # what users pass to json.dumps or to the SDK
+        assert type(messages) is list and json.loads(json.dumps(messages)) == fold(read_events(resumable)).messages
+        session.append(ev.USER_MSG, content="one more")
+        assert session.messages is messages and messages == fold(read_events(resumable)).messages  # kept up to date
 
 
 def test_a_snapshot_whose_state_disagrees_with_the_log_is_not_patched_up(resumable: Path) -> None:
