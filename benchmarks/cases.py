@@ -64,38 +64,47 @@ def _timed_request(call: Callable[[], object], stopwatch: Stopwatch) -> tuple[fl
     return ended - started, overheads
 
 
+ENGINES = {  # name: (fsync policy, delta_interval)
+    "turn": ("turn", nbagent.loop.DELTA_INTERVAL),
+    "never": ("never", nbagent.loop.DELTA_INTERVAL),
+    "per delta": ("never", 0.0),
+}
+
+
 def bench_loops(requests: int, naive_requests: int, workdir: Path) -> list[LoopResult]:
     """Run the naive loop and the engine on the same scripted session, request by request, interleaved.
 
     Each request is one user message, one tool call and a final answer: two
     model turns with 20 streamed deltas each.  The naive loop is quadratic, so
     it runs only the first ``naive_requests``; the engine runs all
-    ``requests``, once with fsync="turn" and once with "never" (its CPU cost
-    alone).  Raises if the transcripts differ.
+    ``requests``: with fsync="turn", with "never" (its CPU cost alone), and
+    with "never" and a log line per delta (``delta_interval=0``: what a stream
+    slower than the coalescing interval costs).  Raises if the transcripts differ.
     """
     naive_path = workdir / "naive.jsonl"
     naive_path.unlink(missing_ok=True)
-    clocks = {name: Stopwatch() for name in ("naive", "turn", "never")}
+    clocks = {name: Stopwatch() for name in ("naive", *ENGINES)}
     models = {name: ScriptedModel(clock) for name, clock in clocks.items()}
     naive_tools = {TOOL_NAME: make_lookup(clocks["naive"])}
-    engine_tools = {name: [nbagent.tool(make_lookup(clocks[name]))] for name in ("turn", "never")}
+    engine_tools = {name: [nbagent.tool(make_lookup(clocks[name]))] for name in ENGINES}
     sessions = {}
-    for name in ("turn", "never"):
-        path = workdir / f"engine-{name}.jsonl"
+    for name, (policy, _) in ENGINES.items():
+        path = workdir / f"engine-{name.replace(' ', '-')}.jsonl"
         for stale in (path, path.with_name(path.name + ".snapshot")):
             stale.unlink(missing_ok=True)
-        sessions[name] = nbagent.Session.open(path, fsync=name)  # type: ignore[arg-type]
+        sessions[name] = nbagent.Session.open(path, fsync=policy)  # type: ignore[arg-type]
     walls = dict.fromkeys(clocks, 0.0)
     overheads: dict[str, list[float]] = {name: [] for name in clocks}
     prefix: list[dict[str, Any]] = []
 
     def engine(name: str, text: str) -> Callable[[], object]:
-        return lambda: nbagent.run(sessions[name], text, tools=engine_tools[name], model=models[name], approval="auto")
+        loop = nbagent.Loop(sessions[name], tools=engine_tools[name], model=models[name], approval="auto", delta_interval=ENGINES[name][1])
+        return lambda: loop.run(text)
 
     try:
         for number in range(1, requests + 1):
             text = prompt(number)
-            calls = [("turn", engine("turn", text)), ("never", engine("never", text))]
+            calls = [(name, engine(name, text)) for name in ENGINES]
             if number <= naive_requests:
                 calls.insert(0, ("naive", lambda: naive.run(naive_path, text, models["naive"], naive_tools)))
             for name, call in calls:
@@ -111,16 +120,20 @@ def bench_loops(requests: int, naive_requests: int, workdir: Path) -> list[LoopR
     naive_events = naive.load_events(naive_path)
     if naive.rebuild_messages(naive_events) != prefix:
         raise AssertionError("the naive loop and the engine produced different transcripts")
-    if final["turn"][0] != final["never"][0]:
-        raise AssertionError("the engine's transcript depends on its fsync policy")
+    if any(messages != final["turn"][0] for messages, _ in final.values()):
+        raise AssertionError("the engine's transcript depends on its fsync policy or delta interval")
     with nbagent.Session.open(workdir / "engine-turn.jsonl") as reopened:
         if reopened.messages != final["turn"][0]:
             raise AssertionError("the engine's log does not replay to the transcript it produced")
     durable = sum(ev.is_durable(e["type"], e) for e in nbagent.read_events(workdir / "engine-turn.jsonl"))
+    labels = {"turn": 'nbagent, fsync="turn"', "never": 'nbagent, fsync="never" (CPU only)',
+              "per delta": 'nbagent, fsync="never", a log line per delta (delta_interval=0)'}
     return [
         LoopResult("naive (reference design)", naive_requests, len(clocks["naive"].starts), len(naive_events), walls["naive"], overheads["naive"], len(naive_events)),
-        LoopResult('nbagent, fsync="turn"', requests, len(clocks["turn"].starts), final["turn"][1], walls["turn"], overheads["turn"], durable),
-        LoopResult('nbagent, fsync="never" (CPU only)', requests, len(clocks["never"].starts), final["never"][1], walls["never"], overheads["never"]),
+        *(
+            LoopResult(labels[name], requests, len(clocks[name].starts), final[name][1], walls[name], overheads[name], durable if name == "turn" else 0)
+            for name in ENGINES
+        ),
     ]
 
 

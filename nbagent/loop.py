@@ -8,7 +8,6 @@ same loop.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import random
 import re
@@ -214,10 +213,11 @@ class _DeltaWriter:
     """Logs a reply's stream deltas, coalesced, and never cutting a run of key-alphabet characters.
 
     A model streams a few characters at a time; a log line for each would make
-    deltas most of the log and most of a turn's cost.  The first delta is written
-    at once, later ones are gathered and written together once ``interval`` has
-    passed: by the next delta, or by the background flusher if the stream stalls.
-    A block's text is written in full when the next block starts, and at the end.
+    deltas most of the log and most of a turn's cost.  Deltas are gathered and
+    written together ``interval`` after the first of them arrived (by the next
+    delta, or by the background flusher if the stream stalls), when the next
+    content block starts, and at the end: a view following the log sees text at
+    most ``interval`` late.
 
     Redaction works on whole lines, so a secret streamed in pieces could slip past
     it if it were written piecewise.  Every secret shape nbagent redacts is a run
@@ -225,14 +225,14 @@ class _DeltaWriter:
     """
 
     _OPEN_RUN = re.compile(r"[A-Za-z0-9_\-]*\Z")
-    KINDS = ("text", "partial_json", "thinking")
+    KINDS = frozenset({"text", "partial_json", "thinking"})
 
     def __init__(self, session: Session, interval: float = DELTA_INTERVAL) -> None:
         self.session = session
         self.interval = interval
         self.pending: dict[tuple[int, str], str] = {}
         self.block = 0  # index of the content block being streamed
-        self.last_write = -math.inf
+        self.since: float | None = None  # when the oldest unwritten delta arrived
         self.scheduled = False
         self.closed = False
         self._lock = threading.Lock()
@@ -243,49 +243,46 @@ class _DeltaWriter:
             if index != self.block:  # the previous block has ended: write it whole
                 self._write(lambda key: key[0] != index)
                 self.block = index
-            for kind in self.KINDS:
-                if kind in delta:
-                    self.pending[(index, kind)] = self.pending.get((index, kind), "") + delta[kind]
-            if time.monotonic() - self.last_write >= self.interval:
+            for kind, piece in delta.items():
+                if kind in self.KINDS:
+                    self.pending[(index, kind)] = self.pending.get((index, kind), "") + piece
+            now = time.monotonic()
+            if self.since is None:
+                self.since = now
+            if now - self.since >= self.interval:
                 self._write()
-            elif not self.scheduled and self._writable():
+            elif not self.scheduled:
                 self.scheduled = True
-                FLUSHER.schedule(self, self.last_write + self.interval)
+                FLUSHER.schedule(self, self.since + self.interval)
 
     def flush_due(self) -> None:
-        """Write what waited a whole interval (called by the flusher when the stream stalls)."""
+        """Write what has waited an interval (called by the flusher when the stream stalls)."""
         with self._lock:
             self.scheduled = False
-            if self.closed or not self.pending:
+            if self.closed or self.since is None:
                 return
-            wait = self.last_write + self.interval - time.monotonic()
-            if wait > 0:  # a delta wrote meanwhile: look again later
-                self.scheduled = True
-                FLUSHER.schedule(self, time.monotonic() + wait)
-            else:
+            if time.monotonic() - self.since >= self.interval:
                 self._write()
+            else:  # written meanwhile, and more came since
+                self.scheduled = True
+                FLUSHER.schedule(self, self.since + self.interval)
 
     def close(self, *, complete: bool) -> None:
         """Write what is left; ``complete`` (the reply ended) writes held runs too, otherwise they are dropped."""
         with self._lock:
             if not self.closed:
                 self.closed = True
+                FLUSHER.cancel(self)
                 self._write(lambda key: complete)
                 self.pending.clear()
 
-    def _writable(self) -> bool:
-        return any(self._cut(text) for text in self.pending.values())
-
-    def _cut(self, text: str) -> int:
-        return self._OPEN_RUN.search(text).start()  # type: ignore[union-attr]
-
     def _write(self, whole: Callable[[tuple[int, str]], bool] = lambda key: False) -> None:
         """Append a delta line per block and kind; keep back an unfinished key-alphabet run unless ``whole(key)``."""
+        self.since = None
         for key, text in list(self.pending.items()):
-            cut = len(text) if whole(key) else self._cut(text)
+            cut = len(text) if whole(key) else self._OPEN_RUN.search(text).start()  # type: ignore[union-attr]
             if cut:
                 self.session.append(ev.DELTA, index=key[0], **{key[1]: text[:cut]})
-                self.last_write = time.monotonic()
             if cut == len(text):
                 del self.pending[key]
             else:
@@ -305,16 +302,6 @@ class _Flusher:
         self._thread: threading.Thread | None = None
         self._stopping = False
 
-    def stop(self) -> None:
-        """End the thread (a later schedule starts a new one), for a process about to fork; streams still write at their next delta or end."""
-        with self._cond:
-            thread, self._stopping = self._thread, True
-            self._cond.notify()
-        if thread is not None:
-            thread.join()
-        with self._cond:
-            self._thread, self._stopping = None, False
-
     def schedule(self, writer: _DeltaWriter, deadline: float) -> None:
         """Call ``writer.flush_due()`` at ``deadline`` (a ``time.monotonic()`` value)."""
         with self._cond:
@@ -324,6 +311,21 @@ class _Flusher:
             if not self._due or deadline < min(self._due.values()):  # otherwise the thread wakes early enough
                 self._cond.notify()
             self._due[writer] = deadline
+
+    def cancel(self, writer: _DeltaWriter) -> None:
+        """Forget ``writer`` (its stream has ended)."""
+        with self._cond:
+            self._due.pop(writer, None)
+
+    def stop(self) -> None:
+        """End the thread (a later schedule starts a new one), for a process about to fork; streams still write at their next delta or end."""
+        with self._cond:
+            thread, self._stopping = self._thread, True
+            self._cond.notify()
+        if thread is not None:
+            thread.join()
+        with self._cond:
+            self._thread, self._stopping = None, False
 
     def _run(self) -> None:
         while True:

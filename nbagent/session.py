@@ -289,7 +289,7 @@ class Session:
             vouch = self._signer.sign if self._signer is not None and self._trust is not None and self._trust.trusted else None
             written = snapshot.write(
                 self.path, self.state, line_start=start, offset=self._log.size, line_crc=crc, ops=self._log.ops, vouch=vouch,
-                cache=self._snapshot_cache,
+                cache=self._snapshot_cache, durable=self._log.fsync_policy != "never",
             )
             self._snapshot_seq = self._seq
             return written

@@ -259,10 +259,10 @@ def test_baseline_effects(baseline: Run) -> None:
 
 def test_a_killed_mid_stream(crash: Callable[..., Run], baseline: Run) -> None:
     def mid_stream(run: Run, child: Child) -> None:
-        child.wait_until(lambda: count(run.log, "delta") >= 2, "two deltas of the first reply in the log")
+        child.wait_until(lambda: count(run.log, "delta") >= 1, "the first reply's text so far in the log")
 
     # events: message_start, ping, text block start, 4 text deltas, then the stream stalls; the
-    # loop logs them cut at word ends (a secret never straddles two lines), so two delta lines
+    # loop's flusher logs what came (up to a word end) 50 ms later, while the stream hangs
     run = crash(mid_stream, hang={1: 7})
     assert [len(r.body["messages"]) for r in run.before] == [1]
     assert count(run.log, "assistant_msg") == 4  # the cut-off reply left deltas, never an assistant message

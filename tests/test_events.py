@@ -144,13 +144,14 @@ def test_durable_types() -> None:
 
 
 def test_a_key_streamed_across_several_deltas_never_reaches_the_file(log_path: Path, fake, client) -> None:
-    from nbagent import run
+    from nbagent import AnthropicModel, Loop
     from tests.fake_anthropic import text
 
     secret = SHAPED_KEYS[0]
     fake.script(text(f"Your key is {secret}.", chunks=6))
     with Session.open(log_path, fsync="never") as session:
-        run(session, "what is my key?", model="claude-test", client=client)
+        # delta_interval=0: a line per delta, the most cuts a stream can get
+        Loop(session, model=AnthropicModel("claude-test", client=client), delta_interval=0).run("what is my key?")
     streamed = [e["text"] for e in read_events(log_path) if e["type"] == ev.DELTA]
     assert len(streamed) >= 2  # still streamed in pieces, cut only where no secret can straddle
     assert "".join(streamed) == "Your key is [REDACTED]."

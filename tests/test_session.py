@@ -19,6 +19,7 @@ from nbagent import LogError, Session, read_events
 from nbagent import events as ev
 from nbagent import snapshot
 from nbagent.fold import State, fold
+from nbagent.log import FileOps
 from nbagent.tools import idempotency_key
 from tests import snapshots
 from tests.fake_anthropic import FakeAnthropic
@@ -529,3 +530,27 @@ def test_snapshot_bodies_reuse_encoded_messages_but_never_a_replaced_one(log_pat
         loaded, why = snapshot.load(log_path)
         assert loaded is not None, why
         assert loaded.state() == state
+
+
+class CountingFiles(FileOps):
+    """The real file operations, counting fsyncs (of files and folders)."""
+
+    def __init__(self) -> None:
+        self.fsyncs = 0
+
+    def fsync(self, fd: int) -> None:  # type: ignore[override]
+        self.fsyncs += 1
+        os.fsync(fd)
+
+
+@pytest.mark.parametrize("policy", ["never", "turn"])
+def test_snapshots_fsync_only_when_the_log_does(log_path: Path, policy: str) -> None:
+    files = CountingFiles()
+    with Session.open(log_path, fsync=policy, snapshot_every=0, ops=files) as session:  # type: ignore[arg-type]
+        session.append(ev.DELTA, index=0, text="not durable")
+        before = files.fsyncs
+        session.snapshot()
+        during = files.fsyncs - before
+    assert during == (0 if policy == "never" else 3)  # the log's unsynced delta, the snapshot file, its folder
+    with Session.open(log_path, snapshot_every=0) as reopened:  # written either way, and used
+        assert reopened.seq == 2 and reopened.snapshot_note == ""
