@@ -151,37 +151,47 @@ def _record(state: State) -> dict[str, Any]:
 
 
 class MessageCache:
-    """Each message's JSON from the previous snapshot, reused while the same message object remains.
+    """The messages line of the previous snapshot, extended rather than re-encoded while its messages remain.
 
     The fold never edits a message in place (it replaces the last user message when it
-    grows), so an unchanged object means unchanged JSON; a snapshot then encodes only the
-    few new messages instead of the whole history.  A prefix still encoded since it was
-    loaded from a snapshot is spliced in as it is.
+    grows, and appends), so while the same message objects begin the history, the JSON
+    written last time is still theirs; a snapshot then encodes only the new messages.
+    A prefix still encoded since it was loaded from a snapshot is spliced in as it is.
+    The line is kept and written in pieces: copying a long history into one bytes
+    object would cost more than encoding the new messages.
     """
 
-    def __init__(self) -> None:
-        self._encoded: dict[int, tuple[dict[str, Any], str]] = {}
+    MAX_PIECES = 16
 
-    def encode(self, state: State) -> tuple[bytes, bytes]:
-        """The state line and the messages line of ``state``."""
+    def __init__(self) -> None:
+        self._start = 0  # where the cached run of messages begins (a spliced prefix's length, or 0)
+        self._objects: list[dict[str, Any]] = []  # held, so that their ids stay theirs
+        self._ids: list[int] = []
+        self._pieces: list[bytes] = []  # their JSON, in comma-separated pieces
+
+    def encode(self, state: State) -> tuple[bytes, list[bytes | memoryview]]:
+        """The state line of ``state`` and its messages line, in pieces."""
         messages = state.messages
-        end = len(messages) - 1
+        end = len(messages) - 1  # the last message goes in the state line
         spliced = messages.encoded_prefix() if isinstance(messages, Transcript) else None
         if spliced is not None and spliced[0] > end:  # messages after the prefix were removed (the fold never does)
             spliced, messages = None, list(messages)
-        fresh: dict[int, tuple[dict[str, Any], str]] = {}
-        parts = []
-        for message in messages[spliced[0] if spliced else 0 : max(end, 0)]:
-            hit = self._encoded.get(id(message))
-            text = hit[1] if hit is not None and hit[0] is message else _ENCODER.encode(message)
-            fresh[id(message)] = (message, text)
-            parts.append(text)
-        self._encoded = fresh
-        tail = ",".join(parts).encode("ascii")
-        if spliced is None:
-            line = b"[" + tail + b"]"
+        start = spliced[0] if spliced else 0
+        current = list(messages[start : max(end, start)])
+        known = len(self._objects)
+        if start == self._start and known <= len(current) and list(map(id, current[:known])) == self._ids:
+            pieces, new = list(self._pieces), current[known:]
         else:
-            line = spliced[1][:-1] + b"," + tail + b"]" if parts else spliced[1]
+            pieces, new = [], current
+        if new:
+            pieces.append(",".join(map(_ENCODER.encode, new)).encode("ascii"))
+        if len(pieces) > self.MAX_PIECES:
+            pieces = [b",".join(pieces)]
+        self._start, self._objects, self._ids, self._pieces = start, current, list(map(id, current)), pieces
+        line: list[bytes | memoryview] = [memoryview(spliced[1])[:-1] if spliced else b"["]
+        for number, piece in enumerate(pieces):
+            line += [b",", piece] if number or spliced else [piece]
+        line.append(b"]")
         return _ENCODER.encode(_record(state)).encode("ascii"), line
 
 
@@ -209,6 +219,9 @@ def write(
     """
     ops = OS_FILES if ops is None else ops
     state_line, messages_line = (cache or MessageCache()).encode(state)
+    messages_crc = 0
+    for piece in messages_line:
+        messages_crc = zlib.crc32(piece, messages_crc)
     header = {
         "kind": KIND,
         "v": VERSION,
@@ -218,8 +231,8 @@ def write(
         "line_crc": line_crc,
         "state_len": len(state_line),
         "state_crc": f"{zlib.crc32(state_line):08x}",
-        "messages_len": len(messages_line),
-        "messages_crc": f"{zlib.crc32(messages_line):08x}",
+        "messages_len": sum(len(piece) for piece in messages_line),
+        "messages_crc": f"{messages_crc:08x}",
         "summary": summary(state),
     }
     if vouch is not None:
@@ -232,7 +245,8 @@ def write(
         try:
             ops.write_all(fd, events.seal(vouch(encoded) if vouch is not None else encoded) + b"\n")
             ops.write_all(fd, state_line + b"\n")
-            ops.write_all(fd, messages_line)
+            for piece in messages_line:
+                ops.write_all(fd, piece)
             ops.write_all(fd, b"\n")
             if durable:
                 ops.fsync(fd)
