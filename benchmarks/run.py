@@ -150,8 +150,9 @@ def run(sizes: Sizes, workdir: Path, progress: bool = True) -> str:
     out.append("### 1. Harness overhead per model turn (scripted model, 20 streamed deltas per reply, one trivial tool call per request)\n")
     out.append(
         "Overhead = wall time minus the model's and the tool's own time. A request is user message → tool call → answer (2 turns). "
-        "The scripted model streams its 20 deltas at once, so the engine logs them coalesced (the first at once, the rest when the "
-        "block ends; a real stream writes a line per 50 ms at most); the last row logs every delta, as a slow stream would.\n"
+        f"The loops take turns in blocks of {cases.BLOCK} requests. The scripted model streams its 20 deltas at once, so the engine "
+        "logs one delta line per content block (a real stream: a line per 50 ms at most); the last row logs every delta, as a "
+        "stream slower than 20 deltas a second would.\n"
     )
     out.append("| loop | requests | turns | events | events / turn | fsynced events | mean overhead / turn | first 10% of turns | last 10% of turns |")
     out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")

@@ -362,6 +362,8 @@ class Session:
         return unsubscribe
 
     def _publish(self, event: ev.Event) -> None:
+        if not self._subscribers:
+            return
         # A subscriber may append from inside its callback: queue that event behind this
         # one so that every subscriber still sees events in seq order.
         self._outbox.append(event)
