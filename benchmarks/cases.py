@@ -68,8 +68,8 @@ def _timed_request(call: Callable[[], object], stopwatch: Stopwatch) -> tuple[fl
 # do not stall another's writes, its caches stay warm), while machine noise still reaches all of them.
 BLOCK = 50
 ENGINES = {  # name: (fsync policy, delta_interval)
-    "turn": ("turn", nbagent.loop.DELTA_INTERVAL),
-    "never": ("never", nbagent.loop.DELTA_INTERVAL),
+    "turn": ("turn", nbagent.deltas.DELTA_INTERVAL),
+    "never": ("never", nbagent.deltas.DELTA_INTERVAL),
     "per delta": ("never", 0.0),
 }
 

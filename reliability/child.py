@@ -166,7 +166,7 @@ def warm_up() -> None:
         fake.responder = respond
         with contextlib.redirect_stdout(io.StringIO()):
             main([f"{folder}/log.jsonl", f"{folder}/effects.jsonl", fake.base_url])
-    nbagent.loop.FLUSHER.stop()  # the stream-delta flusher thread; the next run starts its own
+    nbagent.deltas.FLUSHER.stop()  # the stream-delta flusher thread; the next run starts its own
     assert threading.active_count() == 1, "a thread survived the warm-up; forking now would be unsafe"
 
 
