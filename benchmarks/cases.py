@@ -18,6 +18,7 @@ from typing import Any
 import nbagent
 from nbagent import events as ev
 from nbagent import snapshot
+from nbagent.deltas import DELTA_INTERVAL
 from nbagent.log import EventLog
 
 from . import naive
@@ -68,8 +69,8 @@ def _timed_request(call: Callable[[], object], stopwatch: Stopwatch) -> tuple[fl
 # do not stall another's writes, its caches stay warm), while machine noise still reaches all of them.
 BLOCK = 50
 ENGINES = {  # name: (fsync policy, delta_interval)
-    "turn": ("turn", nbagent.deltas.DELTA_INTERVAL),
-    "never": ("never", nbagent.deltas.DELTA_INTERVAL),
+    "turn": ("turn", DELTA_INTERVAL),
+    "never": ("never", DELTA_INTERVAL),
     "per delta": ("never", 0.0),
 }
 

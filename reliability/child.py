@@ -32,6 +32,7 @@ from typing import Any
 import anthropic
 
 import nbagent
+from nbagent import deltas
 from nbagent import events as ev
 
 PROMPTS = (
@@ -166,7 +167,7 @@ def warm_up() -> None:
         fake.responder = respond
         with contextlib.redirect_stdout(io.StringIO()):
             main([f"{folder}/log.jsonl", f"{folder}/effects.jsonl", fake.base_url])
-    nbagent.deltas.FLUSHER.stop()  # the stream-delta flusher thread; the next run starts its own
+    deltas.FLUSHER.stop()  # the stream-delta flusher thread; the next run starts its own
     assert threading.active_count() == 1, "a thread survived the warm-up; forking now would be unsafe"
 
 

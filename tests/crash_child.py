@@ -35,6 +35,7 @@ from typing import Any
 import anthropic
 
 import nbagent
+from nbagent import deltas
 
 
 def record(effects: Path, **entry: Any) -> None:
@@ -143,7 +144,7 @@ def warm_up() -> None:
         fake.script(tool_uses([("charge", {"amount": 1}), ("append_note", {"text": "t"}), ("lookup", {"name": "n"})], "warm"), text("up"))
         with contextlib.redirect_stdout(io.StringIO()):
             main([f"{folder}/log.jsonl", f"{folder}/effects.jsonl", fake.base_url, "--prompt", "warm up"])
-    nbagent.deltas.FLUSHER.stop()  # the stream-delta flusher thread; the next run starts its own
+    deltas.FLUSHER.stop()  # the stream-delta flusher thread; the next run starts its own
     assert threading.active_count() == 1, "a thread survived the warm-up; forking now would be unsafe"
 
 
