@@ -21,35 +21,22 @@ import argparse
 import contextlib
 import io
 import json
-import os
 import sys
 import tempfile
-import threading
-import traceback
 from pathlib import Path
 from typing import Any
 
 import anthropic
 
 import nbagent
-from nbagent import deltas
 from nbagent import events as ev
+from tests.forkserver import block, record, serve_forks
 
 PROMPTS = (
     "Charge the first order, note it in the ledger, and check the balance.",
     "Now charge the second order, note it too, and check the balance again.",
 )
 MODEL = "claude-test"
-
-
-def record(effects: Path, **entry: Any) -> None:
-    """Append one effect to the independent record and make it durable before going on."""
-    fd = os.open(effects, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        os.write(fd, (json.dumps(entry, sort_keys=True) + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def read_effects(effects: Path) -> list[dict[str, Any]]:
@@ -61,12 +48,6 @@ def read_effects(effects: Path) -> list[dict[str, Any]]:
         with contextlib.suppress(ValueError):
             found.append(json.loads(line))
     return found
-
-
-def block(what: str) -> None:
-    """Say where we are, then wait to be killed."""
-    print(f"READY {what}", flush=True)
-    threading.Event().wait()
 
 
 class Blocker:
@@ -167,41 +148,10 @@ def warm_up() -> None:
         fake.responder = respond
         with contextlib.redirect_stdout(io.StringIO()):
             main([f"{folder}/log.jsonl", f"{folder}/effects.jsonl", fake.base_url])
-    deltas.FLUSHER.stop()  # the stream-delta flusher thread; the next run starts its own
-    assert threading.active_count() == 1, "a thread survived the warm-up; forking now would be unsafe"
-
-
-def zygote() -> None:
-    """Fork one fresh process per requested run, one at a time; report each pid and exit code."""
-    warm_up()
-    print("READY zygote", flush=True)
-    for line in sys.stdin:
-        command = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                fd = os.open(command["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                os.dup2(fd, 2)
-                main(command["argv"])
-                code = 0
-            except SystemExit as exit:
-                code = exit.code if isinstance(exit.code, int) else 1
-            except BaseException:
-                traceback.print_exc()
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-        print(f"PID {pid}", flush=True)
-        _, status = os.waitpid(pid, 0)
-        # A leading newline ends any line the killed child left unfinished.
-        print(f"\nEXIT {pid} {os.waitstatus_to_exitcode(status)}", flush=True)
-    os._exit(0)
 
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--zygote"]:
-        zygote()
+        serve_forks(main, warm_up)
     else:
         main()

@@ -24,28 +24,15 @@ import argparse
 import contextlib
 import io
 import json
-import os
 import sys
 import tempfile
-import threading
-import traceback
 from pathlib import Path
 from typing import Any
 
 import anthropic
 
 import nbagent
-from nbagent import deltas
-
-
-def record(effects: Path, **entry: Any) -> None:
-    """Append one side effect and make it durable before going on."""
-    fd = os.open(effects, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        os.write(fd, (json.dumps(entry, sort_keys=True) + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+from forkserver import block, record, serve_forks  # tests/ is sys.path[0] when run as a script
 
 
 def applied_keys(effects: Path) -> set[str]:
@@ -54,12 +41,6 @@ def applied_keys(effects: Path) -> set[str]:
         return set()
     lines = [json.loads(line) for line in effects.read_text().splitlines()]
     return {e["key"] for e in lines if e["tool"] == "charge" and e["kind"] == "applied"}
-
-
-def block(what: str) -> None:
-    """Say where we are, then wait to be killed."""
-    print(f"READY {what}", flush=True)
-    threading.Event().wait()
 
 
 def make_tools(effects: Path, block_in: str | None) -> list[nbagent.Tool]:
@@ -144,40 +125,10 @@ def warm_up() -> None:
         fake.script(tool_uses([("charge", {"amount": 1}), ("append_note", {"text": "t"}), ("lookup", {"name": "n"})], "warm"), text("up"))
         with contextlib.redirect_stdout(io.StringIO()):
             main([f"{folder}/log.jsonl", f"{folder}/effects.jsonl", fake.base_url, "--prompt", "warm up"])
-    deltas.FLUSHER.stop()  # the stream-delta flusher thread; the next run starts its own
-    assert threading.active_count() == 1, "a thread survived the warm-up; forking now would be unsafe"
-
-
-def zygote() -> None:
-    """Fork one fresh process per requested run, one run at a time; report each pid and exit code."""
-    warm_up()
-    print("READY zygote", flush=True)
-    for line in sys.stdin:
-        command = json.loads(line)
-        pid = os.fork()
-        if pid == 0:  # the run's own process: nothing of a previous run is in it
-            code = 1
-            try:
-                fd = os.open(command["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                os.dup2(fd, 2)
-                main(command["argv"])
-                code = 0
-            except SystemExit as exit:
-                code = exit.code if isinstance(exit.code, int) else 1
-            except BaseException:
-                traceback.print_exc()
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-        print(f"PID {pid}", flush=True)
-        _, status = os.waitpid(pid, 0)
-        print(f"EXIT {pid} {os.waitstatus_to_exitcode(status)}", flush=True)
-    os._exit(0)  # nothing to clean up; skip a slow interpreter teardown
 
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--zygote"]:
-        zygote()
+        serve_forks(main, warm_up)
     else:
         main()
