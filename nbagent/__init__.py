@@ -15,6 +15,7 @@ from .errors import (
     LogWriteError,
     ModelError,
     NbagentError,
+    NotALogError,
 )
 from .fold import State
 from .log import follow, read_events
@@ -37,7 +38,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AnthropicModel", "Loop", "ApprovalPolicy", "ApprovalRequest", "Decision", "DemoModel", "Interrupted",
     "LogCorruptError", "LogError", "LogLockedError", "LogVersionError", "LogWriteError", "Model", "ModelError",
-    "ModelRequest", "NbagentError", "Session", "State", "Subscriber", "Tool", "follow", "read_events", "run", "tool",
+    "ModelRequest", "NbagentError", "NotALogError", "Session", "State", "Subscriber", "Tool", "follow", "read_events", "run", "tool",
 ]
 
 

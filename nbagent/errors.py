@@ -24,6 +24,17 @@ class LogCorruptError(LogError):
         )
 
 
+class NotALogError(LogError):
+    """A file that is not an nbagent session log was given where a log was expected; it was left untouched."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path, self.reason = path, reason
+        super().__init__(
+            f"{path} is not an nbagent session log ({reason}); nbagent left it untouched. Give a session name "
+            "(see `nbagent sessions` or %agent_sessions) or the path of a .jsonl log that nbagent wrote."
+        )
+
+
 class LogVersionError(LogError):
     """A log was written by a newer nbagent whose schema this one does not know."""
 

@@ -21,7 +21,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .trust import SessionSigner
 
-SCHEMA_VERSION = 1
+# v2: a line's signature also covers the previous line's (a MAC chain, see trust.py); v1 lines still read.
+SCHEMA_VERSION = 2
+KNOWN_VERSIONS = (1, 2)
+# No line is longer (a bigger tool result is clipped before it is logged); a reader refuses longer lines.
+MAX_LINE = 16 * 1024 * 1024
 
 Event = dict[str, Any]
 
@@ -37,14 +41,15 @@ TOOL_STARTED = "tool_started"
 TOOL_RESULT = "tool_result"
 INTERRUPTED = "interrupted"
 NOTE = "note"
+TRUST = "trust"
 
 EVENT_TYPES = frozenset(
-    {SESSION_START, USER_MSG, MODEL_CALL, DELTA, ASSISTANT_MSG, MODEL_ERROR, APPROVAL, TOOL_STARTED, TOOL_RESULT, INTERRUPTED, NOTE}
+    {SESSION_START, USER_MSG, MODEL_CALL, DELTA, ASSISTANT_MSG, MODEL_ERROR, APPROVAL, TOOL_STARTED, TOOL_RESULT, INTERRUPTED, NOTE, TRUST}
 )
 
 # Under fsync="turn" these are fsynced before append() returns; so is a
 # tool_started whose effect is not "read".  Deltas and model_call never are.
-DURABLE_TYPES = frozenset({SESSION_START, USER_MSG, ASSISTANT_MSG, MODEL_ERROR, APPROVAL, TOOL_RESULT, INTERRUPTED, NOTE})
+DURABLE_TYPES = frozenset({SESSION_START, USER_MSG, ASSISTANT_MSG, MODEL_ERROR, APPROVAL, TOOL_RESULT, INTERRUPTED, NOTE, TRUST})
 
 
 def is_durable(event_type: str, payload: dict[str, Any]) -> bool:

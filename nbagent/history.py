@@ -6,6 +6,7 @@ through :class:`~nbagent.session.Session`).  No IPython.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -16,7 +17,7 @@ from typing import Any, TextIO
 
 from . import events as ev
 from . import fold, snapshot, store, trust
-from .errors import LogCorruptError, LogVersionError, NbagentError
+from .errors import LogCorruptError, LogVersionError, NbagentError, NotALogError
 from .log import Scan, iter_events, scan
 
 NOTEBOOK_SUFFIX = ".ipynb"
@@ -140,8 +141,8 @@ def _from_state(summary: Summary, state: fold.State) -> Summary:
     return summary
 
 
-def _snapshot_usable(handle: Any, header: dict[str, Any], size: int) -> bool:
-    """Whether the snapshot's last line is really in this log (one small read)."""
+def _snapshot_usable(handle: Any, header: dict[str, Any], header_body: bytes, size: int, user: trust.Signer | None) -> bool:
+    """Whether the snapshot's last line is really in this log and it was written by this user for this log (small reads)."""
     def read(start: int, end: int) -> bytes:
         handle.seek(start)
         return handle.read(end - start)
@@ -149,7 +150,7 @@ def _snapshot_usable(handle: Any, header: dict[str, Any], size: int) -> bool:
     summary = header.get("summary")
     if header.get("v") != snapshot.VERSION or not isinstance(summary, dict) or "session_id" not in summary:
         return False
-    return snapshot.disagreement(header, read, size) == ""
+    return not (snapshot.disagreement(header, read, size) or snapshot.unauthentic(header, header_body, user, read))
 
 
 _NO_USER = object()
@@ -160,7 +161,10 @@ def summarize(path: Path, *, user: trust.Signer | None | object = _NO_USER) -> S
 
     A damaged or newer-schema log gives a summary that says so instead of raising.
     """
-    summary = _summarize(path)
+    if user is _NO_USER:
+        user = trust.user_signer_or_none()
+    assert user is None or isinstance(user, trust.Signer)
+    summary = _summarize(path, user)
     try:
         summary.trust = trust_of(path, user=user).verdict
     except OSError:
@@ -171,33 +175,40 @@ def summarize(path: Path, *, user: trust.Signer | None | object = _NO_USER) -> S
 def trust_of(path: Path, *, user: trust.Signer | None | object = _NO_USER) -> trust.Report:
     """Who signed the lines of a log, for listings (checked against this user's key; no secret is created).
 
-    A snapshot header signed by this user vouches for the lines before it, so only the
-    lines after it are checked; ``verify`` checks every line.
+    A snapshot header signed by this user records who signed the lines before it, so
+    only the lines after it are checked; ``verify`` checks every line.
     """
     if user is _NO_USER:
         user = trust.user_signer_or_none()
     assert user is None or isinstance(user, trust.Signer)
     found = snapshot.read_header_bytes(path)
-    if found is not None:
-        header, header_body = found
-        vouched = trust.vouched_prefix(header, header_body, user)
-        if vouched:
-            with open(path, "rb") as handle:
-                if _snapshot_usable(handle, header, os.fstat(handle.fileno()).st_size):
-                    handle.seek(int(header["offset"]))
-                    session_id = header["summary"]["session_id"]
-                    tail = trust.check_log(handle.read(), user=user, session_id=session_id, first_line=vouched + 1)
-                    return trust.combine(vouched, tail)
-    return trust.check_log(path.read_bytes(), user=user)
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if found is not None and _snapshot_usable(handle, *found, size, user):
+            header = found[0]
+            chain = trust.Chain(int(header["seq"]), int(header["offset"]), header["line_sig"].encode("ascii"))
+            handle.seek(chain.offset)
+
+            def prefix_sha256(end: int) -> str:
+                handle.seek(0)
+                return hashlib.sha256(handle.read(end)).hexdigest()
+
+            return trust.check_log(
+                handle.read(), user=user, session_id=header["summary"]["session_id"], start=chain,
+                before=trust.Report.from_dict(header["trust"]), prefix_sha256=prefix_sha256,
+            )
+        handle.seek(0)
+        return trust.check_log(handle.read(), user=user)
 
 
-def _summarize(path: Path) -> Summary:
+def _summarize(path: Path, user: trust.Signer | None) -> Summary:
     summary = Summary(session_name(path), str(path), notebook_of(path))
     try:
         with open(path, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size
-            header = snapshot.read_header(path)
-            if header is not None and _snapshot_usable(handle, header, size):
+            found = snapshot.read_header_bytes(path)
+            header = found[0] if found is not None else None
+            if found is not None and header is not None and _snapshot_usable(handle, *found, size, user):
                 offset = int(header["offset"])
                 handle.seek(offset)
                 tail = handle.read()
@@ -226,10 +237,12 @@ def _summarize(path: Path) -> Summary:
         summary.pending = f"damaged log (line {exc.line}, byte {exc.offset}): run nbagent verify"
     except LogVersionError:
         summary.pending = "written by a newer nbagent (upgrade to read it)"
+    except NotALogError as exc:
+        summary.pending = f"not an nbagent log ({exc.reason})"
     except OSError as exc:
         summary.pending = f"unreadable ({exc.strerror or exc})"
-    except (KeyError, TypeError, ValueError) as exc:
-        summary.pending = f"damaged log ({type(exc).__name__}: {exc}): run nbagent verify"
+    except (KeyError, TypeError, ValueError, RecursionError) as exc:
+        summary.pending = f"damaged log ({type(exc).__name__}): run nbagent verify"
     return summary
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import stat
 import time
 import zlib
 from collections.abc import Iterator
@@ -13,7 +15,7 @@ from typing import Literal
 import filelock
 
 from . import events as ev
-from .errors import LogCorruptError, LogLockedError, LogVersionError, LogWriteError
+from .errors import LogCorruptError, LogLockedError, LogVersionError, LogWriteError, NotALogError
 from .fold import USAGE_KEYS
 
 FsyncPolicy = Literal["always", "turn", "never"]
@@ -39,6 +41,79 @@ class Repair:
     length: int
     kept: Path
     reason: str
+
+
+HEADER_LIMIT = 1 << 16  # a session_start line is never longer (Session.open refuses bigger meta)
+_PRINTABLE = re.compile(rb"[\x20-\x7e]*")
+_HEADER_LEADS = tuple(b'{"v":%d,"seq":1,"ts":' % v for v in ev.KNOWN_VERSIONS)
+
+
+def start_problem(head: bytes) -> str:
+    """Why a file beginning with ``head`` (its first 64 KiB, or all of it) is not an nbagent log ('' if it may be one).
+
+    The one rule for what may be opened as a log: an empty file is a new log; a
+    header line is a complete, checksum-valid ``session_start`` record with seq 1;
+    a file cut inside its first line is a torn new log only if those bytes begin a
+    header line; a damaged first line followed by valid records is a damaged log
+    (the reader says where).  Anything else is not a log and is never written to.
+    """
+    if not head:
+        return ""
+    nl = head.find(b"\n", 0, HEADER_LIMIT + 1)
+    if nl < 0:
+        first = head[: HEADER_LIMIT + 1]
+        if len(first) <= HEADER_LIMIT and _PRINTABLE.fullmatch(first) and any(
+            lead.startswith(first) or first.startswith(lead) for lead in _HEADER_LEADS
+        ):
+            return ""
+        return "its first line is not an nbagent record"
+    try:
+        event = ev.decode(head[:nl])
+        problem = "" if event["seq"] == 1 and event["type"] == ev.SESSION_START else "its first line is not a session_start record"
+    except ev.BadLine:
+        problem = "its first line is not a checksummed nbagent record"
+    if problem and _later_line_is_valid(head, nl + 1):
+        return ""
+    return problem
+
+
+def check_start(path: str | os.PathLike[str]) -> None:
+    """Raise :class:`NotALogError` unless ``path`` is missing, empty or begins like a log; reads the first 64 KiB, writes nothing."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        if os.path.islink(path):
+            raise NotALogError(str(path), "it is a symbolic link") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotALogError(str(path), "it is not a regular file")
+        head = os.pread(fd, HEADER_LIMIT + 1, 0)
+    finally:
+        os.close(fd)
+    problem = start_problem(head)
+    if problem:
+        raise NotALogError(str(path), problem)
+
+
+def make_folder(folder: Path) -> None:
+    """Create ``folder`` and its missing parents, each owner-only (``mkdir(parents=True)`` gives parents the umask's mode)."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for path in reversed(missing):
+        path.mkdir(mode=0o700, exist_ok=True)
+
+
+def _line_end(data: bytes, pos: int, path: str, line: int, base_offset: int) -> int:
+    """Where the line at ``pos`` ends (-1: no newline yet); a line over ``MAX_LINE`` is refused, never read whole."""
+    nl = data.find(b"\n", pos, pos + ev.MAX_LINE + 1)
+    if nl < 0 and len(data) - pos > ev.MAX_LINE:
+        raise LogCorruptError(path, line, base_offset + pos, f"the line is longer than the {ev.MAX_LINE >> 20} MiB limit")
+    return nl
 
 
 def _later_line_is_valid(data: bytes, pos: int) -> bool:
@@ -120,8 +195,11 @@ def scan(data: bytes, *, path: str, first_seq: int = 1, base_offset: int = 0) ->
     found: list[ev.Event] = []
     pos, last_start, expected = 0, 0, first_seq  # one event per line, so line number == expected seq
     size = len(data)
+    problem = start_problem(data) if first_seq == 1 else ""
+    if problem:
+        raise NotALogError(path, problem)
     while pos < size:
-        nl = data.find(b"\n", pos)
+        nl = _line_end(data, pos, path, expected, base_offset)
         if nl < 0:
             return Scan(found, pos, last_start, data[pos:], "the last line has no newline (a write was cut short)")
         try:
@@ -131,7 +209,7 @@ def scan(data: bytes, *, path: str, first_seq: int = 1, base_offset: int = 0) ->
                 return Scan(found, pos, last_start, data[pos:], f"the last line is torn: {bad}")
             raise LogCorruptError(path, expected, base_offset + pos, str(bad)) from None
         version = event.get("v")
-        if not isinstance(version, int) or version > ev.SCHEMA_VERSION:
+        if not isinstance(version, int) or version not in ev.KNOWN_VERSIONS:
             raise LogVersionError(
                 f"{path} line {expected} uses log schema v{version}, but this nbagent reads up to "
                 f"v{ev.SCHEMA_VERSION}. Upgrade nbagent (pip install -U nbagent) to open it; the file was not changed."
@@ -188,7 +266,7 @@ class EventLog:
         self.fsync_policy = fsync
         self.repair: Repair | None = None
         self._failed: BaseException | None = None
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_folder(self.path.parent)
         self._lock = filelock.FileLock(str(self.path) + ".lock", mode=0o600, timeout=0)
         try:
             self._lock.acquire()
@@ -335,7 +413,7 @@ def iter_events(data: bytes, *, path: str, since: int = 0) -> Iterator[ev.Event]
     pos, size, line_no = 0, len(data), 1
     expected: int | None = None
     while pos < size:
-        nl = data.find(b"\n", pos)
+        nl = _line_end(data, pos, path, line_no, 0)
         if nl < 0:
             return
         line = data[pos:nl]

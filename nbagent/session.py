@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import hashlib
 import logging
 import os
 import threading
@@ -14,7 +15,7 @@ from typing import Any, Protocol
 from . import events as ev
 from . import fold, snapshot, trust
 from .errors import LogCorruptError, LogError
-from .log import EventLog, FileOps, FsyncPolicy, Repair, Scan, iter_events, scan
+from .log import HEADER_LIMIT, EventLog, FileOps, FsyncPolicy, Repair, Scan, check_start, iter_events, scan
 from .transcript import Transcript
 
 logger = logging.getLogger("nbagent")
@@ -46,13 +47,20 @@ class Session:
         self._snapshot_seq = base.seq if base else 0
         if tail.events:
             self._last_line = (tail.last_start, tail.events[-1]["crc"])
+            self._last_mac = trust.mac_of(log.read(tail.last_start, tail.end - 1))
         else:
             self._last_line = (base.header["line_start"], base.header["line_crc"]) if base else (0, "")
+            self._last_mac = base.header["line_sig"].encode("ascii") if base else b""
         self._session_id = base.header["summary"]["session_id"] if base else ""
         self._closed = False
         self._user: trust.Signer | None = None
-        self._signer: trust.SessionSigner | None = None
+        self._signer: trust.LineSigner | None = None
         self._trust: trust.Report | None = None
+        # Who signed the lines up to the snapshot (from its signed header): only the lines after it are checked.
+        self._base_trust: tuple[trust.Report, trust.Chain] | None = None
+        if base is not None:
+            chain = trust.Chain(base.seq, base.offset, base.header["line_sig"].encode("ascii"))
+            self._base_trust = (trust.Report.from_dict(base.header["trust"]), chain)
         self._own_calls: set[str] = set()  # tool_use ids of assistant messages this object wrote (and signed)
         # Set while an append is half done; an exception (say a KeyboardInterrupt) escaping
         # from that window makes the next access re-read the log instead of trusting memory.
@@ -69,18 +77,24 @@ class Session:
         meta: dict[str, Any] | None = None,
         ops: FileOps | None = None,
     ) -> Session:
-        """Open the session log at ``path``, creating it if needed; repairs a torn tail and uses a snapshot if it agrees."""
+        """Open the session log at ``path``, creating it if needed; repairs a torn tail and uses a snapshot if it agrees.
+
+        A file that is not an nbagent log raises :class:`~nbagent.errors.NotALogError`
+        before anything is written, beside it or to it.
+        """
         _refuse_links(Path(path))
+        check_start(path)
         log = EventLog(path, fsync=fsync, ops=ops)
         try:
+            user = _user_signer()
             base, note = snapshot.load(log.path)
             if base is not None:
-                note = _disagreement(log, base)
+                note = _disagreement(log, base, user)
                 if note:
                     base = None
             tail = log.recover(base.offset, base.seq + 1) if base else log.recover(0, 1)
             session = cls(log, base, tail, snapshot_every)
-            session._user = _user_signer()
+            session._user = user
             if base is None and note not in ("", "no snapshot"):
                 session._snapshot_note = f"snapshot ignored ({note}); replayed the whole log"
                 logger.warning("%s: %s", log.path, session._snapshot_note)
@@ -187,23 +201,59 @@ class Session:
     # Trust -------------------------------------------------------------------------------------
     def _sign_as(self, session_id: str) -> None:
         self._signer = self._user.for_session(session_id) if self._user is not None else None
+        if self._signer is not None:
+            self._signer.prev = self._last_mac
 
-    def _note_signed(self, event: ev.Event) -> None:
+    def _note_written(self, event: ev.Event) -> None:
+        """Keep the chain and the trust report up to date after this object wrote a line."""
         if self._signer is None:
+            self._last_mac = b""
+            if self._trust is not None:
+                self._trust.lines += 1
+                self._trust.unsigned += 1
             return
+        self._signer.commit()
+        self._last_mac = self._signer.prev
         if self._trust is not None:
-            self._trust.lines += 1
-            self._trust.mine += 1
+            report = self._trust
+            report.lines += 1
+            report.mine += 1
+            if event["type"] == ev.TRUST:
+                report.trust_events += 1
+                report.trusted_upto = report.lines
+            elif report.trusted_upto == report.lines - 1:
+                report.trusted_upto = report.lines
         if event["type"] == ev.ASSISTANT_MSG:
             self._own_calls = {b["id"] for b in event.get("content") or [] if b.get("type") == "tool_use"}
 
     @property
     def trust(self) -> trust.Report:
-        """Who signed each line of the log (read and checked on first use, then kept up to date)."""
+        """Who signed each line of the log and how far it is trusted (checked on first use, then kept up to date)."""
         with self._lock:
-            if self._trust is None or self._dirty:
-                self._trust = trust.check_log(self._log.read(0, self._log.size), user=self._user)
+            if self._dirty:
+                self._resync()
+            if self._trust is None:
+                if self._base_trust is not None:
+                    before, chain = self._base_trust
+                    self._trust = trust.check_log(
+                        self._log.read(chain.offset, self._log.size), user=self._user, session_id=self._session_id,
+                        start=chain, before=before, prefix_sha256=self._prefix_sha256,
+                    )
+                else:
+                    self._trust = trust.check_log(self._log.read(0, self._log.size), user=self._user, session_id=self._session_id)
             return self._trust
+
+    def _prefix_sha256(self, end: int) -> str:
+        """SHA-256 of the log's first ``end`` bytes."""
+        return hashlib.sha256(self._log.read(0, end)).hexdigest()
+
+    def trust_log(self) -> ev.Event:
+        """Vouch for every line so far: append this user's signed ``trust`` event over their SHA-256 (``nbagent trust``)."""
+        with self._lock:
+            if self._signer is None:
+                raise LogError(f"cannot trust {self.path}: this user has no signing key ({trust.secret_path()} is unreadable)")
+            self._log.sync()
+            return self.append(ev.TRUST, vouches=self._seq, prefix_sha256=self._prefix_sha256(self._log.size))
 
     @property
     def trusted(self) -> bool:
@@ -222,6 +272,7 @@ class Session:
                 return False
             if tool_use_id in self._own_calls:
                 return True
+            report = self.trust
             data = self._log.read(0, self._log.size)
         end = len(data)
         while end > 0:
@@ -235,7 +286,7 @@ class Session:
                 return False
             if event["type"] != ev.ASSISTANT_MSG:
                 continue
-            if self._signer.check(body) != "mine":
+            if not report.is_trusted(event["seq"]):
                 return False
             for block in event.get("content") or []:
                 if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("id") == tool_use_id:
@@ -253,12 +304,18 @@ class Session:
                 self._resync()
             event = ev.make(self._seq + 1, event_type, payload)
             line, event = ev.encode(event, self._signer)
+            limit = HEADER_LIMIT if event_type == ev.SESSION_START else ev.MAX_LINE
+            if len(line) > limit:
+                raise LogError(
+                    f"a {event_type} event of {len(line)} bytes is over the {limit}-byte line limit; it was not written "
+                    "(clip what goes into it: a reader refuses longer lines)"
+                )
             start = self._log.size
             self._dirty = True
             self._log.append(line, durable=ev.is_durable(event_type, payload))
             self._seq = event["seq"]
             self._last_line = (start, event["crc"])
-            self._note_signed(event)
+            self._note_written(event)
             if self._state is None:
                 self._unfolded.append(event)
             else:
@@ -273,11 +330,14 @@ class Session:
     def _resync(self) -> None:
         """Rebuild everything from the log after an append was cut short in memory."""
         self._log.size = os.fstat(self._log.fileno()).st_size
-        self._trust = None
+        self._trust, self._base_trust = None, None
         result = self._log.recover(0, 1)
         self._state, self._base, self._unfolded = fold.fold(result.events), None, []
         self._seq = result.events[-1]["seq"] if result.events else 0
         self._last_line = (result.last_start, result.events[-1]["crc"] if result.events else "")
+        self._last_mac = trust.mac_of(self._log.read(result.last_start, result.end - 1)) if result.events else b""
+        if self._signer is not None:
+            self._signer.prev = self._last_mac
         self._dirty = False
 
     def snapshot(self) -> Path:
@@ -285,10 +345,11 @@ class Session:
         with self._lock:
             self._log.sync()
             start, crc = self._last_line
-            # Vouch for the prefix only when it is already known to be all this user's (never checked here: too slow).
-            vouch = self._signer.sign if self._signer is not None and self._trust is not None and self._trust.trusted else None
+            size = self._log.size
+            sign = self._user.keyed(trust.SNAPSHOT, self._session_id) if self._user is not None else None
             written = snapshot.write(
-                self.path, self.state, line_start=start, offset=self._log.size, line_crc=crc, ops=self._log.ops, vouch=vouch,
+                self.path, self.state, line_start=start, offset=size, line_crc=crc, line_sig=self._last_mac,
+                report=self.trust, sign=sign, prefix_sha256=lambda: self._prefix_sha256(size), ops=self._log.ops,
                 cache=self._snapshot_cache, durable=self._log.fsync_policy != "never",
             )
             self._snapshot_seq = self._seq
@@ -424,9 +485,9 @@ def _after(since: int, callback: Subscriber) -> Subscriber:
     return deliver
 
 
-def _disagreement(log: EventLog, base: snapshot.Snapshot) -> str:
+def _disagreement(log: EventLog, base: snapshot.Snapshot, user: trust.Signer | None) -> str:
     """Why a snapshot cannot be used with this log ('' if it can)."""
-    why = snapshot.disagreement(base.header, log.read, log.size)
+    why = snapshot.disagreement(base.header, log.read, log.size) or snapshot.unauthentic(base.header, base.header_body, user, log.read)
     if why:
         return why
     # The body is checked when the state is first needed (Session._snapshot_state).

@@ -1,32 +1,37 @@
 """Snapshots: the folded state written atomically beside the log, so opening replays only the tail.
 
 File layout: a one-line JSON header (where in the log the snapshot ends, the length and
-checksum of each line after it, a summary for listings), a small state line (every field
-but the messages, their count and the last message), then the messages before the last as
-one JSON array.  Opening reads the header and the state line; the big line is read when the
-messages are first read (see transcript.py).  The log always wins: a snapshot that disagrees
-with the log, or fails a check, is ignored.
+SHA-256 of each line after it, a summary for listings, who signed the log up to there), a
+small state line (every field but the messages, their count and the last message), then the
+messages before the last as one JSON array.  Opening reads the header and the state line;
+the big line is read when the messages are first read (see transcript.py).
+
+A snapshot is a cache and never decides anything: it is used only if its header is signed
+by this user for this session and names the log's line where it ends (its offset, crc and
+mac; a log not all trusted is also pinned by the SHA-256 of its bytes up to there).  The
+log always wins: a snapshot that disagrees with the log, or fails a check, is ignored.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from . import events
+from . import events, trust
 from .errors import LogError
 from .fold import State
 from .log import OS_FILES, FileOps
 from .transcript import Message, Prefix, Transcript
 
 KIND = "nbagent.snapshot"
-VERSION = 2
+VERSION = 3
+MAX_HEADER = 1 << 20  # a header is a few hundred bytes; a longer first line is not a snapshot
 _STATE_KEYS = frozenset(f.name for f in fields(State)) - {"messages"}
 
 
@@ -47,6 +52,7 @@ class Snapshot:
     path: Path
     body_offset: int  # where the state line starts
     file_id: tuple[int, ...]  # the file the header was read from (a newer snapshot replaces it by rename)
+    header_body: bytes = b""  # the header's bytes without its crc (its signature is checked from them)
 
     @property
     def seq(self) -> int:
@@ -60,13 +66,13 @@ class Snapshot:
 
     def _line(self, start: int, name: str) -> bytes:
         """The ``name`` line at ``start``, checked against the length and CRC-32 in the header (raises OSError or ValueError)."""
-        size, crc = int(self.header[f"{name}_len"]), self.header[f"{name}_crc"]
+        size, digest = int(self.header[f"{name}_len"]), self.header[f"{name}_sha256"]
         with open(self.path, "rb") as handle:
             if _file_id(os.fstat(handle.fileno())) != self.file_id:
                 raise ValueError("the snapshot file was replaced since it was opened")
             handle.seek(start)
-            data = handle.read(size + 1)
-        if data[size:] != b"\n" or f"{zlib.crc32(memoryview(data)[:size]):08x}" != crc:
+            data = handle.read(size + 1)  # the lengths were checked against the file's size when it was opened
+        if data[size:] != b"\n" or hashlib.sha256(memoryview(data)[:size]).hexdigest() != digest:
             raise ValueError(f"snapshot {name} line fails its checksum")
         return data[:size]
 
@@ -118,8 +124,35 @@ def disagreement(header: dict[str, Any], read: Callable[[int, int], bytes], log_
         event = events.decode(read(start, end)[:-1])
     except events.BadLine:
         return "the snapshot does not point at a valid log line"
-    if event["seq"] != seq or event["crc"] != crc:
+    if event["seq"] != seq or event["crc"] != crc or trust.mac_of(read(start, end)[:-1]).decode() != header.get("line_sig"):
         return "the snapshot does not match the log"
+    return ""
+
+
+def unauthentic(
+    header: dict[str, Any], header_body: bytes, user: trust.Signer | None, read: Callable[[int, int], bytes]
+) -> str:
+    """Why a snapshot was not written by this user for exactly this log prefix ('' if it was).
+
+    Call after :func:`disagreement` found the snapshot's last line in the log.
+    """
+    summary = header.get("summary")
+    session_id = summary.get("session_id") if isinstance(summary, dict) else None
+    if user is None or not isinstance(session_id, str):
+        return "no signing key to check the snapshot with" if user is None else "the snapshot header is incomplete"
+    if user.keyed(trust.SNAPSHOT, session_id).check(header_body) != "mine":
+        return "the snapshot is not signed by you for this session"
+    try:
+        report = trust.Report.from_dict(header.get("trust"))
+    except ValueError:
+        return "the snapshot's trust record is not valid"
+    if report.lines != int(header["seq"]) or report.trusted_upto > report.lines:
+        return "the snapshot's trust record does not fit it"
+    if not report.trusted:
+        # Its last line does not pin the lines before it (they are not all this user's, chained): their bytes do.
+        digest = header.get("prefix_sha256")
+        if not isinstance(digest, str) or hashlib.sha256(read(0, int(header["offset"]))).hexdigest() != digest:
+            return "the log before the snapshot's end is not the one it was written for"
     return ""
 
 
@@ -202,15 +235,20 @@ def write(
     line_start: int,
     offset: int,
     line_crc: str,
+    line_sig: bytes,
+    report: trust.Report,
+    sign: trust.LineSigner | None,
+    prefix_sha256: Callable[[], str],
     ops: FileOps | None = None,
-    vouch: Callable[[bytes], bytes] | None = None,
     cache: MessageCache | None = None,
     durable: bool = True,
 ) -> Path:
-    """Write a snapshot of ``state`` atomically; its last event is the log line at ``[line_start, offset)``.
+    """Write a snapshot of ``state`` atomically; its last event is the log line at ``[line_start, offset)`` (mac ``line_sig``).
 
-    ``vouch`` (this user's session signer) signs a header that says every log line up
-    to the snapshot was signed by this user, so listings need check only the lines after it.
+    ``sign`` (this user's snapshot signer for the session) signs the header; without it
+    the snapshot is never used.  ``report`` (who signed the log up to here) lets a
+    listing or an opening check only the lines after the snapshot; when it is not all
+    trusted, ``prefix_sha256()`` pins the bytes before the snapshot's end.
 
     Steps: temp file, fsync, rename over the old snapshot, folder fsync; a crash at any
     step leaves the old snapshot or the new one (and the log wins over either).
@@ -219,9 +257,9 @@ def write(
     """
     ops = OS_FILES if ops is None else ops
     state_line, messages_line = (cache or MessageCache()).encode(state)
-    messages_crc = 0
+    messages_digest = hashlib.sha256()
     for piece in messages_line:
-        messages_crc = zlib.crc32(piece, messages_crc)
+        messages_digest.update(piece)
     header = {
         "kind": KIND,
         "v": VERSION,
@@ -229,21 +267,23 @@ def write(
         "offset": offset,
         "line_start": line_start,
         "line_crc": line_crc,
+        "line_sig": line_sig.decode("ascii"),
         "state_len": len(state_line),
-        "state_crc": f"{zlib.crc32(state_line):08x}",
+        "state_sha256": hashlib.sha256(state_line).hexdigest(),
         "messages_len": sum(len(piece) for piece in messages_line),
-        "messages_crc": f"{messages_crc:08x}",
+        "messages_sha256": messages_digest.hexdigest(),
         "summary": summary(state),
+        "trust": report.to_dict(),
     }
-    if vouch is not None:
-        header["trusted_prefix"] = True
+    if not report.trusted:
+        header["prefix_sha256"] = prefix_sha256()
     encoded = json.dumps(header, ensure_ascii=True, separators=(",", ":")).encode("ascii")
     target = path_for(log_path)
     temp = target.with_name(target.name + ".tmp")
     fd = ops.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
         try:
-            ops.write_all(fd, events.seal(vouch(encoded) if vouch is not None else encoded) + b"\n")
+            ops.write_all(fd, events.seal(sign.sign(encoded) if sign is not None else encoded) + b"\n")
             ops.write_all(fd, state_line + b"\n")
             for piece in messages_line:
                 ops.write_all(fd, piece)
@@ -270,13 +310,8 @@ def read_header(log_path: Path) -> dict[str, Any] | None:
 
 def read_header_bytes(log_path: Path) -> tuple[dict[str, Any], bytes] | None:
     """The header of a snapshot and its bytes without the checksum (to check its signature), or None."""
-    try:
-        with open(path_for(log_path), "rb") as handle:
-            line = handle.readline().rstrip(b"\n")
-        header = _parse_header(line)
-    except (OSError, ValueError):
-        return None
-    return (header, events.unseal(line)[0]) if header.get("kind") == KIND else None
+    loaded, _why = load(log_path)
+    return (loaded.header, loaded.header_body) if loaded is not None else None
 
 
 def _parse_header(line: bytes) -> dict[str, Any]:
@@ -292,28 +327,31 @@ def load(log_path: Path) -> tuple[Snapshot | None, str]:
     target = path_for(log_path)
     try:
         with open(target, "rb") as handle:
-            line = handle.readline()
-            file_id = _file_id(os.fstat(handle.fileno()))
+            info = os.fstat(handle.fileno())
+            line = handle.readline(MAX_HEADER + 1)
+            file_id = _file_id(info)
     except FileNotFoundError:
         return None, "no snapshot"
     except OSError as exc:
         return None, f"snapshot unreadable: {exc}"
+    if not line.endswith(b"\n"):
+        return None, "snapshot header is cut short or too long"
     head = line.rstrip(b"\n")
     try:
         header = _parse_header(head)
     except events.BadLine as bad:
         return None, f"snapshot header fails its check: {bad}"
-    except ValueError:
+    except (ValueError, RecursionError):
         return None, "snapshot header is not JSON"
     if header.get("kind") != KIND:
         return None, "not an nbagent snapshot"
     if header.get("v") != VERSION:
         return None, f"snapshot format v{header.get('v')} is not v{VERSION}"
-    try:
-        int(header["seq"]), int(header["offset"]), int(header["line_start"]), str(header["line_crc"])
-        str(header["state_crc"]), str(header["messages_crc"])
-        if int(header["state_len"]) < 0 or int(header["messages_len"]) < 0:
-            raise ValueError("negative length")
-    except (KeyError, TypeError, ValueError):
+    numbers = ("seq", "offset", "line_start", "state_len", "messages_len")
+    texts = ("line_crc", "line_sig", "state_sha256", "messages_sha256")
+    if not all(type(header.get(k)) is int and header[k] >= 0 for k in numbers) or not all(isinstance(header.get(k), str) for k in texts):
         return None, "snapshot header is incomplete"
-    return Snapshot(header, target, len(line), file_id), ""
+    # Every length is checked against the file's real size before anything is read by it.
+    if len(line) + header["state_len"] + 1 + header["messages_len"] + 1 != info.st_size:
+        return None, "snapshot lengths do not match its size (cut short, or not written by nbagent)"
+    return Snapshot(header, target, len(line), file_id, events.unseal(head)[0]), ""

@@ -1,15 +1,15 @@
-"""Take a snapshot file apart and put it back together (format v2), for tests that damage or forge one."""
+"""Take a snapshot file apart and put it back together (format v3), for tests that damage or forge one."""
 
 from __future__ import annotations
 
+import hashlib
 import json
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from nbagent import events as ev
-from nbagent import snapshot
+from nbagent import snapshot, trust
 
 
 def parts(log_path: Path) -> tuple[dict[str, Any], bytes, bytes]:
@@ -18,23 +18,28 @@ def parts(log_path: Path) -> tuple[dict[str, Any], bytes, bytes]:
     assert end == b""
     header = json.loads(head)
     header.pop("crc")
+    header.pop("sig", None)
     return header, state_line, messages_line
 
 
-def put(log_path: Path, header: dict[str, Any], state_line: bytes, messages_line: bytes) -> None:
-    """Write a snapshot from its parts: lengths and checksums made to match, header resealed (a consistent file)."""
-    header = dict(header, state_len=len(state_line), state_crc=f"{zlib.crc32(state_line):08x}",
-                  messages_len=len(messages_line), messages_crc=f"{zlib.crc32(messages_line):08x}")
-    head = ev.seal(json.dumps(header, separators=(",", ":")).encode())
+def put(log_path: Path, header: dict[str, Any], state_line: bytes, messages_line: bytes, *, sign: bool = True) -> None:
+    """Write a snapshot from its parts: lengths and digests made to match, header resealed and (``sign``) re-signed by this user."""
+    header = dict(header, state_len=len(state_line), state_sha256=hashlib.sha256(state_line).hexdigest(),
+                  messages_len=len(messages_line), messages_sha256=hashlib.sha256(messages_line).hexdigest())
+    body = json.dumps(header, separators=(",", ":")).encode()
+    user = trust.signer()
+    if sign and user is not None:
+        body = user.keyed(trust.SNAPSHOT, header["summary"]["session_id"]).sign(body)
+    head = ev.seal(body)
     snapshot.path_for(log_path).write_bytes(head + b"\n" + state_line + b"\n" + messages_line + b"\n")
 
 
-def rewrite_state(log_path: Path, change: Callable[[dict[str, Any]], None]) -> None:
-    """Edit the snapshot's state line and fix up its checksum, as a consistent (but different) snapshot."""
+def rewrite_state(log_path: Path, change: Callable[[dict[str, Any]], None], *, sign: bool = True) -> None:
+    """Edit the snapshot's state line and fix up its digest, as a consistent (but different) snapshot."""
     header, state_line, messages_line = parts(log_path)
     state = json.loads(state_line)
     change(state)
-    put(log_path, header, json.dumps(state, separators=(",", ":")).encode(), messages_line)
+    put(log_path, header, json.dumps(state, separators=(",", ":")).encode(), messages_line, sign=sign)
 
 
 def flip_messages_byte(log_path: Path, marker: bytes) -> None:

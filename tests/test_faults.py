@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nbagent import LogCorruptError, LogVersionError, LogWriteError, Session, read_events
+from nbagent import LogCorruptError, LogVersionError, LogWriteError, NotALogError, Session, read_events
 from nbagent import events as ev
 from nbagent.log import EventLog, iter_events, scan
 from reliability import storage
@@ -133,7 +133,7 @@ def test_a_snapshot_that_cannot_be_written_does_not_fail_the_append(tmp_path: Pa
 
 
 # The reader fuzzer ---------------------------------------------------------------------------------------
-DOCUMENTED = (LogCorruptError, LogVersionError)
+DOCUMENTED = (LogCorruptError, LogVersionError, NotALogError)
 _LINES = FIXTURE.read_bytes().splitlines(keepends=True)
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),

@@ -270,7 +270,7 @@ def test_a_seq_gap_is_an_error_and_changes_nothing(log_path: Path, how: str, lin
 @pytest.mark.parametrize("where", ["last", "middle"])
 def test_a_log_from_a_newer_schema_is_refused_and_left_alone(log_path: Path, where: str) -> None:
     lines = write_log(log_path, 6)
-    newer, _ = ev.encode({"v": 2, "seq": 7, "ts": 1.0, "type": "something_new", "payload": [1]})
+    newer, _ = ev.encode({"v": 9, "seq": 7, "ts": 1.0, "type": "something_new", "payload": [1]})
     ev.decode(newer[:-1])  # a perfectly valid line, just from the future
     later = []
     if where == "middle":
@@ -280,7 +280,7 @@ def test_a_log_from_a_newer_schema_is_refused_and_left_alone(log_path: Path, whe
     with pytest.raises(LogVersionError) as info:
         Session.open(log_path)
     message = str(info.value)
-    assert "v2" in message and str(log_path) in message and "line 7" in message and "not changed" in message
+    assert "v9" in message and str(log_path) in message and "line 7" in message and "not changed" in message
     assert digest(log_path) == before
     assert side_files(log_path) == []
     EventLog(log_path).close()

@@ -349,8 +349,8 @@ def test_load_errors_say_what_is_wrong(tmp_path) -> None:
     with pytest.raises(LogCorruptError, match="damaged"):
         load_events(corrupt)
     newer = tmp_path / "newer.jsonl"
-    newer.write_bytes(ev.encode({"v": 2, "seq": 1, "ts": T0, "type": "session_start", "session_id": "s"})[0])
-    with pytest.raises(LogVersionError, match="schema v2"):
+    newer.write_bytes(ev.encode({"v": 9, "seq": 1, "ts": T0, "type": "session_start", "session_id": "s"})[0])
+    with pytest.raises(LogVersionError, match="schema v9"):
         load_events(newer)
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
@@ -402,12 +402,12 @@ def test_magic_user_mistakes_are_usage_errors_and_change_nothing(shell, tmp_path
     corrupt = write_log(tmp_path / "corrupt.jsonl", [{"type": "session_start", "session_id": "s"}, {"type": "user_msg", "content": "hi"}, {"type": "note", "text": "x"}])
     corrupt.write_bytes(corrupt.read_bytes().replace(b'"hi"', b'"ho"'))
     newer = tmp_path / "newer.jsonl"
-    newer.write_bytes(ev.encode({"v": 2, "seq": 1, "ts": T0, "type": "session_start", "session_id": "s"})[0])
+    newer.write_bytes(ev.encode({"v": 9, "seq": 1, "ts": T0, "type": "session_start", "session_id": "s"})[0])
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
     before = {p: p.read_bytes() for p in (corrupt, newer, empty)}
     assert "is damaged" in usage_error(shell, f"%agent_replay {corrupt}")
-    assert "schema v2" in usage_error(shell, f"%agent_replay {newer}")
+    assert "schema v9" in usage_error(shell, f"%agent_replay {newer}")
     assert "nothing to replay" in usage_error(shell, f"%agent_replay {empty}")
     assert {p: p.read_bytes() for p in before} == before
     assert not list(tmp_path.glob("*.torn-*"))

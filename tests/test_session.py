@@ -17,7 +17,7 @@ import pytest
 import nbagent
 from nbagent import LogError, Session, read_events
 from nbagent import events as ev
-from nbagent import snapshot
+from nbagent import snapshot, trust
 from nbagent.fold import State, fold
 from nbagent.log import FileOps
 from nbagent.tools import idempotency_key
@@ -313,16 +313,20 @@ def _another_logs_snapshot(log_path: Path, other: Path) -> None:
     shutil.copyfile(snapshot.path_for(other), snapshot.path_for(log_path))
 
 
-def _edit_header(change: Callable[[dict], None], *, reseal: bool = True) -> Callable[[Path, Path], None]:
-    """Edit the header; resealed (a consistent edit that deeper checks must catch) unless ``reseal`` is false."""
+def _edit_header(change: Callable[[dict], None], *, reseal: bool = True, resign: bool = True) -> Callable[[Path, Path], None]:
+    """Edit the header; resealed and re-signed (a consistent edit that deeper checks must catch) unless told not to."""
 
     def edit(log_path: Path, other: Path) -> None:
         snap = snapshot.path_for(log_path)
         head, rest = snap.read_bytes().split(b"\n", 1)
         meta = json.loads(head)
         meta.pop("crc")
+        meta.pop("sig", None)
         change(meta)
         line = json.dumps(meta, separators=(",", ":")).encode()
+        summary = meta.get("summary")
+        if reseal and resign and isinstance(summary, dict) and isinstance(summary.get("session_id"), str):
+            line = trust.signer().keyed(trust.SNAPSHOT, summary["session_id"]).sign(line)  # as this user's own nbagent would
         snap.write_bytes((ev.seal(line) if reseal else line) + b"\n" + rest)
 
     return edit
@@ -379,19 +383,22 @@ BAD_SNAPSHOTS = {
     "header-kind-changed": (_edit_header(lambda h: h.update(kind="something.else")), "not an nbagent snapshot"),
     "header-newer-version": (_edit_header(lambda h: h.update(v=99)), "v99"),
     "header-field-missing": (_edit_header(lambda h: h.pop("line_crc")), "incomplete"),
-    "header-summary-missing": (_edit_header(lambda h: h.pop("summary")), "another session"),
-    "header-summary-not-a-dict": (_edit_header(lambda h: h.update(summary=[1])), "another session"),
-    "header-state-crc-changed": (_edit_header(lambda h: h.update(state_crc="00000000")), "checksum"),
-    "header-messages-crc-changed": (_edit_header(lambda h: h.update(messages_crc="00000000")), "checksum"),
-    "header-messages-len-changed": (_edit_header(lambda h: h.update(messages_len=h["messages_len"] - 1)), "checksum"),
-    "header-old-format": (_edit_header(lambda h: h.update(v=1)), "snapshot format v1 is not v2"),
+    "header-summary-missing": (_edit_header(lambda h: h.pop("summary")), "incomplete"),
+    "header-summary-not-a-dict": (_edit_header(lambda h: h.update(summary=[1])), "incomplete"),
+    "header-state-digest-changed": (_edit_header(lambda h: h.update(state_sha256="0" * 64)), "checksum"),
+    "header-messages-digest-changed": (_edit_header(lambda h: h.update(messages_sha256="0" * 64)), "checksum"),
+    "header-messages-len-changed": (_edit_header(lambda h: h.update(messages_len=h["messages_len"] - 1)), "lengths"),
+    "header-lengths-beyond-the-file": (_edit_header(lambda h: h.update(messages_len=1 << 60)), "lengths"),
+    "header-not-signed": (_edit_header(lambda h: None, resign=False), "not signed by you"),
+    "header-trust-record-inflated": (_edit_header(lambda h: h["trust"].update(lines=h["seq"] + 5)), "trust record"),
+    "header-old-format": (_edit_header(lambda h: h.update(v=1)), "snapshot format v1 is not v3"),
     "state-byte-flipped": (_flip_state_byte, "checksum"),
     "state-without-a-field": (lambda log, other: snapshots.rewrite_state(log, lambda s: s.pop("usage")), "does not hold a state"),
     "messages-byte-flipped": (_flip_messages_byte, "messages line fails its checksum"),
     "messages-not-an-array": (_messages_not_an_array, "does not hold"),
     "messages-one-short": (_messages_one_short, "does not hold"),
-    "body-cut-short": (_cut_body, "checksum"),
-    "empty-file": (_empty, "fails its check"),
+    "body-cut-short": (_cut_body, "lengths"),
+    "empty-file": (_empty, "cut short"),
 }
 
 
@@ -526,7 +533,8 @@ def test_snapshot_bodies_reuse_encoded_messages_but_never_a_replaced_one(log_pat
             state.messages.append({"role": "assistant", "content": [{"type": "text", "text": f"a{step}"}]})
         else:
             nbagent.fold.apply(state, {"seq": step + 1, "type": ev.USER_MSG, "content": f"u{step}"})
-        snapshot.write(log_path, state, line_start=0, offset=1, line_crc="0", cache=cache)
+        snapshot.write(log_path, state, line_start=0, offset=1, line_crc="0", line_sig=b"", report=trust.Report(lines=step + 1),
+                       sign=None, prefix_sha256=lambda: "0" * 64, cache=cache)
         loaded, why = snapshot.load(log_path)
         assert loaded is not None, why
         assert loaded.state() == state

@@ -444,13 +444,13 @@ def untrusted_warning(session: Session) -> str:
 
 def _calls_not_signed_by_user(session: Session) -> set[str]:
     """Tool-use ids requested by assistant messages in lines this user did not sign."""
-    untrusted = set(session.trust.untrusted)
-    if not untrusted:
+    report = session.trust
+    if report.trusted:
         return set()
     return {
         str(block.get("id"))
-        for event in session.events()
-        if event["type"] == ev.ASSISTANT_MSG and event["seq"] in untrusted
+        for event in session.events(since=report.trusted_upto)
+        if event["type"] == ev.ASSISTANT_MSG
         for block in event.get("content") or []
         if isinstance(block, dict) and block.get("type") == "tool_use"
     }
