@@ -3,6 +3,10 @@
 The effect says what replay may do with a call whose outcome is unknown:
 ``"read"`` is safe to repeat; ``"write"`` (the default) has a side effect;
 ``"irreversible"`` also needs approval before it runs at all.
+
+A tool may also carry a *guard*: a function of the model's arguments, called by
+the loop before the call starts, that returns a reason to ask for approval
+(e.g. ``"outside_workspace"``) or None.  ``@tool`` makes tools without one.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ Effect = Literal["read", "write", "irreversible"]
 EFFECTS: tuple[str, ...] = ("read", "write", "irreversible")
 KEY_PARAMETER = "idempotency_key"
 ToolContent = str | list[dict[str, Any]]
+Guard = Callable[[dict[str, Any]], str | None]
 
 _current_key: contextvars.ContextVar[str] = contextvars.ContextVar("nbagent_idempotency_key")
 
@@ -34,11 +39,23 @@ def idempotency_key(session_id: str, tool_use_id: str) -> str:
 class Tool:
     """A function the model may call, with its schema (from type hints and docstring) and effect."""
 
-    def __init__(self, func: Callable[..., Any], *, effect: Effect = "write", name: str | None = None, description: str | None = None) -> None:
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        *,
+        effect: Effect = "write",
+        name: str | None = None,
+        description: str | None = None,
+        guard: Guard | None = None,
+    ) -> None:
         if effect not in EFFECTS:
             raise ValueError(f"effect must be one of {', '.join(EFFECTS)}; got {effect!r}")
         self.func = func
         self.effect: Effect = effect
+        # Called by the loop with the model's arguments before the call starts (never after):
+        # a reason to ask for approval first (e.g. "outside_workspace"), or None. It must not
+        # raise or have side effects. Calls to refuse outright are refused by the tool body.
+        self.guard: Guard | None = guard
         signature = inspect.signature(func)
         self.takes_key = KEY_PARAMETER in signature.parameters
         shown: Callable[..., Any] = func

@@ -104,3 +104,15 @@ def test_tools_in_a_real_run(fake, client, log_path, in_tmp: Path):
     denied = results[1]["content"][0]
     assert denied["is_error"] and "deny" in denied["content"]
     assert (in_tmp / "data.csv").exists()
+
+
+def test_default_tools_take_a_workspace_root(in_tmp: Path):
+    (in_tmp / "proj").mkdir()
+    (in_tmp / "proj" / "a.txt").write_text("in proj\n")
+    (in_tmp / "a.txt").write_text("in cwd\n")
+    tools = {t.name: t for t in toolkit.default_tools(root=in_tmp / "proj")}
+    assert list(tools) == ["read_file", "write_file", "edit_file", "list_files", "shell"]
+    assert call(tools["read_file"], path="a.txt")[0] == "     1\tin proj"
+    assert tools["read_file"].guard({"path": "../a.txt"}) == "outside_workspace"
+    assert tools["shell"].guard is None  # the shell is not confined to the workspace
+    assert toolkit.default_tools(files=False) == [toolkit.shell]
