@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from . import __version__, history
+from . import terminal
 from .errors import LogCorruptError, LogError, LogVersionError, ModelError, NbagentError
 
 EXIT_OK, EXIT_DATA, EXIT_USAGE = 0, 1, 2
@@ -80,7 +81,7 @@ def cmd_sessions(args: argparse.Namespace, out: TextIO) -> int:
             raise history.HistoryError("--grep needs some text to search for.")
         matches = list(history.grep(history.find_logs(args.path), args.grep))
         if args.json:
-            out.write(json.dumps([m.__dict__ for m in matches], indent=2, ensure_ascii=False) + "\n")
+            out.write(terminal.json_dumps([m.__dict__ for m in matches], indent=2) + "\n")
         else:
             for match in matches:
                 out.write(f"{match.name}  event {match.seq}  {match.where}: {match.snippet}\n")
@@ -89,7 +90,7 @@ def cmd_sessions(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_OK
     summaries = history.list_summaries(args.path)
     if args.json:
-        out.write(json.dumps([s.to_dict() for s in summaries], indent=2, ensure_ascii=False) + "\n")
+        out.write(terminal.json_dumps([s.to_dict() for s in summaries], indent=2) + "\n")
         return EXIT_OK
     if not summaries:
         out.write(f"no sessions under {args.path}\n")
@@ -145,7 +146,7 @@ def cmd_tail(args: argparse.Namespace, out: TextIO) -> int:
 
     def emit(event: dict[str, object]) -> None:
         if args.json:
-            out.write(json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n")
+            out.write(terminal.json_dumps(event, separators=(",", ":")) + "\n")
             out.flush()
         else:
             printer(event)
@@ -187,7 +188,7 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         data = {"path": report.path, "ok": report.ok, "events": report.events, "size": report.size,
                 "problems": [p.__dict__ for p in report.problems], "notes": report.notes, "trust": report.trust}
-        out.write(json.dumps(data, indent=2) + "\n")
+        out.write(terminal.json_dumps(data, indent=2) + "\n")
     else:
         verdict = "OK" if report.ok else f"{len(report.problems)} problem(s)"
         out.write(f"{report.path}: {verdict}: {report.events} valid events, {report.size} bytes\n")
@@ -225,8 +226,9 @@ COMMANDS = {
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run the command line; returns the exit code."""
-    out = out or sys.stdout
-    err = err or sys.stderr
+    # Everything printed passes through terminal.safe: no control sequence from a log reaches the terminal.
+    out = terminal.wrap(out or sys.stdout)
+    err = terminal.wrap(err or sys.stderr)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

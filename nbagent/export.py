@@ -4,13 +4,17 @@ Requests and replies become Markdown, the agent's ``python`` tool calls become
 code cells carrying their recorded outputs, other tool calls become Markdown
 with their arguments and results in code fences.  Text from the model, tools
 or the user never reaches the output as raw HTML: outside code blocks ``<``
-and ``&`` are escaped and ``javascript:``-style link targets are defused.
+and ``&`` are escaped.  Links are judged on the URL a renderer would use (see
+:func:`defuse_links`): only http(s), mailto and relative links stay links, and
+only nbagent's own inline base64 images stay images, so opening an export loads
+nothing remote and no link runs script.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import html
 import json
 import os
 import re
@@ -18,6 +22,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import unquote
 
 import nbformat
 from markdown_it import MarkdownIt
@@ -82,7 +87,113 @@ def safe_markdown(text: str) -> str:
         else:
             line = line.replace("&", "&amp;").replace("<", "&lt;")
             out.append(_SCRIPT_SCHEME.sub(r"\1\2-blocked\3:", line))
-    return "\n".join(out)
+    return defuse_links("\n".join(out))
+
+
+# Links and images ----------------------------------------------------------------------------------
+# Decided on the URL a renderer would put in href/src (markdown-it has already decoded entities and
+# backslash escapes there), never on the raw text: what is not allowed is unmade in the source.
+LINK_SCHEMES = frozenset({"http", "https", "mailto"})  # and relative links (no scheme)
+_SAFE_IMAGE_URL = re.compile(r"data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/=]*", re.IGNORECASE)
+_SCHEME = re.compile(r"([^/?#]*?):")
+_INVISIBLE = re.compile(r"[\x00-\x20\x7f-\xa0\u00ad\u1680\u180e\u2000-\u200f\u2028-\u202f\u205f-\u206f\u3000\ufeff]+")
+_LINK_CLOSE = re.compile(r"(?<!\\)((?:\\\\)*)\](?=[(\[])")  # a live "](" or "][" (not backslash-escaped)
+_IMAGE_OPEN = re.compile(r"(?<!\\)((?:\\\\)*)!(?=\[)")  # a live "!["
+_DEFUSE_ROUNDS = 8
+_LINE_END = re.compile(r"(\r\n|\r|\n)")
+
+
+def decoded_url(url: str) -> str:
+    """``url`` as a lenient browser might finally read it: entities and %-escapes decoded (repeatedly), spaces and controls gone."""
+    for _ in range(4):
+        before, url = url, unquote(html.unescape(url), errors="replace")
+        if url == before:
+            break
+    return _INVISIBLE.sub("", url).lower()
+
+
+def link_allowed(url: str) -> bool:
+    """Whether a link may point at ``url``: http(s), mailto or relative, judged on the decoded URL."""
+    match = _SCHEME.match(decoded_url(url))
+    return match is None or match.group(1) in LINK_SCHEMES
+
+
+def image_allowed(url: str) -> bool:
+    """Whether an image may show ``url``: only inline base64 data of a safe image type (nothing is fetched)."""
+    return _SAFE_IMAGE_URL.fullmatch(url.strip()) is not None
+
+
+def _link_parser() -> MarkdownIt:
+    """CommonMark as a renderer without a URL filter sees it, noting where each reference definition starts."""
+    parser = MarkdownIt("commonmark")
+    parser.validateLink = lambda url: True  # type: ignore[method-assign]
+    reference = parser.block.ruler.__rules__[parser.block.ruler.__find__("reference")].fn
+
+    def noting_reference(state: Any, start: int, end: int, silent: bool) -> bool:
+        known = set(state.env.get("references", {}))
+        found = bool(reference(state, start, end, silent))
+        if found and not silent:
+            for label in set(state.env.get("references", {})) - known:
+                state.env.setdefault("nbagent_definitions", []).append((start, state.env["references"][label]["href"]))
+        return found
+
+    parser.block.ruler.at("reference", noting_reference)
+    return parser
+
+
+_links = _link_parser()
+
+
+def _offending_lines(markdown: str) -> tuple[set[int], set[int], set[int]]:
+    """Lines holding a forbidden link, a non-inline image, and starting a forbidden reference definition."""
+    env: dict[str, Any] = {}
+    tokens = _links.parse(markdown, env)
+    links: set[int] = set()
+    images: set[int] = set()
+    definitions = {line for line, href in env.get("nbagent_definitions", []) if not link_allowed(href)}
+    for token in tokens:
+        if token.type != "inline" or not token.map:
+            continue
+        lines = set(range(*token.map))
+        for child in token.children or []:
+            if child.type == "link_open" and not link_allowed(str(child.attrs.get("href", ""))):
+                links |= lines
+            elif child.type == "image" and not image_allowed(str(child.attrs.get("src", ""))):
+                images |= lines
+    return links, images, definitions
+
+
+def defuse_links(markdown: str) -> str:
+    """``markdown`` with no link to a script, data or file URL and no image that loads anything.
+
+    The source is parsed as CommonMark with no URL filter; where a link's decoded
+    target is not http(s), mailto or relative, its ``](``/``][`` is backslash-escaped
+    (the text stays, the link goes); a reference definition with such a target loses
+    its opening ``[``; an image that is not inline base64 data loses its ``!`` and so
+    becomes a plain link (which the next round judges like any other).  Repeated until
+    the parse is clean; if it never is, the whole text goes into a code block.
+    """
+    for _ in range(_DEFUSE_ROUNDS):
+        links, images, definitions = _offending_lines(markdown)
+        if not (links or images or definitions):
+            return markdown
+        lines, breaks = _split_lines(markdown)
+        for number in images:
+            lines[number] = _IMAGE_OPEN.sub(r"\1\\!", lines[number])
+        for number in links - images:  # an image's own link is judged after it has become one
+            lines[number] = _LINK_CLOSE.sub(r"\1\\]", lines[number])
+        for number in definitions:
+            at = lines[number].find("[")
+            if at >= 0:
+                lines[number] = lines[number][:at] + "\\" + lines[number][at:]
+        markdown = "".join(line + brk for line, brk in zip(lines, breaks))
+    return fenced(markdown) if any(_offending_lines(markdown)) else markdown
+
+
+def _split_lines(text: str) -> tuple[list[str], list[str]]:
+    """The lines as markdown-it numbers them (it reads CR LF, CR and LF as line ends), and each one's line end."""
+    pieces = _LINE_END.split(text)
+    return pieces[0::2], [*pieces[1::2], ""]
 
 
 def fenced(text: str, info: str = "") -> str:
@@ -252,6 +363,9 @@ def to_notebook(events: Iterable[ev.Event], *, source: Path = Path("session.json
                 holder.outputs = [nbf.new_output("display_data", data={_image(b)[0]: _image(b)[1], "text/plain": "<image>"})  # type: ignore[index]
                                   for b in images]
                 cells.append(holder)
+    for cell in cells:
+        if cell.cell_type == "markdown":
+            cell.source = defuse_links(cell.source)
     notebook.cells = cells
     nbformat.validate(notebook)
     return notebook
@@ -285,7 +399,8 @@ def to_markdown(events: Iterable[ev.Event], *, source: Path = Path("session.json
             sections.append("\n".join(text))
         else:
             sections.append(_call_markdown(part, images=True))
-    return "\n\n".join(sections) + "\n"
+    # Once more on the whole document: a reference definition in one part applies to every other part.
+    return defuse_links("\n\n".join(sections)) + "\n"
 
 
 def format_for(out: Path, chosen: str | None = None) -> Format:
