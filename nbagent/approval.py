@@ -1,4 +1,15 @@
-"""Approval: who says yes before an irreversible tool runs, a call of unknown outcome is repeated, or a call from an untrusted log runs."""
+"""Approval: who says yes before a call runs that needs a person's word.
+
+A call needs approval for one reason (the loop's :func:`~nbagent.loop.decide` picks it):
+
+* ``untrusted``: it was recorded in a log, or a part of a log, this user did not sign;
+* ``unknown_outcome``: it was interrupted mid-way and repeating it could do its effect twice;
+* ``irreversible``: the tool is marked irreversible;
+* ``outside_workspace``: a file tool's path leads outside the workspace.
+
+``"auto"`` approves only the last two, for the user's own new calls; ``"deny"`` approves
+nothing; ``"ask"`` asks a person; a callable gets the reason and its answer is the user's.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +19,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-Reason = Literal["irreversible", "unknown_outcome", "untrusted"]
+from .terminal import safe
+
+Reason = Literal["untrusted", "unknown_outcome", "irreversible", "outside_workspace"]
+REASONS: tuple[str, ...] = ("untrusted", "unknown_outcome", "irreversible", "outside_workspace")
 APPROVAL_MODES: tuple[str, ...] = ("ask", "auto", "deny")
+# What "auto" may approve: the user's own new calls.  A foreign call or a repeat of unknown outcome
+# needs a person's explicit answer (or `nbagent trust` for a foreign session).
+AUTO_APPROVES: frozenset[str] = frozenset({"irreversible", "outside_workspace"})
+
+_QUESTIONS = {
+    "untrusted": "This session's log was not written by you (it is unsigned or signed by another user's key, e.g. it "
+    "came with a cloned or downloaded notebook), and it asks to run {call} [effect: {effect}] with the arguments below. Run it?",
+    "unknown_outcome": "The tool call {call} was interrupted while running; it may or may not have taken effect. "
+    "Run it again with the arguments below?",
+    "irreversible": "The agent wants to run {call}, which is marked irreversible, with the arguments below. Allow it?",
+    "outside_workspace": "The agent wants {call} to use a path outside the workspace (arguments below). Allow it?",
+}
 
 
 @dataclass(frozen=True)
@@ -23,22 +49,12 @@ class ApprovalRequest:
     reason: Reason
 
     def describe(self) -> str:
-        """A one-paragraph question a person can answer."""
-        arguments = json.dumps(self.input, ensure_ascii=False)
-        if len(arguments) > 300:
-            arguments = arguments[:300] + "…"
-        if self.reason == "untrusted":
-            return (
-                f"This session's log was not written by you (it is unsigned or signed by another user's key, e.g. it "
-                f"came with a cloned or downloaded notebook), and it asks to run {self.tool_name}({arguments}) "
-                f"[effect: {self.effect}]. Run it?"
-            )
-        if self.reason == "unknown_outcome":
-            return (
-                f"The tool call {self.tool_name}({arguments}) was interrupted while running; it may or may not "
-                "have taken effect. Run it again?"
-            )
-        return f"The agent wants to run {self.tool_name}({arguments}), which is marked irreversible. Allow it?"
+        """The question, one sentence; the call's full arguments are :meth:`arguments`."""
+        return _QUESTIONS[self.reason].format(call=self.tool_name, effect=self.effect)
+
+    def arguments(self) -> str:
+        """Every argument of the call, in full, as indented JSON (never shortened: the user must see what will run)."""
+        return json.dumps(self.input, ensure_ascii=False, indent=2, sort_keys=True)
 
 
 @dataclass(frozen=True)
@@ -56,8 +72,13 @@ class ApprovalPolicy(Protocol):
     def __call__(self, request: ApprovalRequest) -> bool | Decision: ...
 
 
-def _console(request: ApprovalRequest) -> Decision:
-    print(request.describe(), file=sys.stderr)
+Ask = Callable[[ApprovalRequest], Decision]
+
+
+def console(request: ApprovalRequest) -> Decision:
+    """Ask on the terminal: the question, then every argument (control characters shown escaped)."""
+    print(safe(request.describe()), file=sys.stderr)
+    print(safe(request.arguments()), file=sys.stderr)
     try:
         answer = input("[y/N] ").strip().lower()
     except EOFError:
@@ -67,7 +88,36 @@ def _console(request: ApprovalRequest) -> Decision:
     return Decision(False, "console", "The user declined this tool call.")
 
 
-def resolve(policy: str | ApprovalPolicy, *, interactive: bool | None = None) -> Callable[[ApprovalRequest], Decision]:
+def nobody(request: ApprovalRequest) -> Decision:
+    """The answer where no person can be asked."""
+    return Decision(False, "nobody", "Approval was needed but nobody can answer here (no interactive terminal), so this call was not run.")
+
+
+def auto(person: Ask | None = None) -> Ask:
+    """Approve the user's own new calls; ask ``person`` (or decline) for a foreign call or a repeat of unknown outcome."""
+
+    def answer(request: ApprovalRequest) -> Decision:
+        if request.reason in AUTO_APPROVES:
+            return Decision(True, "auto")
+        if person is not None:
+            return person(request)
+        why = "it was recorded in a log you did not write" if request.reason == "untrusted" else (
+            "it was interrupted mid-way, so running it again could repeat its effect")
+        return Decision(
+            False, "auto",
+            f"Approval is 'auto', which approves only the user's own new calls; this call was not run because {why}. "
+            "It needs an explicit approval (a click in the notebook, or `nbagent trust` for the session).",
+        )
+
+    return answer
+
+
+def deny(request: ApprovalRequest) -> Decision:
+    """Approve nothing."""
+    return Decision(False, "deny", "Approval is set to 'deny', so this call was not run.")
+
+
+def resolve(policy: str | ApprovalPolicy) -> Ask:
     """Turn ``"ask" | "auto" | "deny"`` or a callable into a function returning a :class:`Decision`."""
     if callable(policy):
         def ask_callable(request: ApprovalRequest) -> Decision:
@@ -77,19 +127,11 @@ def resolve(policy: str | ApprovalPolicy, *, interactive: bool | None = None) ->
             return Decision(bool(answer), "callback", "" if answer else "The user declined this tool call.")
 
         return ask_callable
+    person = console if sys.stdin is not None and sys.stdin.isatty() else nobody
     if policy == "auto":
-        return lambda request: Decision(True, "auto")
+        return auto(person if person is console else None)
     if policy == "deny":
-        return lambda request: Decision(False, "deny", "Approval is set to 'deny', so this call was not run.")
+        return deny
     if policy == "ask":
-        if interactive is None:
-            interactive = sys.stdin is not None and sys.stdin.isatty()
-        if interactive:
-            return _console
-        return lambda request: Decision(
-            False,
-            "nobody",
-            "Approval is set to 'ask' but no person can answer here (no interactive terminal), "
-            "so this call was not run.",
-        )
+        return person
     raise ValueError(f"approval must be one of {', '.join(APPROVAL_MODES)} or a callable; got {policy!r}")

@@ -11,6 +11,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import anthropic
@@ -21,7 +22,7 @@ from .deltas import DELTA_INTERVAL, DeltaWriter
 from .errors import Interrupted, ModelError, NbagentError
 from .model import DEFAULT_MODEL, AnthropicModel, Model, ModelRequest
 from .session import Session
-from .tools import Tool, Toolbox, idempotency_key
+from .tools import Tool, Toolbox, fit_content, idempotency_key
 
 logger = logging.getLogger("nbagent")
 
@@ -30,6 +31,46 @@ UNTRUSTED = (
     "This call was not run: it was recorded in a session log that this user did not write (unsigned or signed "
     "by another key), and running it was not approved."
 )
+NOT_APPROVED = "The call was not approved."
+OUTSIDE_WORKSPACE = "Not run: the path is outside the workspace and the call was not approved."
+
+
+# The replay and approval rule --------------------------------------------------------------------
+@dataclass(frozen=True)
+class Run:
+    """Run the call now."""
+
+
+@dataclass(frozen=True)
+class Ask:
+    """Run the call only if approved for ``reason``; otherwise answer the model with ``refusal``."""
+
+    reason: approvals.Reason
+    refusal: str
+
+
+RUN = Run()
+
+
+def decide(*, trusted: bool, attempts: int, safe_to_repeat: bool, effect: str, guard: str | None) -> Run | Ask:
+    """What to do with an open call at the frontier (a pure rule: see the table in tests/test_decide.py).
+
+    ``trusted``: requested by a line in this user's trusted prefix (or by this process);
+    ``attempts``: how often it was started before; ``safe_to_repeat``: a read then and now,
+    or keyed then and now; ``guard``: the tool's per-call reason to ask (``outside_workspace``).
+    """
+    if not trusted:
+        return Ask("untrusted", UNTRUSTED)  # whatever the effect: a log from elsewhere runs nothing unasked
+    if attempts:
+        return RUN if safe_to_repeat else Ask("unknown_outcome", UNKNOWN_OUTCOME)  # the first attempt was approved
+    if effect == "irreversible":
+        return Ask("irreversible", "")
+    if guard == "outside_workspace":
+        return Ask("outside_workspace", OUTSIDE_WORKSPACE)
+    return RUN
+
+
+RESULT_BUDGET = ev.MAX_LINE - (64 << 10)  # room for the rest of a tool_result line
 
 
 class Loop:
@@ -137,21 +178,14 @@ class Loop:
             self._warn(tool_use_id, f"Tool {name!r} changed since call {tool_use_id} started: it was recorded as "
                        f"{_describe(call['read'], call['keyed'])}, now it is {_describe(tool.effect == 'read', tool.takes_key)}; "
                        + ("it runs again." if _safe_to_repeat(call, tool) else "its outcome is treated as unknown."))
-        if not self.session.call_trusted(tool_use_id):
-            # Asked first, whatever the effect: an untrusted log must not run anything unasked.
-            decision = self._approve(tool_use_id, tool, arguments, "untrusted")
+        verdict = decide(
+            trusted=self.session.call_trusted(tool_use_id), attempts=attempts, safe_to_repeat=_safe_to_repeat(call, tool),
+            effect=tool.effect, guard=tool.guard(arguments) if tool.guard is not None else None,
+        )
+        if isinstance(verdict, Ask):
+            decision = self._approve(tool_use_id, tool, arguments, verdict.reason)
             if not decision.approved:
-                self._result(tool_use_id, f"{UNTRUSTED} {decision.note}".strip(), is_error=True)
-                return
-        elif attempts and not _safe_to_repeat(call, tool):
-            decision = self._approve(tool_use_id, tool, arguments, "unknown_outcome")
-            if not decision.approved:
-                self._result(tool_use_id, f"{UNKNOWN_OUTCOME} {decision.note}".strip(), is_error=True)
-                return
-        elif not attempts and tool.effect == "irreversible":
-            decision = self._approve(tool_use_id, tool, arguments, "irreversible")
-            if not decision.approved:
-                self._result(tool_use_id, decision.note or "The call was not approved.", is_error=True)
+                self._result(tool_use_id, f"{verdict.refusal} {decision.note}".strip() or NOT_APPROVED, is_error=True)
                 return
         key = idempotency_key(self.session.id, tool_use_id)
         started: dict[str, Any] = {"tool_use_id": tool_use_id, "name": name, "effect": tool.effect, "attempt": attempts + 1}
@@ -168,6 +202,7 @@ class Loop:
 
     def _approve(self, tool_use_id: str, tool: Tool, arguments: dict[str, Any], reason: approvals.Reason) -> approvals.Decision:
         request = approvals.ApprovalRequest(tool_use_id, tool.name, arguments, tool.effect, reason)
+        # The arguments are in the assistant_msg that made the call: the event names it by its id.
         self.session.append(ev.APPROVAL, tool_use_id=tool_use_id, reason=reason, decision="pending", question=request.describe())
         decision = self.ask(request)
         self.session.append(
@@ -181,7 +216,7 @@ class Loop:
         return decision
 
     def _result(self, tool_use_id: str, content: Any, *, is_error: bool) -> None:
-        payload: dict[str, Any] = {"tool_use_id": tool_use_id, "content": content}
+        payload: dict[str, Any] = {"tool_use_id": tool_use_id, "content": fit_content(content, RESULT_BUDGET)}
         if is_error:
             payload["is_error"] = True
         self.session.append(ev.TOOL_RESULT, **payload)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import NbagentError
+from .log import check_start
 
 STORE_DIR = ".nbagent"
 LOG_SUFFIX = ".jsonl"
@@ -53,12 +54,52 @@ def new_name() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
 
 
+def check_folder(folder: Path) -> Path:
+    """Return ``folder`` (``<root>/.nbagent/<notebook>``) unless it or its ``.nbagent`` parent is a symbolic link.
+
+    A repository can carry such a link, pointing the logs (and the repair of a torn
+    tail, the lock and snapshot files) at files elsewhere.
+    """
+    for part in (folder, folder.parent):
+        if part.is_symlink():
+            raise NbagentError(
+                f"{part} is a symbolic link; nbagent does not follow links for its log folders (a cloned folder could "
+                "point them at your files). Remove the link, or set Agent.log_dir to a real folder."
+            )
+    return folder
+
+
 def log_path(folder: Path, name: str) -> Path:
     """The log file of session ``name`` in ``folder``; refuses names or links that lead outside it."""
-    path = folder / (check_name(name) + LOG_SUFFIX)
+    path = check_folder(folder) / (check_name(name) + LOG_SUFFIX)
     if path.is_symlink():
         raise NbagentError(f"{path} is a symbolic link; nbagent does not follow links for session logs.")
     return path
+
+
+def resolve(spec: str, folder: Path, *, write: bool) -> Path:
+    """The log a SESSION argument names (the one resolver of the notebook; the CLI adds a search by name).
+
+    A name is a session in ``folder``.  A path is one only if it leads into ``folder``;
+    any other path is refused before anything is opened, unless ``write`` is false and it
+    is an existing, valid nbagent log (to replay, show or export it).  The log is not
+    required to exist here: the caller says what a missing one means.
+    """
+    if "/" not in spec and not spec.startswith("~") and not (spec.endswith(LOG_SUFFIX) and Path(spec).is_file()):
+        return log_path(folder, spec[: -len(LOG_SUFFIX)] if spec.endswith(LOG_SUFFIX) else spec)
+    candidate = Path(spec).expanduser().absolute()
+    if candidate.name.endswith(LOG_SUFFIX) and os.path.realpath(candidate.parent) == os.path.realpath(folder):
+        return log_path(folder, candidate.name[: -len(LOG_SUFFIX)])
+    if write:
+        raise NbagentError(
+            f"{spec} is not in this notebook's log folder {folder}, so it cannot be continued here; a session is "
+            "continued only from its own folder. To look at it without running anything: %agent_replay "
+            f"{spec} (or `nbagent show {spec}` in a terminal)."
+        )
+    if not candidate.is_file():
+        raise NbagentError(f"No session log at {spec}.")
+    check_start(candidate)
+    return candidate
 
 
 @dataclass(frozen=True)
@@ -71,8 +112,8 @@ class StoredSession:
 
 
 def list_sessions(folder: Path) -> list[StoredSession]:
-    """Session logs in ``folder``, oldest first (by last modification)."""
-    if not folder.is_dir():
+    """Session logs in ``folder``, oldest first (by last modification); none in a linked folder (see :func:`check_folder`)."""
+    if folder.is_symlink() or folder.parent.is_symlink() or not folder.is_dir():
         return []
     found = []
     for entry in os.scandir(folder):

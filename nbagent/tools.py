@@ -114,6 +114,50 @@ def to_content(value: Any) -> ToolContent:
         return repr(value)
 
 
+_JSON = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
+
+
+def _encoded_size(value: Any) -> int:
+    return len(_JSON.encode(value))
+
+
+def fit_content(content: ToolContent, budget: int) -> ToolContent:
+    """``content`` clipped so that its JSON (as the log writes it) takes at most ``budget`` bytes, with a note saying so.
+
+    Text is cut; an image that does not fit is replaced by a line saying it was left out.
+    The log never holds a line it cannot read back (see ``events.MAX_LINE``).
+    """
+    size = _encoded_size(content)
+    if size <= budget:
+        return content
+    room = budget - 200
+    if isinstance(content, str):
+        return _clip_text(content, room, size)
+    kept: list[dict[str, Any]] = []
+    for block in content:
+        cost = _encoded_size(block) + 1
+        if cost <= room:
+            kept.append(block)
+            room -= cost
+        elif block.get("type") == "text" and room > 200:
+            clipped = _clip_text(str(block.get("text", "")), room - 50, cost)
+            kept.append({**block, "text": clipped})
+            room -= _encoded_size(clipped) + 50
+        else:
+            kept.append({"type": "text", "text": f"[a {block.get('type', 'content')} block of {cost} bytes was left out: "
+                         "it does not fit in one log line]"})
+            room -= 120
+    return kept
+
+
+def _clip_text(text: str, room: int, size: int) -> str:
+    """``text`` cut so that its JSON fits in ``room`` bytes (``size``: the JSON size now), ending in a note."""
+    keep = max(0, int(len(text) * room / size))
+    while keep and _encoded_size(text[:keep]) > room:
+        keep = int(keep * 0.9)
+    return text[:keep] + f"\n[... {len(text) - keep} more characters not logged: the result is over the log's line limit]"
+
+
 @overload
 def tool(func: Callable[..., Any], /) -> Tool: ...
 @overload

@@ -307,22 +307,32 @@ def test_started_unkeyed_write_is_not_repeated_when_declined(
     assert of_type(session, ev.APPROVAL)[1]["by"] == ("deny" if approval == "deny" else "nobody")
 
 
-@pytest.mark.parametrize("approval", ["auto", "callable"])
 def test_started_unkeyed_write_runs_again_when_approved(
-    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, tools: list[nbagent.Tool], effects: Effects, approval: str
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, tools: list[nbagent.Tool], effects: Effects
 ) -> None:
     asked: list[nbagent.ApprovalRequest] = []
-    policy: Any = "auto" if approval == "auto" else (lambda request: asked.append(request) or True)
     tool_turn(session, ("append_note", {"text": "x"}, "toolu_a"))
     started(session, "toolu_a", "append_note", "write")
     fake.script(text("ok"))
-    go(session, client, tools=tools, approval=policy)
+    go(session, client, tools=tools, approval=lambda request: asked.append(request) or True)
     assert effects.calls == [("append_note", {"text": "x"}, None)]
     assert results(fake.requests[0].body["messages"][-1]) == [{"type": "tool_result", "tool_use_id": "toolu_a", "content": "noted x"}]
-    if approval == "callable":
-        assert [(r.tool_use_id, r.tool_name, r.input, r.effect, r.reason) for r in asked] == [
-            ("toolu_a", "append_note", {"text": "x"}, "write", "unknown_outcome")]
-        assert "interrupted" in asked[0].describe()
+    assert [(r.tool_use_id, r.tool_name, r.input, r.effect, r.reason) for r in asked] == [
+        ("toolu_a", "append_note", {"text": "x"}, "write", "unknown_outcome")]
+    assert "interrupted" in asked[0].describe()
+
+
+def test_auto_never_repeats_a_write_of_unknown_outcome(
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, tools: list[nbagent.Tool], effects: Effects
+) -> None:
+    tool_turn(session, ("append_note", {"text": "x"}, "toolu_a"))
+    started(session, "toolu_a", "append_note", "write")
+    fake.script(text("I will check whether the note exists first."))
+    go(session, client, tools=tools, approval="auto")
+    assert effects.calls == []  # "auto" approves only the user's own new calls, never a repeat of unknown outcome
+    [result] = results(fake.requests[0].body["messages"][-1])
+    assert result["is_error"] and result["content"].startswith(UNKNOWN_OUTCOME) and "'auto'" in result["content"]
+    assert of_type(session, ev.APPROVAL)[1]["by"] == "auto" and of_type(session, ev.APPROVAL)[1]["decision"] == "declined"
 
 
 def test_irreversible_tool_asks_before_it_runs(

@@ -309,7 +309,6 @@ def test_log_folder_is_refused_in_a_real_run_even_with_auto_approval(
     assert not any(LOG_TEXT in line for _, line in log_texts(log_path))
 
 
-@pytest.mark.xfail(reason="needs loop wiring: Loop._run_call must consult tool.guard before tool_started", strict=False)
 def test_outside_workspace_asks_through_the_loop(fake: FakeAnthropic, client: anthropic.Anthropic, tree: Path) -> None:
     ws = tree / "ws"
     (tree / "secret.txt").write_text(SECRET)

@@ -16,7 +16,8 @@ from traitlets.config import Configurable
 
 from .. import events as ev
 from .. import history, store, toolkit, trust
-from ..approval import APPROVAL_MODES, Decision
+from .. import approval as approvals
+from ..approval import APPROVAL_MODES
 from ..errors import Interrupted, LogCorruptError, LogError, LogLockedError, LogVersionError, ModelError, NbagentError
 from ..loop import Loop
 from ..model import DEFAULT_MODEL, AnthropicModel, DemoModel, Model
@@ -60,6 +61,11 @@ class Agent(Configurable):
         help=f"Built-in tools offered to the model, a subset of {', '.join(BUILTIN_TOOLS)}.",
     ).tag(config=True)
     user_tools = Bool(True, help="Also offer the @nbagent.tool functions defined in the notebook's namespace.").tag(config=True)
+    workspace = Unicode(
+        "", help="Folder the file tools (read_file, write_file, edit_file, list_files) work in. Empty (default): the "
+        "notebook's folder. A path outside it asks first under 'ask', runs under 'auto', is refused under 'deny'; "
+        "the log folder .nbagent/ is never read or written by them. The python and shell tools are not confined."
+    ).tag(config=True)
     restore_kernel_state = Bool(
         False, help="After a kernel restart, re-run the agent's recorded `python` tool code (never other tools) "
         "to restore the variables it made; per cell with --restore."
@@ -191,11 +197,9 @@ class AgentMagics(Magics):
             if not found:
                 raise UsageError(f"No agent sessions in {folder} to replay. Give a log path: `%agent_replay path/to/session.jsonl`.")
             path = found[-1].path
-        elif Path(name).expanduser().is_file() and not (folder / (name + store.LOG_SUFFIX)).is_file():
-            path = Path(name).expanduser().absolute()
         else:
             try:
-                path = self._find(folder, name)
+                path = self._find(folder, name, write=False)
             except NbagentError as err:
                 raise UsageError(f"{err} See %agent_sessions, or give the path of a .jsonl log.") from None
         try:
@@ -211,9 +215,12 @@ class AgentMagics(Magics):
 
     # Where the logs are ---------------------------------------------------------------------------
     def folder(self) -> Path:
-        """The folder of this notebook's session logs."""
+        """The folder of this notebook's session logs (refused if it, or ``.nbagent``, is a symbolic link)."""
         notebook = nbkernel.notebook_path(self.shell)
-        return store.log_dir_for(notebook, base=self.settings.log_dir or None)
+        try:
+            return store.check_folder(store.log_dir_for(notebook, base=self.settings.log_dir or None))
+        except NbagentError as err:
+            raise UsageError(str(err)) from None
 
     def _session(self, args: Any) -> Session:
         folder = self.folder()
@@ -221,7 +228,7 @@ class AgentMagics(Magics):
             self.current = None  # Agent.log_dir (or the notebook) changed: its own sessions apply
         try:
             if args.resume:
-                path = self._find(folder, args.resume)
+                path = self._find(folder, args.resume, write=True)
             elif args.session:
                 path = store.log_path(folder, args.session)
             elif args.new or (self.current is None and not store.list_sessions(folder)):
@@ -239,13 +246,8 @@ class AgentMagics(Magics):
         self.current, self.current_folder = path, folder
         return session
 
-    def _find(self, folder: Path, name: str) -> Path:
-        candidate = Path(name).expanduser()
-        if candidate.suffix == store.LOG_SUFFIX or "/" in name:
-            if not candidate.is_file():
-                raise UsageError(f"No session log at {candidate}.")
-            return candidate.absolute()
-        path = store.log_path(folder, name)
+    def _find(self, folder: Path, name: str, *, write: bool) -> Path:
+        path = store.resolve(name, folder, write=write)
         if not path.is_file():
             known = ", ".join(s.name for s in store.list_sessions(folder)) or "none"
             raise UsageError(f"No session named {name!r} in {folder} (sessions: {known}). See %agent_sessions.")
@@ -283,6 +285,10 @@ class AgentMagics(Magics):
         matcher = self.matchers.setdefault(path, nbkernel.Matcher())
         turns = index.update(session)
         restore = args.restore or self.settings.restore_kernel_state
+        foreign = not session.trusted  # continuing it would run or send another person's record: only after `nbagent trust`
+        if foreign and request and (args.resume or args.session):
+            raise UsageError(f"{untrusted_warning(session)} To continue it, trust it first: `nbagent trust {path}` in a "
+                             "terminal shows what it would run and asks you. Or start your own: `%agent --new ...`.")
         view = self._view(request or session.state.title or path.stem)
         try:
             if args.resume:
@@ -292,7 +298,7 @@ class AgentMagics(Magics):
                 if restore:
                     self._restore(session, turns, view)
                 if session.state.frontier in ("model", "tools") and not request:
-                    self._run(session, None, args, view)
+                    self._continue(session, args, view, foreign)
                 if request:
                     self._ask(session, args, request, turns, view, restore=False)
                 return
@@ -306,8 +312,12 @@ class AgentMagics(Magics):
                 if restore:
                     self._restore(session, [matched], view)
                 if matched is turns[-1] and session.state.frontier in ("model", "tools"):
-                    self._run(session, None, args, view)  # an unfinished turn continues, once
+                    self._continue(session, args, view, foreign)  # an unfinished turn of the user's own continues, once
                 return
+            if foreign and request:
+                # Not a recorded turn: a new session of this user's, so nobody else's history reaches the model.
+                session = self._switch_to_new_session(session)
+                turns = self.indexes.setdefault(session.path, nbkernel.TurnIndex()).update(session)
             restored = self._restore(session, turns, view) if restore else 0
             if request:
                 self._ask(session, args, request, turns, view, restore=restore)
@@ -317,6 +327,25 @@ class AgentMagics(Magics):
             finish = getattr(view, "finish", None)
             if finish is not None:
                 finish()
+
+    def _continue(self, session: Session, args: Any, view: Any, foreign: bool) -> None:
+        """Finish an unfinished turn, unless the session is not the user's: then say how to continue it."""
+        if foreign:
+            print(f"nbagent: the recorded turns of {session.path.name} were shown, but its unfinished turn was not "
+                  f"continued: this session was not written by you. To continue it: `nbagent trust {session.path}` "
+                  "in a terminal, then run this cell again.", flush=True)
+            return
+        self._run(session, None, args, view)
+
+    def _switch_to_new_session(self, foreign: Session) -> Session:
+        """Open a new session of this user's beside a foreign one, make it current, and say so."""
+        path = store.log_path(foreign.path.parent, store.new_name())
+        session = self.sessions[path] = self._open(path)
+        self.current = path
+        print(f"nbagent: {foreign.path.name} was not written by you, so this request starts a new session of yours, "
+              f"{path.stem}; nothing of the other session is sent to the model. To continue that one instead, run "
+              f"`nbagent trust {foreign.path}` in a terminal.", flush=True)
+        return session
 
     def _ask(self, session: Session, args: Any, request: str, turns: list[nbkernel.Turn], view: Any, *, restore: bool) -> None:
         content: str | list[dict[str, Any]] = request
@@ -399,15 +428,13 @@ class AgentMagics(Magics):
             ) from None
 
     def _approval(self, args: Any, view: Any) -> Any:
+        """The run's approval policy: the panel's buttons are the person who answers where there is one."""
         mode = args.approval or self.settings.approval
         ask = getattr(view, "ask", None)
-        if mode == "ask" and ask is not None:
-            return ask
-        if mode == "ask" and not (sys.stdin is not None and sys.stdin.isatty()):
-            return lambda request: Decision(
-                False, "nobody", "Approval is set to 'ask' but nobody can answer here, so this call was not run."
-            )
-        return mode
+        if mode == "deny" or ask is None:
+            return mode
+        # "auto" approves the user's own new calls; a foreign call or a repeat of unknown outcome still needs a click.
+        return approvals.auto(ask) if mode == "auto" else ask
 
     def _tools(self) -> list[Tool]:
         wanted = set(self.settings.tools)
@@ -417,7 +444,10 @@ class AgentMagics(Magics):
         chosen: dict[str, Tool] = {}
         if "python" in wanted:
             chosen["python"] = python_tool(self.shell)
-        for builtin in toolkit.ALL_TOOLS:
+        notebook = nbkernel.notebook_path(self.shell)
+        root = Path(self.settings.workspace).expanduser() if self.settings.workspace else (notebook.parent if notebook else Path.cwd())
+        protected = [Path(self.settings.log_dir).expanduser()] if self.settings.log_dir else []
+        for builtin in toolkit.default_tools(root=root, protected=protected):
             if builtin.name in wanted:
                 chosen[builtin.name] = builtin
         if self.settings.user_tools:

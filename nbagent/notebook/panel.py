@@ -20,6 +20,7 @@ import ipywidgets as widgets
 
 from .. import events as ev
 from ..approval import ApprovalRequest, Decision
+from ..terminal import safe
 from . import render
 from .pump import CommPump, current_kernel
 
@@ -219,7 +220,7 @@ class Panel:
                 answer.append(decision)
                 answered.set()
 
-        question = widgets.HTML(value=f"<b>Approval needed:</b> {render._esc(request.describe())}")
+        question = widgets.HTML(value=f"<b>Approval needed:</b> {render._esc(request.describe())}{_arguments_html(request)}")
         buttons: list[widgets.Button] = []
         try:  # an interrupt may land anywhere from here on: the finally block always closes the question
             approve = widgets.Button(description="Approve", button_style="success", icon="check")
@@ -255,7 +256,8 @@ class Panel:
         with self._lock:
             self._flush()
             self._set_status("waiting for approval")
-        print(request.describe(), flush=True)
+        print(safe(request.describe()), flush=True)
+        print(safe(request.arguments()), flush=True)
         try:
             reply = input("Approve? [y/N] ").strip().lower()
         except EOFError:
@@ -269,8 +271,14 @@ class Panel:
     def _nobody(self, request: ApprovalRequest, *, reason: str = "no person can answer here") -> Decision:
         note = f"Approval was needed but {reason}, so this call was not run."
         with self._lock:
-            self._add(widgets.HTML(value=f"<i>{render._esc(request.describe())} — declined: {render._esc(reason)}</i>"))
+            self._add(widgets.HTML(value=f"<i>{render._esc(request.describe())} — declined: {render._esc(reason)}</i>{_arguments_html(request)}"))
         return Decision(False, "nobody", note)
+
+
+def _arguments_html(request: ApprovalRequest) -> str:
+    """Every argument of the call, escaped, in a box that scrolls (nothing is cut: the user must see what will run)."""
+    style = "max-height:16em;overflow:auto;white-space:pre-wrap;word-break:break-all;margin:4px 0"
+    return f'<pre class="nbagent-approval-arguments" style="{style}">{render._esc(request.arguments())}</pre>'
 
 
 def _frontend_can_answer(kernel: Any) -> bool:
@@ -287,10 +295,16 @@ def _stdin_is_interactive() -> bool:
 
 
 class TextView:
-    """Plain-text subscriber for terminal IPython: streams the answer and shows tool calls and results."""
+    """Plain-text subscriber for terminal IPython: streams the answer and shows tool calls and results.
+
+    Everything is written through :func:`nbagent.terminal.safe`: control characters, C1 controls and
+    bidi overrides from the session (model, tools, log) are shown escaped, never acted on by the terminal.
+    """
 
     def __init__(self, stream: TextIO | None = None, *, result_limit: int = 2000) -> None:
-        self.stream = stream if stream is not None else sys.stdout
+        from ..terminal import wrap
+
+        self.stream = wrap(stream if stream is not None else sys.stdout)
         self.result_limit = result_limit
         self._lock = threading.Lock()
         self._streamed = False  # text deltas printed since the last model call
