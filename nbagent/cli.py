@@ -66,6 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
     compact = commands.add_parser("compact", help="write a fresh snapshot of a session (speeds up listing and opening)")
     compact.add_argument("session", help=SESSION_HELP)
 
+    trust = commands.add_parser(
+        "trust", help="vouch for a session you did not write (e.g. from a cloned notebook), so continuing it may run its calls"
+    )
+    trust.add_argument("session", help=SESSION_HELP)
+    trust.add_argument("--yes", action="store_true", help="do not ask for confirmation (for scripts)")
+
     demo = commands.add_parser("demo", help="run the end-to-end demo (offline without ANTHROPIC_API_KEY, Claude with it)")
     demo.add_argument("--folder", default="nbagent-demo", metavar="DIR", help="the demo's workspace (default: ./nbagent-demo)")
     demo.add_argument("--fresh", action="store_true", help="delete the previous demo's sessions and notes first")
@@ -202,9 +208,42 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_compact(args: argparse.Namespace, out: TextIO) -> int:
     """``nbagent compact``."""
-    path = history.resolve(args.session)
+    path = history.resolve(args.session, write=True)
     written, seq = history.compact(path)
     out.write(f"wrote {written} (events 1-{seq})\n")
+    return EXIT_OK
+
+
+def cmd_trust(args: argparse.Namespace, out: TextIO) -> int:
+    """``nbagent trust``: show what trusting would let run, ask, then append a signed ``trust`` event."""
+    from .session import Session
+
+    path = history.resolve(args.session, write=True)
+    with Session.open(path) as session:
+        report = session.trust
+        if report.trusted:
+            out.write(f"{path}: already trusted ({report.describe()}); nothing was changed\n")
+            return EXIT_OK
+        state = session.state
+        out.write(f"session {history.session_name(path)}  ({path})\n  {report.describe()}\n")
+        out.write(f"  {state.turns} turn(s), {len(state.messages)} message(s): continuing it sends this history to the model.\n")
+        if state.open_calls:
+            out.write("  Trusted, continuing it runs these recorded calls without asking you:\n")
+            for tool_use_id, call in state.open_calls.items():
+                arguments = json.dumps(call["input"], ensure_ascii=False, indent=2, sort_keys=True)
+                out.write(f"    {call['name']} ({tool_use_id}), started {call['started']} time(s) before, with\n")
+                out.write("\n".join("      " + line for line in arguments.splitlines()) + "\n")
+        else:
+            out.write("  It has no unfinished tool call; its recorded calls are not run again either way.\n")
+        if not args.yes:
+            if sys.stdin is None or not sys.stdin.isatty():
+                raise history.HistoryError("not trusted: nobody can confirm here (no terminal); run it in a terminal, or pass --yes")
+            out.flush()
+            if input("Trust this session? [y/N] ").strip().lower() not in ("y", "yes"):
+                out.write("not trusted; nothing was changed\n")
+                return EXIT_DATA
+        event = session.trust_log()
+    out.write(f"trusted: appended your signed trust event (event {event['seq']}), vouching for events 1-{event['vouches']}\n")
     return EXIT_OK
 
 
@@ -220,7 +259,7 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
 
 COMMANDS = {
     "sessions": cmd_sessions, "show": cmd_show, "tail": cmd_tail, "export": cmd_export,
-    "verify": cmd_verify, "compact": cmd_compact, "demo": cmd_demo,
+    "verify": cmd_verify, "compact": cmd_compact, "trust": cmd_trust, "demo": cmd_demo,
 }
 
 

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 from . import events as ev
 from . import fold, snapshot, store, trust
 from .errors import LogCorruptError, LogVersionError, NbagentError, NotALogError
-from .log import Scan, iter_events, scan
+from .log import Scan, check_start, iter_events, scan
 
 NOTEBOOK_SUFFIX = ".ipynb"
 # Folders never searched for session logs (besides hidden ones other than .nbagent).
@@ -254,14 +254,24 @@ def list_summaries(path: str | os.PathLike[str]) -> list[Summary]:
 
 
 # Resolving a SESSION argument --------------------------------------------------------------------
-def resolve(spec: str, *, root: str | os.PathLike[str] = ".") -> Path:
-    """Turn a SESSION argument into a log path.
+def resolve(spec: str, *, root: str | os.PathLike[str] = ".", write: bool = False) -> Path:
+    """Turn a SESSION argument into the path of a valid log (``write``: one with at least its header line).
 
     The rule: an existing ``.jsonl`` file is that log; an existing notebook means
     its most recently active session; anything else is a session name (the log
     file name without ``.jsonl``), a unique prefix of one, or a unique prefix (at
     least 4 characters) of a session id, searched for in every log folder under ``root``.
+    Whatever it names must begin like an nbagent log (:func:`nbagent.log.check_start`):
+    nothing else is read further or written.
     """
+    path = _resolve(spec, root)
+    check_start(path)
+    if write and path.stat().st_size == 0:
+        raise NotALogError(str(path), "it is empty")
+    return path
+
+
+def _resolve(spec: str, root: str | os.PathLike[str]) -> Path:
     target = Path(spec).expanduser()
     if target.is_dir():
         raise HistoryError(f"{spec} is a folder; give a session log (.jsonl), a notebook, or a session name.")
