@@ -215,7 +215,9 @@ def baseline(zygote: Zygote, tmp_path_factory: pytest.TempPathFactory) -> Run:
 def crash(tmp_path: Path, fake: FakeAnthropic, zygote: Zygote) -> Iterator[Callable[..., Run]]:
     """Run the job in a child, kill it when ``until`` holds, then resume it in a fresh child."""
 
-    def scenario(until: Callable[[Run, Child], None], *child_args: str, hang: dict[int, int] | None = None) -> Run:
+    def scenario(
+        until: Callable[[Run, Child], None], *child_args: str, hang: dict[int, int] | None = None, resume_args: tuple[str, ...] = ()
+    ) -> Run:
         run = Run(tmp_path / "session.jsonl", tmp_path / "effects.jsonl")
         fake.responder = responder(hang)
         common = [str(run.log), str(run.effects), fake.base_url]
@@ -225,7 +227,7 @@ def crash(tmp_path: Path, fake: FakeAnthropic, zygote: Zygote) -> Iterator[Calla
         assert first.kill() == -signal.SIGKILL
         run.before = list(fake.requests)
         fake.responder = responder()
-        resumed = zygote.spawn(common, tmp_path / "resumed.stderr")
+        resumed = zygote.spawn([*common, *resume_args], tmp_path / "resumed.stderr")
         children.append(resumed)
         assert resumed.finish() == FINAL
         run.after = fake.requests[len(run.before):]
@@ -319,6 +321,21 @@ def test_c_killed_inside_an_unkeyed_write_is_not_repeated(crash: Callable[..., R
     assert bodies(run.after) == [dict(b, messages=normalized(b["messages"])) for b in bodies(baseline.after[2:])]
     approvals = [(e["reason"], e["decision"]) for e in events(run.log) if e["type"] == "approval"]
     assert approvals == [("unknown_outcome", "pending"), ("unknown_outcome", "declined")]
+
+
+def test_c_killed_inside_an_unkeyed_write_is_not_repeated_under_auto(crash: Callable[..., Run], baseline: Run) -> None:
+    """SIGKILL inside a write without an idempotency key, resumed with approval="auto": the write is not done twice."""
+
+    def in_note(run: Run, child: Child) -> None:
+        child.wait_until(lambda: "READY tool append_note" in child.lines, "the append_note tool to run")
+
+    run = crash(in_note, "--block-in", "append_note", resume_args=("--approval", "auto"))
+    check_effects(run, charge_attempts=1, notes=1)  # "auto" approves the user's own new calls, never this repeat
+    result = next(e for e in events(run.log) if e["type"] == "tool_result" and e["tool_use_id"] == "toolu_note")
+    assert result["is_error"] and result["content"].startswith(UNKNOWN_OUTCOME) and "'auto'" in result["content"]
+    approvals = [(e["reason"], e["decision"], e.get("by")) for e in events(run.log) if e["type"] == "approval"]
+    assert approvals == [("unknown_outcome", "pending", None), ("unknown_outcome", "declined", "auto")]
+    assert run.messages()[-1] == {"role": "assistant", "content": [{"type": "text", "text": FINAL}]}
 
 
 def test_c_killed_inside_a_read_tool_reruns_it(crash: Callable[..., Run], baseline: Run) -> None:
