@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,11 +25,15 @@ def parts(log_path: Path) -> tuple[dict[str, Any], bytes, bytes]:
 
 def put(log_path: Path, header: dict[str, Any], state_line: bytes, messages_line: bytes, *, sign: bool = True) -> None:
     """Write a snapshot from its parts: lengths and digests made to match, header resealed and (``sign``) re-signed by this user."""
-    header = dict(header, state_len=len(state_line), state_sha256=hashlib.sha256(state_line).hexdigest(),
-                  messages_len=len(messages_line), messages_sha256=hashlib.sha256(messages_line).hexdigest())
+    header = dict(header, state_len=len(state_line), messages_len=len(messages_line))
+    for name, line in (("state", state_line), ("messages", messages_line)):  # whichever checks the format has
+        if f"{name}_sha256" in header:
+            header[f"{name}_sha256"] = hashlib.sha256(line).hexdigest()
+        if f"{name}_crc" in header:
+            header[f"{name}_crc"] = f"{zlib.crc32(line):08x}"
     body = json.dumps(header, separators=(",", ":")).encode()
-    user = trust.signer()
-    if sign and user is not None:
+    user = trust.signer() if sign else None
+    if user is not None:
         body = user.keyed(trust.SNAPSHOT, header["summary"]["session_id"]).sign(body)
     head = ev.seal(body)
     snapshot.path_for(log_path).write_bytes(head + b"\n" + state_line + b"\n" + messages_line + b"\n")
