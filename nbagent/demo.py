@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import history, store
+from . import history, store, terminal
 from .errors import NbagentError
 from .loop import Loop
 from .model import DEFAULT_MODEL, AnthropicModel, DemoModel, Model, ModelRequest
@@ -228,7 +228,7 @@ def _crash_turn(log: Path, folder: Path, model_name: str | None) -> None:
     """The child side of step 2: run the second request; the keyed tool kills this process."""
     model, _ = choose_model(model_name)
     with Session.open(log) as session:
-        printer = history.Printer(sys.stdout, stamps=False)
+        printer = history.Printer(terminal.wrap(sys.stdout), stamps=False)
         session.subscribe(printer, since=session.seq)
         tools = make_tools(folder, Counter(), crash_after_write=True)
         # The write tool first, so the offline model (which calls the first tool it can) picks it.

@@ -21,6 +21,7 @@ import nh3
 from markdown_it import MarkdownIt
 
 from .. import events as ev
+from ..terminal import safe
 
 Event = Mapping[str, Any]
 
@@ -258,4 +259,4 @@ def transcript_text(events: Iterable[Event], *, title: str = "", status: str = "
     listed, names = _tool_names(events)
     lines = [f"{title} — {status}" if status else title] if (title or status) else []
     lines += [t for t in (event_text(e, tool_names=names) for e in listed) if t]
-    return "\n\n".join(lines)
+    return safe("\n\n".join(lines))  # text/plain is what a terminal frontend prints
