@@ -745,3 +745,18 @@ def test_an_edited_snapshot_behaves_exactly_like_no_snapshot(tmp_path: Path, fak
         if with_snapshot:
             assert "not signed by you" in note
     assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.parametrize("secret", [b"k" * 32, b"\x00\xff" * 40, b"short-secret-16b"])
+def test_the_hand_written_hmac_is_hmac_sha256(secret: bytes) -> None:
+    """A known-answer test: the pre-keyed hash states give exactly hmac.new(secret, ..., sha256)."""
+    import hashlib
+    import hmac
+
+    user = trust.Signer(secret)
+    body = b'{"v":2,"seq":2,"ts":1.0,"type":"note","text":"x"}'
+    for domain, prev in ((trust.LOG_V2, b"a" * 32), (trust.LOG_V2, b""), (trust.LOG_V1, b"ignored"), (trust.SNAPSHOT, b"")):
+        signer = user.keyed(domain, "sess")
+        chained = b"" if domain != trust.LOG_V2 else prev + b"\0"
+        expected = hmac.new(secret, domain + b"sess\0" + chained + body, hashlib.sha256).hexdigest()[: trust.MAC_LEN]
+        assert signer.mac(body, prev).decode() == expected
