@@ -210,6 +210,43 @@ def bench_append(count: int, rounds: int, workdir: Path) -> dict[str, float]:
     return {name: count / statistics.median(values) for name, values in timings.items()}
 
 
+# 2b. Redaction cost per line ----------------------------------------------------------------------------
+# The shapes events.py looked for before nbagent.redact (kept here as the baseline).
+OLD_KEY_SHAPES = (
+    r"sk-ant-[A-Za-z0-9_\-]{16,}|sk-(?:proj-)?[A-Za-z0-9_\-]{32,}|AKIA[0-9A-Z]{16}"
+    r"|gh[pousr]_[A-Za-z0-9]{30,}|xox[abpr]-[A-Za-z0-9\-]{20,}"
+)
+
+
+def redaction_lines() -> dict[str, str]:
+    """A typical ~500-byte assistant line and a ~5 KB tool result line, encoded as the log encodes them (no secrets in them)."""
+    words = "the a data frame column mean value python print import pandas as pd read csv file result of tool call rows".split()
+    prose = " ".join(words[(i * 7) % len(words)] for i in range(60))[:330]
+    table = "\n".join(f"{i:4d}  {prose[:60]}  {i * 3.14159:10.4f}  2024-01-{i % 28 + 1:02d}" for i in range(55))
+    typical = {"v": 1, "seq": 123, "ts": 1712345678.123456, "type": "assistant_msg", "content": [{"type": "text", "text": prose}],
+               "stop_reason": "end_turn", "usage": {"input_tokens": 1234, "output_tokens": 56}}
+    tool = {"v": 1, "seq": 124, "ts": 1712345678.123456, "type": "tool_result", "tool_use_id": "toolu_01ABCDEF",
+            "content": [{"type": "text", "text": table}]}
+    return {"typical": ev._ENCODER.encode(typical), "tool result": ev._ENCODER.encode(tool)}
+
+
+def bench_redaction(number: int = 20000) -> dict[str, tuple[int, float, float]]:
+    """Per line: (bytes, seconds with the old single regex, seconds with nbagent.redact.json_body); best of 5."""
+    import re
+    import timeit
+
+    from nbagent import redact
+
+    old = re.compile(OLD_KEY_SHAPES)
+    out = {}
+    for name, body in redaction_lines().items():
+        redact.json_body(body)  # compile once
+        before = min(timeit.repeat(lambda: old.search(body) and old.sub(redact.REDACTED, body), number=number, repeat=5)) / number
+        after = min(timeit.repeat(lambda: redact.json_body(body), number=number, repeat=5)) / number
+        out[name] = (len(body), before, after)
+    return out
+
+
 # 3. Resume time ---------------------------------------------------------------------------------------
 def build_logs(sizes: list[int], workdir: Path) -> dict[int, tuple[Path, Path]]:
     """For each size, the same log of that many events twice: with a snapshot beside it and without."""

@@ -195,6 +195,15 @@ def run(sizes: Sizes, workdir: Path, progress: bool = True) -> str:
     )
     out.append("")
 
+    # 2b
+    redaction = cases.bench_redaction()
+    out.append("### 2b. Redaction cost per line (`nbagent.redact.json_body` vs the single key-shape regex it replaced; no secret in the line)\n")
+    out.append("| line | bytes | old regex | nbagent.redact | ratio |")
+    out.append("|---|---:|---:|---:|---:|")
+    for name, (size, before, after) in redaction.items():
+        out.append(f"| {name} | {size:,} | {before * 1e6:.1f} µs | {after * 1e6:.1f} µs | {after / before:.1f}x |")
+    out.append("")
+
     # 3
     out.append(f"### 3. Resume time (median of {sizes.resume_repeats}, interleaved, warm page cache)\n")
     out.append(

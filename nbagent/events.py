@@ -10,13 +10,12 @@ line is checked from its bytes, never from a parsed event.
 
 from __future__ import annotations
 
-import functools
 import json
-import os
-import re
 import time
 import zlib
 from typing import TYPE_CHECKING, Any
+
+from . import redact
 
 if TYPE_CHECKING:
     from .trust import SessionSigner
@@ -60,42 +59,22 @@ def is_durable(event_type: str, payload: dict[str, Any]) -> bool:
 
 
 _CRC_SUFFIX_LEN = len(',"crc":"00000000"}')
-_KEY_SHAPES = re.compile(
-    r"sk-ant-[A-Za-z0-9_\-]{16,}"  # Anthropic
-    r"|sk-(?:proj-)?[A-Za-z0-9_\-]{32,}"  # OpenAI-style
-    r"|AKIA[0-9A-Z]{16}"  # AWS access key id
-    r"|gh[pousr]_[A-Za-z0-9]{30,}"  # GitHub
-    r"|xox[abpr]-[A-Za-z0-9\-]{20,}"  # Slack
-)
-REDACTED = "[REDACTED]"
+REDACTED = redact.REDACTED  # kept here too: other modules import it from events
 
 
 # One encoder for every line: json.dumps with options builds a new encoder per call.
 _ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 
 
-def _secret_pattern() -> re.Pattern[str]:
-    return _pattern_for(os.environ.get("ANTHROPIC_API_KEY", ""))
-
-
-@functools.lru_cache(maxsize=4)
-def _pattern_for(secret: str) -> re.Pattern[str]:
-    if len(secret) < 8:
-        return _KEY_SHAPES
-    escaped = json.dumps(secret, ensure_ascii=True)[1:-1]
-    return re.compile(re.escape(escaped) + "|" + _KEY_SHAPES.pattern)
-
-
 def encode(event: Event, signer: SessionSigner | None = None) -> tuple[bytes, Event]:
     """Serialize an event to one checksummed (and, with ``signer``, signed) line; return it with the event as it will read back.
 
-    Strings shaped like API keys are replaced by ``[REDACTED]`` before anything is written.
+    Secrets (see :mod:`nbagent.redact`) are replaced by ``[REDACTED]`` before anything is written.
     """
     body = _ENCODER.encode(event)
-    pattern = _secret_pattern()
-    if pattern.search(body):
-        body = pattern.sub(REDACTED, body)
-        event = json.loads(body)
+    clean = redact.json_body(body, [_ENCODER.encode(b) for b in redact.verbatim_blocks(event)])  # thinking etc. kept verbatim
+    if clean is not body:
+        body, event = clean, json.loads(clean)
     raw = body.encode("ascii")
     if signer is not None:
         raw = signer.sign(raw)

@@ -165,6 +165,8 @@ def summarize(path: Path, *, user: trust.Signer | None | object = _NO_USER) -> S
         user = trust.user_signer_or_none()
     assert user is None or isinstance(user, trust.Signer)
     summary = _summarize(path, user)
+    if not summary.session_id:
+        return summary  # not a readable log: nobody's
     try:
         summary.trust = trust_of(path, user=user).verdict
     except OSError:
@@ -184,7 +186,7 @@ def trust_of(path: Path, *, user: trust.Signer | None | object = _NO_USER) -> tr
     found = snapshot.read_header_bytes(path)
     with open(path, "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
-        if found is not None and _snapshot_usable(handle, *found, size, user):
+        if found is not None and _snapshot_usable(handle, *found, size, user) and _prefix_matches(handle, found[0]):
             header = found[0]
             chain = trust.Chain(int(header["seq"]), int(header["offset"]), header["line_sig"].encode("ascii"))
             handle.seek(chain.offset)
@@ -199,6 +201,12 @@ def trust_of(path: Path, *, user: trust.Signer | None | object = _NO_USER) -> tr
             )
         handle.seek(0)
         return trust.check_log(handle.read(), user=user)
+
+
+def _prefix_matches(handle: Any, header: dict[str, Any]) -> bool:
+    """Whether the log before the snapshot is the one its trust record was made from."""
+    handle.seek(0)
+    return hashlib.sha256(handle.read(int(header["offset"]))).hexdigest() == header.get("prefix_sha256")
 
 
 def _summarize(path: Path, user: trust.Signer | None) -> Summary:
@@ -232,7 +240,7 @@ def _summarize(path: Path, user: trust.Signer | None) -> Summary:
                         pass
             handle.seek(0)
             data = handle.read()
-        return _from_state(summary, fold.fold(_checked(iter_events(data, path=str(path)), path)))
+        return _from_state(summary, fold.fold(_checked(scan(data, path=str(path)).events, path)))  # scan: the not-a-log rule too
     except LogCorruptError as exc:
         summary.pending = f"damaged log (line {exc.line}, byte {exc.offset}): run nbagent verify"
     except LogVersionError:

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 import anthropic
 
+from . import redact
 from .errors import ModelError, NbagentError
 
 try:  # the SDK's HTTP library; a connection dropped mid-stream surfaces as its error, unwrapped
@@ -55,6 +56,8 @@ class AnthropicModel:
             client = anthropic.Anthropic()  # honours ANTHROPIC_BASE_URL
         self.name = name
         self.client = client
+        redact.register(getattr(client, "api_key", None))  # whatever its shape, the key never reaches a log or an error
+        redact.register(getattr(client, "auth_token", None))
 
     def stream(self, request: ModelRequest, on_delta: DeltaSink) -> Reply:
         """Stream one reply from the Messages API."""
@@ -82,11 +85,13 @@ class AnthropicModel:
                             on_delta({"index": event.index, "thinking": delta.thinking})
                 message = stream.get_final_message()
         except anthropic.APIStatusError as exc:
-            raise _model_error(exc) from exc
+            raise _model_error(exc) from _scrubbed(exc)
         except anthropic.APIConnectionError as exc:  # includes timeouts
-            raise ModelError(f"could not reach the Anthropic API: {exc}", kind="connection_error", retryable=True) from exc
+            message = redact.text(f"could not reach the Anthropic API: {exc}")
+            raise ModelError(message, kind="connection_error", retryable=True) from _scrubbed(exc)
         except TransportError as exc:
-            raise ModelError(f"the connection to the Anthropic API broke mid-reply: {exc}", kind="connection_error", retryable=True) from exc
+            message = redact.text(f"the connection to the Anthropic API broke mid-reply: {exc}")
+            raise ModelError(message, kind="connection_error", retryable=True) from _scrubbed(exc)
         return {
             "id": message.id,
             "model": message.model,
@@ -112,7 +117,16 @@ def _model_error(exc: anthropic.APIStatusError) -> ModelError:
     hint = ""
     if status == 401:
         hint = " Check ANTHROPIC_API_KEY."
-    return ModelError(f"Anthropic API error ({status or 'mid-stream'} {kind}): {message}.{hint}", status=status, kind=kind, retryable=retryable)
+    text = redact.text(f"Anthropic API error ({status or 'mid-stream'} {kind}): {message}.{hint}")  # a 401 may echo the key
+    return ModelError(text, status=status, kind=kind, retryable=retryable)
+
+
+def _scrubbed(exc: BaseException) -> BaseException:
+    """``exc`` with its message redacted, as the cause a traceback shows under the ModelError."""
+    exc.args = tuple(redact.text(a) if isinstance(a, str) else a for a in exc.args)
+    if isinstance(getattr(exc, "message", None), str):
+        exc.message = redact.text(exc.message)  # type: ignore[attr-defined]
+    return exc
 
 
 class DemoModel:

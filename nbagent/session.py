@@ -61,6 +61,7 @@ class Session:
         if base is not None:
             chain = trust.Chain(base.seq, base.offset, base.header["line_sig"].encode("ascii"))
             self._base_trust = (trust.Report.from_dict(base.header["trust"]), chain)
+            self._base_prefix = str(base.header.get("prefix_sha256", ""))
         self._own_calls: set[str] = set()  # tool_use ids of assistant messages this object wrote (and signed)
         # Set while an append is half done; an exception (say a KeyboardInterrupt) escaping
         # from that window makes the next access re-read the log instead of trusting memory.
@@ -233,6 +234,8 @@ class Session:
             if self._dirty:
                 self._resync()
             if self._trust is None:
+                if self._base_trust is not None and not self._prefix_unchanged():
+                    self._base_trust = None  # a line before the snapshot was changed since: check every line
                 if self._base_trust is not None:
                     before, chain = self._base_trust
                     self._trust = trust.check_log(
@@ -242,6 +245,11 @@ class Session:
                 else:
                     self._trust = trust.check_log(self._log.read(0, self._log.size), user=self._user, session_id=self._session_id)
             return self._trust
+
+    def _prefix_unchanged(self) -> bool:
+        """Whether the log before the snapshot is the one its trust record was made from (one hash, no signature checks)."""
+        assert self._base_trust is not None
+        return self._prefix_sha256(self._base_trust[1].offset) == self._base_prefix
 
     def _prefix_sha256(self, end: int) -> str:
         """SHA-256 of the log's first ``end`` bytes."""

@@ -275,8 +275,8 @@ def write(
         "summary": summary(state),
         "trust": report.to_dict(),
     }
-    if not report.trusted:
-        header["prefix_sha256"] = prefix_sha256()
+    # Always: a trust record is only as good as the bytes it was made from (checked before it is used).
+    header["prefix_sha256"] = prefix_sha256()
     encoded = json.dumps(header, ensure_ascii=True, separators=(",", ":")).encode("ascii")
     target = path_for(log_path)
     temp = target.with_name(target.name + ".tmp")

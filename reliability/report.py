@@ -17,7 +17,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 # Scenario modules, in the order of issue 5; a module that does not exist (yet) is skipped.
-MODULES = ("reliability.storage", "reliability.killloop", "reliability.locks", "reliability.replay", "reliability.security")
+MODULES = ("reliability.storage", "reliability.killloop", "reliability.locks", "reliability.replay", "reliability.security", "reliability.hostile")
 Row = dict[str, Any]
 Scenario = Callable[[bool, int], Row]
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterable, Union
 
-__all__ = ["FakeAnthropic", "RecordedRequest", "Reply", "error", "stream_error", "text", "tool_use", "tool_uses"]
+__all__ = ["FakeAnthropic", "RecordedRequest", "Reply", "auth_error_echoing_key", "error", "stream_error", "text", "tool_use", "tool_uses"]
 
 CHUNK = 8  # default characters per text_delta / input_json_delta
 ERROR_TYPES = {
@@ -121,6 +121,12 @@ def error(status: int, type: str | None = None, message: str | None = None, *,
         headers["x-should-retry"] = "true" if x_should_retry else "false"
     return Reply(delay=delay, status=status, error_type=type or default_type,
                  error_message=message or default_message, headers=headers)
+
+
+def auth_error_echoing_key(request: RecordedRequest) -> Reply:
+    """A scripted callable: 401 whose message echoes the request's key (x-api-key, or the Bearer token), as some proxies do."""
+    key = request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix("Bearer ")
+    return error(401, "authentication_error", f"invalid x-api-key: {key}")
 
 
 def stream_error(after: int = 2, type: str = "overloaded_error", message: str = "Overloaded",

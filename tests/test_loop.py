@@ -301,7 +301,7 @@ def test_started_unkeyed_write_is_not_repeated_when_declined(
     assert result["is_error"] is True and result["content"].startswith(UNKNOWN_OUTCOME)
     assert "outcome is unknown" in result["content"]
     if approval == "ask":
-        assert "no person can answer" in result["content"]
+        assert "nobody can answer" in result["content"]
     decisions = [(e["reason"], e["decision"]) for e in of_type(session, ev.APPROVAL)]
     assert decisions == [("unknown_outcome", "pending"), ("unknown_outcome", "declined")]
     assert of_type(session, ev.APPROVAL)[1]["by"] == ("deny" if approval == "deny" else "nobody")
@@ -367,7 +367,7 @@ def test_ask_without_a_tty_behaves_as_deny_and_says_so(
     go(session, client, "drop t", tools=tools, approval="ask")
     assert effects.calls == []
     [result] = results(fake.requests[1].body["messages"][-1])
-    assert result["is_error"] is True and "no person can answer" in result["content"]
+    assert result["is_error"] is True and "nobody can answer" in result["content"]
     assert of_type(session, ev.APPROVAL)[-1]["by"] == "nobody"
 
 

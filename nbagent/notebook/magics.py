@@ -19,6 +19,7 @@ from .. import history, store, toolkit, trust
 from .. import approval as approvals
 from ..approval import APPROVAL_MODES
 from ..errors import Interrupted, LogCorruptError, LogError, LogLockedError, LogVersionError, ModelError, NbagentError
+from ..log import make_folder
 from ..loop import Loop
 from ..model import DEFAULT_MODEL, AnthropicModel, DemoModel, Model
 from ..session import Session
@@ -255,7 +256,7 @@ class AgentMagics(Magics):
 
     def _open(self, path: Path) -> Session:
         try:
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_folder(path.parent)  # .nbagent too is owner-only (mkdir(parents=True) gives parents the umask's mode)
         except OSError as err:
             raise UsageError(
                 f"Cannot create the log folder {path.parent}: {err.strerror}. Choose a writable folder with "

@@ -21,6 +21,7 @@ import nh3
 from markdown_it import MarkdownIt
 
 from .. import events as ev
+from .. import redact
 from ..terminal import safe
 
 Event = Mapping[str, Any]
@@ -154,7 +155,7 @@ def event_html(event: Event, *, tool_names: Mapping[str, str] | None = None) -> 
             elif btype == "tool_use":
                 parts.append(tool_call_html(str(block.get("name", "?")), block.get("input", {})))
             elif btype == "thinking":
-                parts.append(_details("thinking", _pre(str(block.get("thinking", "")))))
+                parts.append(_details("thinking", _pre(redact.block_text(block))))  # verbatim in the log, redacted when shown
         return "".join(parts)
     if kind == ev.TOOL_RESULT:
         name = (tool_names or {}).get(str(event.get("tool_use_id")), "tool")
