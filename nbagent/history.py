@@ -627,6 +627,11 @@ def verify(path: str | os.PathLike[str]) -> Report:
     pos, line_no, expected = 0, 1, 1
     while pos < len(data):
         nl = data.find(b"\n", pos)
+        if (nl if nl >= 0 else len(data)) - pos > ev.MAX_LINE:
+            problems.append(Problem(name, line_no, pos, f"the line is longer than the {ev.MAX_LINE >> 20} MiB limit; "
+                                    "nbagent refuses to read it"))
+            damaged = True
+            break
         if nl < 0:
             problems.append(Problem(name, line_no, pos, f"torn tail: the last {len(data) - pos} bytes have no newline "
                                     "(a write was cut short); opening the session will cut them off and keep them in a .torn file"))

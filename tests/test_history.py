@@ -310,3 +310,12 @@ def test_printer_shows_a_readable_transcript(recorded: Path) -> None:
                      "The answer is 2", "Goodbye!"):
         assert expected in shown, expected
     assert os.linesep == "\n"
+
+
+def test_verify_refuses_a_line_over_the_limit(recorded: Path, tmp_path: Path) -> None:
+    from nbagent import events as ev
+
+    huge = tmp_path / "huge.jsonl"
+    huge.write_bytes(recorded.read_bytes() + b'{"v":2,"seq":99,' + b"x" * (ev.MAX_LINE + 1) + b"\n")
+    report = history.verify(huge)
+    assert not report.ok and "MiB limit" in report.problems[0].message
