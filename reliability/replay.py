@@ -21,6 +21,7 @@ from typing import Any
 import anthropic
 
 import nbagent
+from nbagent.approval import AUTO_APPROVES
 from nbagent.loop import UNKNOWN_OUTCOME
 from nbagent.tools import idempotency_key
 from tests.fake_anthropic import FakeAnthropic, text
@@ -114,7 +115,8 @@ def run_case(folder: Path, case: Case, approval: str, client: anthropic.Anthropi
     expected_asked = [case.asked] if case.asked else []
     if asked != expected_asked:
         wrong.append(f"approvals asked {asked}, expected {expected_asked}")
-    should_run = case.ran or (case.asked is not None and approval == "auto")
+    # "auto" approves only the user's own new calls (an irreversible tool), never a repeat of unknown outcome.
+    should_run = case.ran or (case.asked in AUTO_APPROVES and approval == "auto")
     if calls != (["ada@example.com"] if should_run else []):
         wrong.append(f"the tool body ran {len(calls)} times, expected {int(should_run)}")
     [result] = [e for e in events if e["type"] == "tool_result"]
