@@ -32,6 +32,7 @@ from nbagent import approval, history, trust
 from nbagent import events as ev
 from nbagent.errors import LogError
 from tests.fake_anthropic import FakeAnthropic, text, tool_use
+from tests.test_security import Effects
 
 ROOT = Path(__file__).resolve().parents[1]
 ATTACKER = Path(__file__).with_name("attacker_proc.py")
@@ -75,31 +76,6 @@ def tree(folder: Path) -> dict[str, bytes | None]:
 
 
 # The victim's own logs -----------------------------------------------------------------------------
-class Effects:
-    """A write tool that records every time its body runs, and an approval policy that records every question."""
-
-    def __init__(self) -> None:
-        self.runs: list[dict[str, Any]] = []
-        self.questions: list[approval.ApprovalRequest] = []
-
-        @nbagent.tool(effect="write")
-        def write_note(text: str) -> str:
-            """Write a note.
-
-            Args:
-                text: The note.
-            """
-            self.runs.append({"text": text})
-            return "written"
-
-        self.tool = write_note
-
-    def policy(self, answer: bool):
-        def ask(request: approval.ApprovalRequest) -> bool:
-            self.questions.append(request)
-            return answer
-
-        return ask
 
 
 def own_dangling_call(path: Path) -> str:
