@@ -83,7 +83,7 @@ def check_start(path: str | os.PathLike[str]) -> None:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except FileNotFoundError:
         return
-    except OSError as exc:
+    except OSError:
         if os.path.islink(path):
             raise NotALogError(str(path), "it is a symbolic link") from None
         raise

@@ -28,7 +28,7 @@ import pytest
 from IPython.core.error import UsageError
 
 import nbagent
-from nbagent import approval, history, trust
+from nbagent import history
 from nbagent import events as ev
 from nbagent.errors import LogError
 from tests.fake_anthropic import FakeAnthropic, text, tool_use

@@ -4,7 +4,6 @@ paths into nbagent's log folders are refused whatever the approval (security rev
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
