@@ -26,7 +26,7 @@ from typing import Any
 
 from nbagent import events as ev
 from nbagent import fold
-from nbagent.errors import LogCorruptError, LogError, LogWriteError
+from nbagent.errors import LogCorruptError, LogError, LogWriteError, NotALogError
 from nbagent.log import FileOps, read_events, scan
 from nbagent.loop import Loop
 from nbagent.model import ModelRequest
@@ -385,7 +385,7 @@ def run_lost_writes(quick: bool, seed: int) -> dict[str, Any]:
     plans = [("turn", ("keep", "drop", "garble", "prefix", "each")), ("always", ("drop", "prefix", "each"))]
     seeds = 1 if quick else 4
     rng = random.Random(seed)
-    refused = 0
+    refused = first_line_lost = 0
     with _workdir() as work:
         for fsync, modes in plans:
             total = FaultyFiles()
@@ -438,8 +438,14 @@ def run_lost_writes(quick: bool, seed: int) -> dict[str, Any]:
                             durable_end = max((e["seq"] for e in durable), default=0)
                             tally.check(mode == "each" and err.line > durable_end and err.kept is not None,
                                         f"{label}: refused: {err}")
+                        except NotALogError:
+                            # The crash garbled the first line before it was ever synced: nothing was acknowledged,
+                            # and a file that does not begin like a log is refused, untouched (the not-a-log rule).
+                            first_line_lost += 1
+                            tally.check(not durable, f"{label}: refused as not a log after a durable event")
                         except Exception as exc:  # noqa: BLE001
                             tally.check(False, f"{label}: {type(exc).__name__}: {exc}")
+    tally.details["crash states refused as not a log (the first line garbled before it was ever synced)"] = first_line_lost
     tally.details["crash states refused as damaged (out-of-order persistence only, after every durable event)"] = refused
     return _row(
         "4. Lost unsynced writes",
