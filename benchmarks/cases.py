@@ -59,8 +59,7 @@ def _timed_request(call: Callable[[], object], stopwatch: Stopwatch) -> tuple[fl
     stopwatch.starts[first] = started  # the first turn also pays for logging the request
     bounds = stopwatch.starts[first + 1 :] + [ended]
     overheads = [
-        b - s - m - t
-        for s, b, m, t in zip(stopwatch.starts[first:], bounds, stopwatch.model_own[first:], stopwatch.tool_own[first:])
+        b - s - m - t for s, b, m, t in zip(stopwatch.starts[first:], bounds, stopwatch.model_own[first:], stopwatch.tool_own[first:])
     ]
     return ended - started, overheads
 
@@ -133,12 +132,31 @@ def bench_loops(requests: int, naive_requests: int, workdir: Path) -> list[LoopR
         if reopened.messages != final["turn"][0]:
             raise AssertionError("the engine's log does not replay to the transcript it produced")
     durable = sum(ev.is_durable(e["type"], e) for e in nbagent.read_events(workdir / "engine-turn.jsonl"))
-    labels = {"turn": 'nbagent, fsync="turn"', "never": 'nbagent, fsync="never" (CPU only)',
-              "per delta": 'nbagent, fsync="never", a log line per delta (delta_interval=0)'}
+    labels = {
+        "turn": 'nbagent, fsync="turn"',
+        "never": 'nbagent, fsync="never" (CPU only)',
+        "per delta": 'nbagent, fsync="never", a log line per delta (delta_interval=0)',
+    }
     return [
-        LoopResult("naive (reference design)", naive_requests, len(clocks["naive"].starts), len(naive_events), walls["naive"], overheads["naive"], len(naive_events)),
+        LoopResult(
+            "naive (reference design)",
+            naive_requests,
+            len(clocks["naive"].starts),
+            len(naive_events),
+            walls["naive"],
+            overheads["naive"],
+            len(naive_events),
+        ),
         *(
-            LoopResult(labels[name], requests, len(clocks[name].starts), final[name][1], walls[name], overheads[name], durable if name == "turn" else 0)
+            LoopResult(
+                labels[name],
+                requests,
+                len(clocks[name].starts),
+                final[name][1],
+                walls[name],
+                overheads[name],
+                durable if name == "turn" else 0,
+            )
             for name in ENGINES
         ),
     ]
@@ -223,10 +241,23 @@ def redaction_lines() -> dict[str, str]:
     words = "the a data frame column mean value python print import pandas as pd read csv file result of tool call rows".split()
     prose = " ".join(words[(i * 7) % len(words)] for i in range(60))[:330]
     table = "\n".join(f"{i:4d}  {prose[:60]}  {i * 3.14159:10.4f}  2024-01-{i % 28 + 1:02d}" for i in range(55))
-    typical = {"v": 1, "seq": 123, "ts": 1712345678.123456, "type": "assistant_msg", "content": [{"type": "text", "text": prose}],
-               "stop_reason": "end_turn", "usage": {"input_tokens": 1234, "output_tokens": 56}}
-    tool = {"v": 1, "seq": 124, "ts": 1712345678.123456, "type": "tool_result", "tool_use_id": "toolu_01ABCDEF",
-            "content": [{"type": "text", "text": table}]}
+    typical = {
+        "v": 1,
+        "seq": 123,
+        "ts": 1712345678.123456,
+        "type": "assistant_msg",
+        "content": [{"type": "text", "text": prose}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1234, "output_tokens": 56},
+    }
+    tool = {
+        "v": 1,
+        "seq": 124,
+        "ts": 1712345678.123456,
+        "type": "tool_result",
+        "tool_use_id": "toolu_01ABCDEF",
+        "content": [{"type": "text", "text": table}],
+    }
     return {"typical": ev._ENCODER.encode(typical), "tool result": ev._ENCODER.encode(tool)}
 
 
@@ -241,8 +272,8 @@ def bench_redaction(number: int = 20000) -> dict[str, tuple[int, float, float]]:
     out = {}
     for name, body in redaction_lines().items():
         redact.json_body(body)  # compile once
-        before = min(timeit.repeat(lambda: old.search(body) and old.sub(redact.REDACTED, body), number=number, repeat=5)) / number
-        after = min(timeit.repeat(lambda: redact.json_body(body), number=number, repeat=5)) / number
+        before = min(timeit.repeat(lambda b=body: old.search(b) and old.sub(redact.REDACTED, b), number=number, repeat=5)) / number
+        after = min(timeit.repeat(lambda b=body: redact.json_body(b), number=number, repeat=5)) / number
         out[name] = (len(body), before, after)
     return out
 
@@ -274,7 +305,7 @@ def time_resume(path: Path, use_snapshot: bool) -> tuple[float, float, float]:
     session = nbagent.Session.open(path, snapshot_every=1000 if use_snapshot else 0)
     opened = time.perf_counter()
     state = session.state
-    state.frontier, state.open_calls, state.usage, state.title
+    _ = state.frontier, state.open_calls, state.usage, state.title
     ready = time.perf_counter()
     list(session.messages)
     decoded = time.perf_counter()

@@ -37,10 +37,18 @@ class Sizes:
     memory_size: int  # 0: skip the memory measurement
 
 
-FULL = Sizes(requests=2000, naive_requests=150, appends=1000, append_rounds=5,
-             resume_sizes=(1_000, 10_000, 100_000), resume_repeats=7, memory_size=100_000)
-QUICK = Sizes(requests=60, naive_requests=10, appends=200, append_rounds=2,
-              resume_sizes=(1_000, 10_000, 100_000), resume_repeats=2, memory_size=0)
+FULL = Sizes(
+    requests=2000,
+    naive_requests=150,
+    appends=1000,
+    append_rounds=5,
+    resume_sizes=(1_000, 10_000, 100_000),
+    resume_repeats=7,
+    memory_size=100_000,
+)
+QUICK = Sizes(
+    requests=60, naive_requests=10, appends=200, append_rounds=2, resume_sizes=(1_000, 10_000, 100_000), resume_repeats=2, memory_size=0
+)
 
 
 # The machine ----------------------------------------------------------------------------------------
@@ -67,7 +75,9 @@ def _filesystem(path: Path) -> str:
 
 def _commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=cases.REPO, capture_output=True, text=True, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=cases.REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "?"
 
@@ -144,7 +154,10 @@ def run(sizes: Sizes, workdir: Path, progress: bool = True) -> str:
     if sizes.memory_size:
         say("memory of a resume (child processes)")
         with_snapshot, without = logs[sizes.memory_size]
-        memory = {"with snapshot": cases.resume_memory(with_snapshot, True), "without snapshot (full replay)": cases.resume_memory(without, False)}
+        memory = {
+            "with snapshot": cases.resume_memory(with_snapshot, True),
+            "without snapshot (full replay)": cases.resume_memory(without, False),
+        }
 
     # 1
     out.append("### 1. Harness overhead per model turn (scripted model, 20 streamed deltas per reply, one trivial tool call per request)\n")
@@ -154,10 +167,14 @@ def run(sizes: Sizes, workdir: Path, progress: bool = True) -> str:
         "logs one delta line per content block (a real stream: a line per 50 ms at most); the last row logs every delta, as a "
         "stream slower than 20 deltas a second would.\n"
     )
-    out.append("| loop | requests | turns | events | events / turn | fsynced events | mean overhead / turn | first 10% of turns | last 10% of turns |")
+    out.append(
+        "| loop | requests | turns | events | events / turn | fsynced events | mean overhead / turn | first 10% of turns | last 10% of turns |"
+    )
     out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in (naive, engine, cpu, per_delta):
-        out.append(f"| {r.name} | {r.requests:,} | {r.turns:,} | {r.events:,} | {r.events / r.turns:.1f} | {r.durable:,} | {_us(r.per_turn)} | {_us(r.window(True))} | {_us(r.window(False))} |")
+        out.append(
+            f"| {r.name} | {r.requests:,} | {r.turns:,} | {r.events:,} | {r.events / r.turns:.1f} | {r.durable:,} | {_us(r.per_turn)} | {_us(r.window(True))} | {_us(r.window(False))} |"
+        )
     out.append("")
     per_event = (per_delta.per_turn - cpu.per_turn) / ((per_delta.events - cpu.events) / per_delta.turns)
     out.append(
@@ -174,7 +191,7 @@ def run(sizes: Sizes, workdir: Path, progress: bool = True) -> str:
     per_turn_fsyncs = engine.durable / engine.turns
     fsync_share = engine.per_turn - cpu.per_turn
     out.append(
-        f"fsync=\"turn\" makes {per_turn_fsyncs:.1f} fsyncs per turn (user message, assistant messages, `tool_started` of a "
+        f'fsync="turn" makes {per_turn_fsyncs:.1f} fsyncs per turn (user message, assistant messages, `tool_started` of a '
         f"non-read tool, tool result: what the durability rules require). The difference between the two nbagent rows, "
         f"{_us(fsync_share)} per turn, is their cost: {_us(fsync_share / per_turn_fsyncs)} per fsync during this run "
         f"(the probe at the start measured {_us(fsync_latency)}; other processes writing to the same disk make it vary)."
@@ -182,22 +199,26 @@ def run(sizes: Sizes, workdir: Path, progress: bool = True) -> str:
     out.append("")
 
     # 2
-    out.append(f"### 2. Append throughput ({sizes.appends:,} events of the session's mix, {sum(1 for k in cases.encoded_mix(sizes.appends) if k[3])} of them durable; median of {sizes.append_rounds} interleaved rounds)\n")
+    out.append(
+        f"### 2. Append throughput ({sizes.appends:,} events of the session's mix, {sum(1 for k in cases.encoded_mix(sizes.appends) if k[3])} of them durable; median of {sizes.append_rounds} interleaved rounds)\n"
+    )
     out.append("| store | `Session.append` (encode, redact, write, fold) | raw `EventLog.append` of pre-encoded lines |")
     out.append("|---|---:|---:|")
     for policy in cases.APPEND_CASES:
-        out.append(f"| nbagent fsync=\"{policy}\" | {rates['session ' + policy]:,.0f} ev/s | {rates['raw ' + policy]:,.0f} ev/s |")
+        out.append(f'| nbagent fsync="{policy}" | {rates["session " + policy]:,.0f} ev/s | {rates["raw " + policy]:,.0f} ev/s |')
     out.append(f"| sqlite3 WAL, synchronous=FULL, INSERT+COMMIT per event (same JSON text) | | {rates['sqlite']:,.0f} ev/s |")
     out.append("")
     out.append(
-        f"fsync=\"turn\" appends {rates['session turn'] / rates['sqlite']:.1f}x as many events per second as sqlite3 "
-        f"(\"always\": {rates['session always'] / rates['sqlite']:.1f}x)."
+        f'fsync="turn" appends {rates["session turn"] / rates["sqlite"]:.1f}x as many events per second as sqlite3 '
+        f'("always": {rates["session always"] / rates["sqlite"]:.1f}x).'
     )
     out.append("")
 
     # 2b
     redaction = cases.bench_redaction()
-    out.append("### 2b. Redaction cost per line (`nbagent.redact.json_body` vs the single key-shape regex it replaced; no secret in the line)\n")
+    out.append(
+        "### 2b. Redaction cost per line (`nbagent.redact.json_body` vs the single key-shape regex it replaced; no secret in the line)\n"
+    )
     out.append("| line | bytes | old regex | nbagent.redact | ratio |")
     out.append("|---|---:|---:|---:|---:|")
     for name, (size, before, after) in redaction.items():
@@ -211,16 +232,22 @@ def run(sizes: Sizes, workdir: Path, progress: bool = True) -> str:
         "calls, usage, title: the snapshot's small state line); `+ messages` = ready + `list(session.messages)` (the "
         "transcript decoded, as the first model request needs; a full replay has it at `ready`).\n"
     )
-    out.append("| events | snapshot file | with snapshot: open | with snapshot: ready | with snapshot: + messages | full replay: open | full replay: ready | replay / snapshot (ready) |")
+    out.append(
+        "| events | snapshot file | with snapshot: open | with snapshot: ready | with snapshot: + messages | full replay: open | full replay: ready | replay / snapshot (ready) |"
+    )
     out.append("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in resumes:
-        out.append(f"| {r.events:,} | {r.snapshot_bytes / 2**20:.2f} MiB | {_ms(r.snapshot_open)} | {_ms(r.snapshot_ready)} | {_ms(r.snapshot_messages)} | {_ms(r.replay_open)} | {_ms(r.replay_ready)} | {r.replay_ready / r.snapshot_ready:,.1f}x |")
+        out.append(
+            f"| {r.events:,} | {r.snapshot_bytes / 2**20:.2f} MiB | {_ms(r.snapshot_open)} | {_ms(r.snapshot_ready)} | {_ms(r.snapshot_messages)} | {_ms(r.replay_open)} | {_ms(r.replay_ready)} | {r.replay_ready / r.snapshot_ready:,.1f}x |"
+        )
     out.append("")
 
     # 4
     if memory:
         out.append(f"### 4. Peak memory of one resume at {sizes.memory_size:,} events, every message decoded (fresh child process each)\n")
-        out.append("| resume | tracemalloc peak (Python allocations) | peak RSS (VmHWM) | peak RSS growth over the process after `import nbagent` |")
+        out.append(
+            "| resume | tracemalloc peak (Python allocations) | peak RSS (VmHWM) | peak RSS growth over the process after `import nbagent` |"
+        )
         out.append("|---|---:|---:|---:|")
         for name, m in memory.items():
             out.append(f"| {name} | {m['traced_peak_mib']:.1f} MiB | {m['peak_rss_mib']:.1f} MiB | {m['rss_growth_mib']:.1f} MiB |")
@@ -236,17 +263,23 @@ def run(sizes: Sizes, workdir: Path, progress: bool = True) -> str:
         growth_ready = big.snapshot_ready / small.snapshot_ready
         growth_open = big.snapshot_open / small.snapshot_open
         growth_messages = big.snapshot_messages / small.snapshot_messages
-        out.append(f"| with a snapshot, resume grows ≤ 1.5x from 10k to 100k events (ready: frontier, open calls, usage, title) | {growth_ready:.2f}x | {_verdict(growth_ready <= 1.5)} |")
+        out.append(
+            f"| with a snapshot, resume grows ≤ 1.5x from 10k to 100k events (ready: frontier, open calls, usage, title) | {growth_ready:.2f}x | {_verdict(growth_ready <= 1.5)} |"
+        )
         out.append(f"| same, open only | {growth_open:.2f}x | {_verdict(growth_open <= 1.5)} |")
-        out.append(f"| same, + messages (every message decoded; not a target: the first model request sends them all) | {growth_messages:.2f}x | (information) |")
+        out.append(
+            f"| same, + messages (every message decoded; not a target: the first model request sends them all) | {growth_messages:.2f}x | (information) |"
+        )
         speedup = big.replay_ready / big.snapshot_ready
         out.append(f"| with a snapshot ≥ 20x faster than a full replay at 100k (ready) | {speedup:.1f}x | {_verdict(speedup >= 20)} |")
     else:
         out.append("| resume targets | need sizes 10k and 100k | not measured |")
-    out.append(f"| harness overhead per turn well under 1 ms (CPU: fsync=\"never\") | {_us(cpu.per_turn)} ({cpu.per_turn / 1e-3:.0%} of 1 ms) | {_verdict(cpu.per_turn < 1e-3)} |")
+    out.append(
+        f'| harness overhead per turn well under 1 ms (CPU: fsync="never") | {_us(cpu.per_turn)} ({cpu.per_turn / 1e-3:.0%} of 1 ms) | {_verdict(cpu.per_turn < 1e-3)} |'
+    )
     out.append(f"| same, a log line per delta (a stream slower than 20 deltas/s) | {_us(per_delta.per_turn)} | (information) |")
     out.append(
-        f"| same, fsync=\"turn\": CPU + {engine.durable / engine.turns:.1f} fsyncs per turn, as the durability rules require, each a wait "
+        f'| same, fsync="turn": CPU + {engine.durable / engine.turns:.1f} fsyncs per turn, as the durability rules require, each a wait '
         f"on this disk ({_us(fsync_latency)} at the probe) | {_us(engine.per_turn)} | (disk-bound: see the fsync note) |"
     )
     out.append("")

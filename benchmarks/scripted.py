@@ -9,6 +9,7 @@ overhead can be separated out.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -89,7 +90,7 @@ class ScriptedModel:
         pieces = split_deltas(reply["content"][0]["text"], self.deltas - (len(reply["content"]) - 1))
         deltas: list[dict[str, Any]] = [{"index": 0, "text": p} for p in pieces]
         for index, block in enumerate(reply["content"][1:], start=1):
-            deltas.append({"index": index, "partial_json": '{"key": "%s"}' % block["input"]["key"]})
+            deltas.append({"index": index, "partial_json": json.dumps({"key": block["input"]["key"]})})
         for delta in deltas:
             before = time.perf_counter()
             on_delta(delta)
@@ -133,7 +134,7 @@ def event_mix(count: int) -> Iterator[tuple[str, dict[str, Any]]]:
                 pending.append(("delta", {"index": 0, "text": piece}))
             calls = [b for b in reply["content"] if b["type"] == "tool_use"]
             for block in calls:
-                pending.append(("delta", {"index": 1, "partial_json": '{"key": "%s"}' % block["input"]["key"]}))
+                pending.append(("delta", {"index": 1, "partial_json": json.dumps({"key": block["input"]["key"]})}))
             pending.append(("assistant_msg", {k: reply[k] for k in ("model", "content", "stop_reason", "usage")}))
             messages.append({"role": "assistant", "content": reply["content"]})
             for block in calls:

@@ -29,16 +29,44 @@ if TYPE_CHECKING:
 # These need the anthropic SDK, whose import takes about a second; they are loaded on first
 # use so that `nbagent sessions` and other log readers start fast.
 _NEEDS_SDK = {
-    "Loop": "loop", "run": "loop", "AnthropicModel": "model", "DemoModel": "model", "Model": "model",
-    "ModelRequest": "model", "Tool": "tools", "tool": "tools",
+    "Loop": "loop",
+    "run": "loop",
+    "AnthropicModel": "model",
+    "DemoModel": "model",
+    "Model": "model",
+    "ModelRequest": "model",
+    "Tool": "tools",
+    "tool": "tools",
 }
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AnthropicModel", "Loop", "ApprovalPolicy", "ApprovalRequest", "Decision", "DemoModel", "Interrupted",
-    "LogCorruptError", "LogError", "LogLockedError", "LogVersionError", "LogWriteError", "Model", "ModelError",
-    "ModelRequest", "NbagentError", "NotALogError", "Session", "State", "Subscriber", "Tool", "follow", "read_events", "run", "tool",
+    "AnthropicModel",
+    "Loop",
+    "ApprovalPolicy",
+    "ApprovalRequest",
+    "Decision",
+    "DemoModel",
+    "Interrupted",
+    "LogCorruptError",
+    "LogError",
+    "LogLockedError",
+    "LogVersionError",
+    "LogWriteError",
+    "Model",
+    "ModelError",
+    "ModelRequest",
+    "NbagentError",
+    "NotALogError",
+    "Session",
+    "State",
+    "Subscriber",
+    "Tool",
+    "follow",
+    "read_events",
+    "run",
+    "tool",
 ]
 
 

@@ -101,10 +101,14 @@ def auto(person: Ask | None = None) -> Ask:
             return Decision(True, "auto")
         if person is not None:
             return person(request)
-        why = "it was recorded in a log you did not write" if request.reason == "untrusted" else (
-            "it was interrupted mid-way, so running it again could repeat its effect")
+        why = (
+            "it was recorded in a log you did not write"
+            if request.reason == "untrusted"
+            else ("it was interrupted mid-way, so running it again could repeat its effect")
+        )
         return Decision(
-            False, "auto",
+            False,
+            "auto",
             f"Approval is 'auto', which approves only the user's own new calls; this call was not run because {why}. "
             "It needs an explicit approval (a click in the notebook, or `nbagent trust` for the session).",
         )
@@ -120,6 +124,7 @@ def deny(request: ApprovalRequest) -> Decision:
 def resolve(policy: str | ApprovalPolicy) -> Ask:
     """Turn ``"ask" | "auto" | "deny"`` or a callable into a function returning a :class:`Decision`."""
     if callable(policy):
+
         def ask_callable(request: ApprovalRequest) -> Decision:
             answer = policy(request)
             if isinstance(answer, Decision):

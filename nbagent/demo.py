@@ -138,8 +138,9 @@ def _run_crashing_turn(log: Path, folder: Path, model_name: str | None, out: Tex
     return child.wait()
 
 
-def run_demo(folder: str | os.PathLike[str] = DEFAULT_FOLDER, *, fresh: bool = False, model_name: str | None = None,
-             out: TextIO = sys.stdout) -> int:
+def run_demo(
+    folder: str | os.PathLike[str] = DEFAULT_FOLDER, *, fresh: bool = False, model_name: str | None = None, out: TextIO = sys.stdout
+) -> int:
     """Run the whole demo; returns 0 when every durability check held."""
     workspace = Path(folder)
     prepare(workspace, fresh=fresh)
@@ -159,8 +160,10 @@ def run_demo(folder: str | os.PathLike[str] = DEFAULT_FOLDER, *, fresh: bool = F
         printer.finish()
 
     _rule(out, f"2. A crash: {REQUESTS[1]!r}")
-    out.write("This turn runs in a child process. Its append_note tool writes the note and then the process is\n"
-              "killed with SIGKILL, before the tool's result reaches the log (the worst moment to crash).\n")
+    out.write(
+        "This turn runs in a child process. Its append_note tool writes the note and then the process is\n"
+        "killed with SIGKILL, before the tool's result reaches the log (the worst moment to crash).\n"
+    )
     code = _run_crashing_turn(log, workspace, model_name, out)
     killed = code == -signal.SIGKILL
     out.write(f"\nchild process exit: {'killed by SIGKILL' if killed else f'code {code}'}\n")
@@ -176,16 +179,20 @@ def run_demo(folder: str | os.PathLike[str] = DEFAULT_FOLDER, *, fresh: bool = F
         state = session.state
         started = sum(1 for c in state.open_calls.values() if c["started"])
         repaired = f"; cut off a torn tail of {session.repair.length} bytes" if session.repair else ""
-        out.write(f"Reopened: {session.seq} events, {state.turns} turns, next step: {state.frontier}; "
-                  f"{len(state.open_calls)} open tool call(s), {started} of them started before the crash{repaired}.\n")
+        out.write(
+            f"Reopened: {session.seq} events, {state.turns} turns, next step: {state.frontier}; "
+            f"{len(state.open_calls)} open tool call(s), {started} of them started before the crash{repaired}.\n"
+        )
         counting = CountingModel(model)
         printer = history.Printer(out, stamps=False)
         session.subscribe(printer, since=session.seq)
         Loop(session, tools=make_tools(workspace, runs), model=counting, approval="deny", system=SYSTEM).run()
         printer.finish()
         resume_calls, resume_runs = counting.calls, sum(runs.values()) - runs_before
-    out.write(f"Resume: {resume_calls} model call(s), {resume_runs} tool run(s) "
-              "(the interrupted keyed call re-ran with the same idempotency key).\n")
+    out.write(
+        f"Resume: {resume_calls} model call(s), {resume_runs} tool run(s) "
+        "(the interrupted keyed call re-ran with the same idempotency key).\n"
+    )
 
     _rule(out, "4. Open it once more: a finished session replays from the log")
     runs_before = sum(runs.values())
@@ -207,12 +214,16 @@ def run_demo(folder: str | os.PathLike[str] = DEFAULT_FOLDER, *, fresh: bool = F
 
     notebook = export.export(events, workspace / "demo-transcript.ipynb", source=log)
     markdown = export.export(events, workspace / "demo-transcript.md", source=log)
-    out.write(f"sessions: {summary.name}  {summary.turns} turns  {summary.tokens} tokens  {summary.status}  \"{history.shorten(summary.title, 50)}\"\n")
+    out.write(
+        f'sessions: {summary.name}  {summary.turns} turns  {summary.tokens} tokens  {summary.status}  "{history.shorten(summary.title, 50)}"\n'
+    )
     verdict = "OK" if report.ok else "PROBLEMS: " + "; ".join(str(p) for p in report.problems)
     out.write(f"verify:   {verdict} ({report.events} events, {report.size} bytes; {'; '.join(report.notes)})\n")
     once = all(count == 1 for count in effects.values())
-    out.write(f"notes.txt: {sum(effects.values())} line(s) from {len(keys)} keyed call(s) of this session: "
-              + ("each took effect exactly once, despite the crash\n" if once else f"NOT exactly once: {effects}\n"))
+    out.write(
+        f"notes.txt: {sum(effects.values())} line(s) from {len(keys)} keyed call(s) of this session: "
+        + ("each took effect exactly once, despite the crash\n" if once else f"NOT exactly once: {effects}\n")
+    )
     out.write(f"exported: {notebook} and {markdown}\n")
     # A session name resolves under the current folder; elsewhere give the path.
     spec = summary.name if Path.cwd() in workspace.absolute().parents else str(log)

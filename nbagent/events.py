@@ -78,7 +78,7 @@ def encode(event: Event, signer: SessionSigner | None = None) -> tuple[bytes, Ev
     raw = body.encode("ascii")
     if signer is not None:
         raw = signer.sign(raw)
-    crc = "%08x" % zlib.crc32(raw)
+    crc = f"{zlib.crc32(raw):08x}"
     event["crc"] = crc
     return b'%s,"crc":"%s"}\n' % (raw[:-1], crc.encode()), event  # as seal() makes it, with the newline
 

@@ -253,8 +253,9 @@ def parts(events: Iterable[ev.Event]) -> Iterator[Part]:
                 if block.get("type") == "text" and block.get("text"):
                     yield Part("reply", seq, str(block["text"]))
                 elif block.get("type") == "tool_use":
-                    call = Part("call", seq, name=str(block.get("name")), arguments=dict(block.get("input") or {}),
-                                tool_use_id=str(block.get("id")))
+                    call = Part(
+                        "call", seq, name=str(block.get("name")), arguments=dict(block.get("input") or {}), tool_use_id=str(block.get("id"))
+                    )
                     open_calls[call.tool_use_id] = call
         elif kind == ev.TOOL_RESULT:
             call = open_calls.pop(event.get("tool_use_id", ""), None)
@@ -266,7 +267,11 @@ def parts(events: Iterable[ev.Event]) -> Iterator[Part]:
         elif kind == ev.INTERRUPTED:
             yield Part("note", seq, f"Interrupted (during {event.get('during', '?')}).")
         elif kind == ev.APPROVAL and event.get("decision") in ("approved", "declined"):
-            yield Part("note", seq, f"Approval {event['decision']} by {event.get('by', '?')}" + (f": {event['note']}" if event.get("note") else "."))
+            yield Part(
+                "note",
+                seq,
+                f"Approval {event['decision']} by {event.get('by', '?')}" + (f": {event['note']}" if event.get("note") else "."),
+            )
     yield from _unanswered(open_calls)
 
 
@@ -360,8 +365,10 @@ def to_notebook(events: Iterable[ev.Event], *, source: Path = Path("session.json
             if images:
                 # Images go in as image outputs of an empty, clearly marked code cell (never as HTML).
                 holder = nbf.new_code_cell("# images returned by the tool call above", metadata=meta)
-                holder.outputs = [nbf.new_output("display_data", data={_image(b)[0]: _image(b)[1], "text/plain": "<image>"})  # type: ignore[index]
-                                  for b in images]
+                holder.outputs = [
+                    nbf.new_output("display_data", data={_image(b)[0]: _image(b)[1], "text/plain": "<image>"})  # type: ignore[index]
+                    for b in images
+                ]
                 cells.append(holder)
     for cell in cells:
         if cell.cell_type == "markdown":
@@ -413,7 +420,9 @@ def format_for(out: Path, chosen: str | None = None) -> Format:
     return name  # type: ignore[return-value]
 
 
-def export(events: Iterable[ev.Event], out: str | os.PathLike[str], *, fmt: str | None = None, source: Path = Path("session.jsonl")) -> Path:
+def export(
+    events: Iterable[ev.Event], out: str | os.PathLike[str], *, fmt: str | None = None, source: Path = Path("session.jsonl")
+) -> Path:
     """Write the session to ``out`` as a notebook or Markdown; returns the path written."""
     target = Path(out)
     chosen = format_for(target, fmt)

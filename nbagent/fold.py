@@ -108,9 +108,7 @@ def apply(state: State, event: ev.Event) -> State:
         content = event["content"]
         state.messages.append({"role": "assistant", "content": content})
         state.open_calls = {
-            b["id"]: {"name": b["name"], "input": b.get("input", {}), "started": 0}
-            for b in content
-            if b.get("type") == "tool_use"
+            b["id"]: {"name": b["name"], "input": b.get("input", {}), "started": 0} for b in content if b.get("type") == "tool_use"
         }
         for key in USAGE_KEYS:
             state.usage[key] += int((event.get("usage") or {}).get(key) or 0)

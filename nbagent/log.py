@@ -62,8 +62,10 @@ def start_problem(head: bytes) -> str:
     nl = head.find(b"\n", 0, HEADER_LIMIT + 1)
     if nl < 0:
         first = head[: HEADER_LIMIT + 1]
-        if len(first) <= HEADER_LIMIT and _PRINTABLE.fullmatch(first) and any(
-            lead.startswith(first) or first.startswith(lead) for lead in _HEADER_LEADS
+        if (
+            len(first) <= HEADER_LIMIT
+            and _PRINTABLE.fullmatch(first)
+            and any(lead.startswith(first) or first.startswith(lead) for lead in _HEADER_LEADS)
         ):
             return ""
         return "its first line is not an nbagent record"

@@ -165,8 +165,11 @@ class Loop:
         tool = self.toolbox.get(name)
         if tool is None:
             offered = ", ".join(self.toolbox.tools) or "none"
-            self._warn(tool_use_id, f"The recorded call {tool_use_id} of tool {name!r} was not run: no tool of that name is "
-                       f"offered now (tools: {offered}); the model is told so.")
+            self._warn(
+                tool_use_id,
+                f"The recorded call {tool_use_id} of tool {name!r} was not run: no tool of that name is "
+                f"offered now (tools: {offered}); the model is told so.",
+            )
             self._result(
                 tool_use_id,
                 f"Tool {name!r} is not available in this run (tools offered: {offered}); it may have been renamed "
@@ -175,12 +178,18 @@ class Loop:
             )
             return
         if attempts and "read" in call and _describe(call["read"], call["keyed"]) != _describe(tool.effect == "read", tool.takes_key):
-            self._warn(tool_use_id, f"Tool {name!r} changed since call {tool_use_id} started: it was recorded as "
-                       f"{_describe(call['read'], call['keyed'])}, now it is {_describe(tool.effect == 'read', tool.takes_key)}; "
-                       + ("it runs again." if _safe_to_repeat(call, tool) else "its outcome is treated as unknown."))
+            self._warn(
+                tool_use_id,
+                f"Tool {name!r} changed since call {tool_use_id} started: it was recorded as "
+                f"{_describe(call['read'], call['keyed'])}, now it is {_describe(tool.effect == 'read', tool.takes_key)}; "
+                + ("it runs again." if _safe_to_repeat(call, tool) else "its outcome is treated as unknown."),
+            )
         verdict = decide(
-            trusted=self.session.call_trusted(tool_use_id), attempts=attempts, safe_to_repeat=_safe_to_repeat(call, tool),
-            effect=tool.effect, guard=tool.guard(arguments) if tool.guard is not None else None,
+            trusted=self.session.call_trusted(tool_use_id),
+            attempts=attempts,
+            safe_to_repeat=_safe_to_repeat(call, tool),
+            effect=tool.effect,
+            guard=tool.guard(arguments) if tool.guard is not None else None,
         )
         if isinstance(verdict, Ask):
             decision = self._approve(tool_use_id, tool, arguments, verdict.reason)
@@ -263,4 +272,3 @@ def run(
     chosen = model if model is not None and not isinstance(model, str) else AnthropicModel(model or DEFAULT_MODEL, client=client)
     loop = Loop(session, tools=tools, model=chosen, approval=approval, system=system, max_tokens=max_tokens, retries=retries)
     return loop.run(prompt, meta=meta)
-

@@ -158,7 +158,10 @@ class DemoModel:
         else:
             if results:
                 summary = "; ".join(_first_line(r) for r in results)
-                text = self.LABEL + f"The tools returned: {summary}. That's all an offline demo can do; set ANTHROPIC_API_KEY to talk to Claude."
+                text = (
+                    self.LABEL
+                    + f"The tools returned: {summary}. That's all an offline demo can do; set ANTHROPIC_API_KEY to talk to Claude."
+                )
             else:
                 text = self.LABEL + "I received your request. Set ANTHROPIC_API_KEY to talk to Claude."
             blocks, stop = [{"type": "text", "text": text}], "end_turn"

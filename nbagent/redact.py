@@ -69,8 +69,13 @@ _PLUGINS: tuple[tuple[str, str, tuple[int, ...] | None, str, tuple[str, ...]], .
     ("aws", "AWSKeyDetector", None, "groups", ("A3T", "ABIA", "ACCA", "AKIA", "ASIA", "aws")),
     # their groups are the ghp/glpat prefixes, not the secret: redact whole matches
     ("github_token", "GitHubTokenDetector", None, "whole", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
-    ("gitlab_token", "GitLabTokenDetector", None, "whole",
-     ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941", "glcbt-", "glimt-", "glptt-", "glagent-", "gloas-")),
+    (
+        "gitlab_token",
+        "GitLabTokenDetector",
+        None,
+        "whole",
+        ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941", "glcbt-", "glimt-", "glptt-", "glagent-", "gloas-"),
+    ),
     ("jwt", "JwtTokenDetector", None, "whole", ("yJ",)),
     ("slack", "SlackDetector", None, "whole", ("xox", ".slack.com")),
     ("stripe", "StripeDetector", None, "whole", ("k_live_",)),
@@ -104,12 +109,16 @@ _EXTRA: tuple[tuple[tuple[str, ...], str, str], ...] = (
     # Bearer tokens: the token only (at least 16 characters, one of them a digit).
     (("bearer",), r"\b(?i:bearer)(?:\s|\\[nrt])+(?=[A-Za-z0-9._~+/\-]*[0-9])([A-Za-z0-9._~+/\-]{16,}=*)", "groups"),
     # AWS secret access keys, only right after their keyword (ini, env, JSON, Python).
-    (("access_key", "accesskey"),
-     r"(?i:aws_?secret_?access_?key|secret_?access_?key)" + _QUOTE + r"\s*[:=]\s*" + _QUOTE
-     + r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])", "groups"),
-    (("_session_token", "SessionToken", "SESSION_TOKEN"),
-     r"(?i:aws_?session_?token|session_?token)" + _QUOTE + r"\s*[:=]\s*" + _QUOTE
-     + r"([A-Za-z0-9/+]{100,}={0,2})", "groups"),
+    (
+        ("access_key", "accesskey"),
+        r"(?i:aws_?secret_?access_?key|secret_?access_?key)" + _QUOTE + r"\s*[:=]\s*" + _QUOTE + r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
+        "groups",
+    ),
+    (
+        ("_session_token", "SessionToken", "SESSION_TOKEN"),
+        r"(?i:aws_?session_?token|session_?token)" + _QUOTE + r"\s*[:=]\s*" + _QUOTE + r"([A-Za-z0-9/+]{100,}={0,2})",
+        "groups",
+    ),
     # Passwords in URLs, keeping scheme, user and host (the last @ before the path ends the password).
     (("://",), r"://[^\s/?#@:\"\\{}]*:([^\s/?#\"\\{}]+)@", "groups"),
 )
@@ -252,8 +261,9 @@ class _Redactor:
                 table = folded if trigger == trigger.lower() and trigger.isascii() else exact
                 table.setdefault(trigger, []).append(index)
         self.gates = [(folded, _gate(folded), True), (exact, _gate(exact), False)]
-        self.always = [(re.compile(_QUICK.get(source, source)), _combine((((), source, mode),)))
-                       for triggers, source, mode in rules if not triggers]
+        self.always = [
+            (re.compile(_QUICK.get(source, source)), _combine((((), source, mode),))) for triggers, source, mode in rules if not triggers
+        ]
 
     def triggered(self, body: str) -> tuple[int, ...]:
         """The rules one of whose triggers occurs in ``body``."""
@@ -359,7 +369,7 @@ def _replace(modes: dict[int, tuple[str, int]], body: str, protected: Sequence[t
         at = b
     if not pieces:
         return m.group(0)
-    return "".join(pieces) + body[at:max(at, end)]
+    return "".join(pieces) + body[at : max(at, end)]
 
 
 def _escape_end(body: str, i: int) -> int:
@@ -451,7 +461,7 @@ def _adapt(module: str, regex: re.Pattern[str], mode: str) -> tuple[str, str]:
     if regex.flags & re.VERBOSE:
         source = re.sub(r"\s+|#[^\n]*", "", source)  # none of the patterns used has an escaped space or '#'
     if module == "azure_storage_key" and source.startswith("AccountKey="):
-        source = "AccountKey=(" + source[len("AccountKey="):] + ")"
+        source = "AccountKey=(" + source[len("AccountKey=") :] + ")"
     if module == "artifactory" and "AKC" in source:
         source = re.sub(r"(AKC\[[^\]]*\]\{[^}]*\})", r"(\1)", source, count=1)
     if mode == "groups" and not re.compile(source).groups:
@@ -472,7 +482,7 @@ def _private_key_blocks() -> str:
     module, name = _PRIVATE_KEY_PLUGIN
     detector = getattr(importlib.import_module(f"detect_secrets.plugins.{module}"), name)
     headers = [r.pattern for r in detector.denylist]
-    kinds = sorted({h[len("BEGIN "):] for h in headers if h.startswith("BEGIN ")}, key=len, reverse=True)
+    kinds = sorted({h[len("BEGIN ") :] for h in headers if h.startswith("BEGIN ")}, key=len, reverse=True)
     kind = "(?:" + "|".join(re.escape(k) for k in kinds) + ")"
     gap = r"(?:\s|\\[nrt])*"
     begin = r"-{4,5} ?BEGIN " + kind + r" ?-{4,5}"

@@ -113,7 +113,11 @@ class Session:
         if log.repair:
             logger.warning(
                 "%s: cut off a torn last line (%d bytes at offset %d: %s); kept it in %s",
-                log.path, log.repair.length, log.repair.offset, log.repair.reason, log.repair.kept,
+                log.path,
+                log.repair.length,
+                log.repair.offset,
+                log.repair.reason,
+                log.repair.kept,
             )
         return session
 
@@ -165,7 +169,7 @@ class Session:
     @property
     def snapshot_note(self) -> str:
         """Why a snapshot was not used, if it was not ('' otherwise; its messages line is checked only once they are read)."""
-        self.state
+        _ = self.state  # loading the state is what sets the note
         return self._snapshot_note
 
     @property
@@ -239,8 +243,12 @@ class Session:
                 if self._base_trust is not None:
                     before, chain = self._base_trust
                     self._trust = trust.check_log(
-                        self._log.read(chain.offset, self._log.size), user=self._user, session_id=self._session_id,
-                        start=chain, before=before, prefix_sha256=self._prefix_sha256,
+                        self._log.read(chain.offset, self._log.size),
+                        user=self._user,
+                        session_id=self._session_id,
+                        start=chain,
+                        before=before,
+                        prefix_sha256=self._prefix_sha256,
                     )
                 else:
                     self._trust = trust.check_log(self._log.read(0, self._log.size), user=self._user, session_id=self._session_id)
@@ -356,9 +364,18 @@ class Session:
             size = self._log.size
             sign = self._user.keyed(trust.SNAPSHOT, self._session_id) if self._user is not None else None
             written = snapshot.write(
-                self.path, self.state, line_start=start, offset=size, line_crc=crc, line_sig=self._last_mac,
-                report=self.trust, sign=sign, prefix_sha256=lambda: self._prefix_sha256(size), ops=self._log.ops,
-                cache=self._snapshot_cache, durable=self._log.fsync_policy != "never",
+                self.path,
+                self.state,
+                line_start=start,
+                offset=size,
+                line_crc=crc,
+                line_sig=self._last_mac,
+                report=self.trust,
+                sign=sign,
+                prefix_sha256=lambda: self._prefix_sha256(size),
+                ops=self._log.ops,
+                cache=self._snapshot_cache,
+                durable=self._log.fsync_policy != "never",
             )
             self._snapshot_seq = self._seq
             return written
@@ -478,8 +495,12 @@ def _user_signer() -> trust.Signer | None:
     try:
         return trust.signer()
     except OSError as exc:
-        logger.warning("nbagent: cannot use the signing secret %s (%s); this session's lines are not signed, "
-                       "so its tool calls will need approval when resumed", trust.secret_path(), exc)
+        logger.warning(
+            "nbagent: cannot use the signing secret %s (%s); this session's lines are not signed, "
+            "so its tool calls will need approval when resumed",
+            trust.secret_path(),
+            exc,
+        )
         return None
 
 
@@ -510,4 +531,3 @@ def _disagreement(log: EventLog, base: snapshot.Snapshot, user: trust.Signer | N
     if not isinstance(summary, dict) or summary.get("session_id") != session_id:
         return "the snapshot names another session than the log"
     return ""
-

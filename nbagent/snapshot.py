@@ -129,9 +129,7 @@ def disagreement(header: dict[str, Any], read: Callable[[int, int], bytes], log_
     return ""
 
 
-def unauthentic(
-    header: dict[str, Any], header_body: bytes, user: trust.Signer | None, read: Callable[[int, int], bytes]
-) -> str:
+def unauthentic(header: dict[str, Any], header_body: bytes, user: trust.Signer | None, read: Callable[[int, int], bytes]) -> str:
     """Why a snapshot was not written by this user for exactly this log prefix ('' if it was).
 
     Call after :func:`disagreement` found the snapshot's last line in the log.

@@ -25,8 +25,14 @@ from typing import Any, TextIO
 # a UTF-8 stream raises on them).
 _UNSAFE_CLASS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff"
 _UNSAFE = re.compile(f"[{_UNSAFE_CLASS}]")
-_CODE_POINTS = [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0), *range(0x202A, 0x202F),
-                *range(0x2066, 0x206A), *range(0xD800, 0xE000)]
+_CODE_POINTS = [
+    *range(0x00, 0x09),
+    *range(0x0B, 0x20),
+    *range(0x7F, 0xA0),
+    *range(0x202A, 0x202F),
+    *range(0x2066, 0x206A),
+    *range(0xD800, 0xE000),
+]
 
 
 def _visible(code: int) -> str:

@@ -314,7 +314,11 @@ def shell(command: str, timeout: float = 60.0) -> str:
         timeout: Seconds to wait before the command (and everything it started) is killed.
     """
     process = subprocess.Popen(
-        command, shell=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        command,
+        shell=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         start_new_session=True,  # its own process group, so a timeout kills its children too
     )
     try:

@@ -144,8 +144,12 @@ def fit_content(content: ToolContent, budget: int) -> ToolContent:
             kept.append({**block, "text": clipped})
             room -= _encoded_size(clipped) + 50
         else:
-            kept.append({"type": "text", "text": f"[a {block.get('type', 'content')} block of {cost} bytes was left out: "
-                         "it does not fit in one log line]"})
+            kept.append(
+                {
+                    "type": "text",
+                    "text": f"[a {block.get('type', 'content')} block of {cost} bytes was left out: it does not fit in one log line]",
+                }
+            )
             room -= 120
     return kept
 
@@ -162,7 +166,9 @@ def _clip_text(text: str, room: int, size: int) -> str:
 def tool(func: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(*, effect: Effect = "write", name: str | None = None, description: str | None = None) -> Callable[[Callable[..., Any]], Tool]: ...
-def tool(func: Callable[..., Any] | None = None, /, *, effect: Effect = "write", name: str | None = None, description: str | None = None) -> Any:
+def tool(
+    func: Callable[..., Any] | None = None, /, *, effect: Effect = "write", name: str | None = None, description: str | None = None
+) -> Any:
     """Declare a function as a tool: ``@tool`` or ``@tool(effect="read")``."""
     if func is not None:
         return Tool(func, effect=effect, name=name, description=description)

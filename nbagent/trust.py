@@ -193,7 +193,9 @@ def signer(*, create: bool = True) -> Signer | None:
         secret = load_secret(create=create)
         if secret is None:
             return None
-        from .redact import register; register(secret)  # noqa: E702 - its hex and base64 forms never reach a log or an export
+        from .redact import register
+
+        register(secret)  # noqa: E702 - its hex and base64 forms never reach a log or an export
         found = _signers[path] = Signer(secret)
     return found
 

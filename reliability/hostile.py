@@ -164,16 +164,30 @@ def victim(folder: Path) -> Iterator[Path]:
 def attacker(folder: Path, attack: str, *args: str) -> None:
     """Run the second user's process: ``python -m reliability.attacker ATTACK FOLDER ARGS`` with its own data dir."""
     env = {**os.environ, "NBAGENT_DATA_DIR": str(folder.parent / "attacker-data")}
-    result = subprocess.run([sys.executable, "-m", "reliability.attacker", attack, str(folder), *args], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=300, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "reliability.attacker", attack, str(folder), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     if result.returncode != 0:
         raise RuntimeError(f"the attacker's {attack} failed: {result.stderr[-3000:]}")
 
 
 def cli(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[bytes]:
     """The real command line, as the victim (``NBAGENT_DATA_DIR`` of this process)."""
-    return subprocess.run([sys.executable, "-m", "nbagent", *args], cwd=cwd, env=dict(os.environ), capture_output=True,
-                          stdin=subprocess.DEVNULL, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "nbagent", *args],
+        cwd=cwd,
+        env=dict(os.environ),
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def client_for(fake: FakeAnthropic) -> anthropic.Anthropic:
@@ -256,14 +270,21 @@ def last_results(request: RecordedRequest) -> str:
     return json.dumps(messages[-1].get("content") if messages else None)
 
 
-def own_log(path: Path, steps: str, *, tool: str = "write_note", arguments: dict[str, Any] | None = None,
-            call_id: str = "toolu_own") -> None:
+def own_log(
+    path: Path, steps: str, *, tool: str = "write_note", arguments: dict[str, Any] | None = None, call_id: str = "toolu_own"
+) -> None:
     """The victim's own signed log: a request and a call; ``steps`` says how far it got (open/started/finished)."""
     with nbagent.Session.open(path, fsync="never", snapshot_every=0) as session:
         session.append(ev.USER_MSG, content="please write the note")
         session.append(ev.MODEL_CALL, model="claude-test", attempt=1)
-        session.append(ev.ASSISTANT_MSG, message_id="msg_1", model="claude-test", stop_reason="tool_use", usage={},
-                       content=[{"type": "tool_use", "id": call_id, "name": tool, "input": arguments or {"text": "the victim's own"}}])
+        session.append(
+            ev.ASSISTANT_MSG,
+            message_id="msg_1",
+            model="claude-test",
+            stop_reason="tool_use",
+            usage={},
+            content=[{"type": "tool_use", "id": call_id, "name": tool, "input": arguments or {"text": "the victim's own"}}],
+        )
         if steps in ("started", "finished"):
             session.append(ev.TOOL_STARTED, tool_use_id=call_id, name=tool, effect="write", attempt=1)
         if steps == "finished":
@@ -287,7 +308,7 @@ def not_a_log_files(folder: Path, rng: random.Random, quick: bool) -> dict[str, 
     if not quick:
         for index in range(12):
             files[f"random-{index}"] = rng.randbytes(rng.choice([1, 7, 100, 5000, 70000]))
-            files[f"text-{index}"] = "".join(rng.choice("abc{}[]\":,\n 0123") for _ in range(rng.randint(1, 3000))).encode()
+            files[f"text-{index}"] = "".join(rng.choice('abc{}[]":,\n 0123') for _ in range(rng.randint(1, 3000))).encode()
     paths: dict[str, Path] = {}
     for name, data in files.items():
         for suffix in (".jsonl", ".txt") if not quick or name in ("passwd", "binary") else (".jsonl",):
@@ -397,8 +418,12 @@ def foreign_calls(tally: Tally, fake: FakeAnthropic, folder: Path, chosen: dict[
     attacker(folder, "dangling")
     logs = sorted(folder.glob("foreign-*.jsonl")) + sorted(folder.glob("unsigned-*.jsonl"))
     if quick:
-        logs = [p for p in logs if p.name in ("foreign-write_note-0.jsonl", "foreign-launch-1.jsonl", "foreign-read_note-0.jsonl",
-                                              "unsigned-write_note-0.jsonl")]
+        logs = [
+            p
+            for p in logs
+            if p.name
+            in ("foreign-write_note-0.jsonl", "foreign-launch-1.jsonl", "foreign-read_note-0.jsonl", "unsigned-write_note-0.jsonl")
+        ]
     for log in logs:
         for label, policy in chosen.items():
             policy = Recorder(policy.answer) if isinstance(policy, Recorder) else policy
@@ -438,9 +463,11 @@ def forged_snapshots(tally: Tally, fake: FakeAnthropic, folder: Path, quick: boo
     folder.mkdir(parents=True, exist_ok=True)
     other = folder / "other.jsonl"
     own_log(other, "finished", arguments={"text": "another session"})
-    bases = {"finished": ("reopen", "history", "history-fixed", "unsigned", "copy"),
-             "started": ("started0", "started0-fixed", "history", "unsigned", "copy"),
-             "open": ("history-fixed", "unsigned", "copy")}
+    bases = {
+        "finished": ("reopen", "history", "history-fixed", "unsigned", "copy"),
+        "started": ("started0", "started0-fixed", "history", "unsigned", "copy"),
+        "open": ("history-fixed", "unsigned", "copy"),
+    }
     if quick:
         bases = {"finished": ("reopen", "history-fixed", "copy"), "started": ("started0", "started0-fixed", "unsigned")}
     for steps, modes in bases.items():
@@ -458,14 +485,20 @@ def forged_snapshots(tally: Tally, fake: FakeAnthropic, folder: Path, quick: boo
             try:
                 got = behaviour(fake, log, "and now?")
             except Exception as exc:  # noqa: BLE001
-                tally.attack("forged snapshot", "refused" if isinstance(exc, LogError) else "ran",
-                             [f"{type(exc).__name__}: {exc}"], f"{steps}/{mode}")
+                tally.attack(
+                    "forged snapshot",
+                    "refused" if isinstance(exc, LogError) else "ran",
+                    [f"{type(exc).__name__}: {exc}"],
+                    f"{steps}/{mode}",
+                )
                 continue
             if not got["note"]:
                 problems.append("the forged snapshot was used (no note)")
             for key in ("runs", "requests", "state"):
                 if got[key] != baseline[key]:
-                    problems.append(f"{key} differ from the same log without a snapshot: {str(got[key])[:300]} vs {str(baseline[key])[:300]}")
+                    problems.append(
+                        f"{key} differ from the same log without a snapshot: {str(got[key])[:300]} vs {str(baseline[key])[:300]}"
+                    )
             ran = len(got["runs"]) > len(baseline["runs"])
             tally.attack("forged snapshot", "ran" if ran else "inert", problems, f"{steps}/{mode}")
 
@@ -508,8 +541,14 @@ def unknown_outcome(tally: Tally, fake: FakeAnthropic, folder: Path, quick: bool
             effects_file.write_text("once\n")  # the effect happened before the (simulated) SIGKILL
         else:
             fake.script(tool_use("append_line", {"text": "once"}, id=f"toolu_kill{index}"))
-            proc = subprocess.Popen([sys.executable, "-c", KILL_CHILD, str(log), str(effects_file), fake.base_url], cwd=ROOT,
-                                    env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            proc = subprocess.Popen(
+                [sys.executable, "-c", KILL_CHILD, str(log), str(effects_file), fake.base_url],
+                cwd=ROOT,
+                env=dict(os.environ),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
             assert proc.stdout is not None
             line = proc.stdout.readline()
             proc.send_signal(signal.SIGKILL)
@@ -546,13 +585,30 @@ def unsafe_bytes(data: bytes) -> list[str]:
 def escapes(tally: Tally, folder: Path, quick: bool) -> None:
     attacker(folder, "escapes")
     named = next(p for p in folder.iterdir() if p.name.startswith("esc\x1b") and p.name.endswith(".jsonl"))
-    runs = [["show", "escapes.jsonl"], ["show", "escapes.jsonl", "--full"], ["tail", "escapes.jsonl"],
-            ["tail", "escapes.jsonl", "--json"], ["sessions", "."], ["sessions", ".", "--json"], ["sessions", ".", "--grep", "pwned"],
-            ["verify", "escapes.jsonl"], ["verify", "escapes.jsonl", "--json"], ["show", named.name], ["sessions", ".", "--grep", "\x1b]0"]]
+    runs = [
+        ["show", "escapes.jsonl"],
+        ["show", "escapes.jsonl", "--full"],
+        ["tail", "escapes.jsonl"],
+        ["tail", "escapes.jsonl", "--json"],
+        ["sessions", "."],
+        ["sessions", ".", "--json"],
+        ["sessions", ".", "--grep", "pwned"],
+        ["verify", "escapes.jsonl"],
+        ["verify", "escapes.jsonl", "--json"],
+        ["show", named.name],
+        ["sessions", ".", "--grep", "\x1b]0"],
+    ]
     if not quick:
-        runs += [["tail", named.name, "--json"], ["verify", named.name], ["sessions", named.name], ["show", "esc"],
-                 ["sessions", ".", "--grep", "\x9b31m"], ["tail", "escapes.jsonl", "-f", "--idle-exit", "0.3"],
-                 ["export", "escapes.jsonl", "-o", "out\x1b[2J.md"], ["show", "\x1b]0;title\x07"]]
+        runs += [
+            ["tail", named.name, "--json"],
+            ["verify", named.name],
+            ["sessions", named.name],
+            ["show", "esc"],
+            ["sessions", ".", "--grep", "\x9b31m"],
+            ["tail", "escapes.jsonl", "-f", "--idle-exit", "0.3"],
+            ["export", "escapes.jsonl", "-o", "out\x1b[2J.md"],
+            ["show", "\x1b]0;title\x07"],
+        ]
     for argv in runs:
         before = listing(folder, skip=("out",))
         result = cli(argv, folder)
@@ -566,7 +622,9 @@ def escapes(tally: Tally, folder: Path, quick: bool) -> None:
         if argv[:2] == ["show", "escapes.jsonl"] and not (b"pwned" in result.stdout and b"\\x1b" in result.stdout):
             problems.append("the hostile text was not shown (escaped) at all: the check would be vacuous")
         diff = changes(before, listing(folder, skip=("out",)))
-        tally.attack("terminal escapes", "ran" if bad or diff else "inert", problems + diff, " ".join(argv).encode("unicode_escape").decode())
+        tally.attack(
+            "terminal escapes", "ran" if bad or diff else "inert", problems + diff, " ".join(argv).encode("unicode_escape").decode()
+        )
         if argv[0] == "export":
             for stray in folder.glob("out*"):
                 stray.unlink()
@@ -584,7 +642,9 @@ def hostile_exports(tally: Tally, folder: Path, quick: bool, rng: random.Random)
             scheme = rng.choice(["javascript", "vbscript", "data", "file"])
             spelled = "".join(rng.choice([c, c.upper(), f"&#{ord(c)};", f"&#x{ord(c):x};", f"%{ord(c):02x}"]) for c in scheme)
             sep = rng.choice([":", "\\:", "&colon;", "&#58;", "%3a"])
-            payloads.append(rng.choice(["[a]({})", "![a]({})", "[a][r]\n\n[r]: {}", "<{}>", "> - [a]({})"]).format(f"{spelled}{sep}alert(1)"))
+            payloads.append(
+                rng.choice(["[a]({})", "![a]({})", "[a][r]\n\n[r]: {}", "<{}>", "> - [a]({})"]).format(f"{spelled}{sep}alert(1)")
+            )
     spec = folder / "payloads.json"
     folder.mkdir(parents=True, exist_ok=True)
     spec.write_text(json.dumps(payloads))
@@ -663,7 +723,12 @@ def hostile_files(tally: Tally, folder: Path, quick: bool, cli_rows: bool = True
         if "Traceback" in result.stderr.decode("utf-8", "replace"):
             problems.append("a traceback")
         diff = changes(before, listing(folder))
-        tally.attack("hostile files: nbagent sessions", "ran" if diff else "inert", problems + diff, f"{len(hostile)} hostile beside {len(good)} good")
+        tally.attack(
+            "hostile files: nbagent sessions",
+            "ran" if diff else "inert",
+            problems + diff,
+            f"{len(hostile)} hostile beside {len(good)} good",
+        )
         for name in [n for n in hostile if not quick or n in ("huge-middle", "nested-middle")]:
             for command in (["show", f"{name}.jsonl"], ["verify", f"{name}.jsonl"]):
                 result = cli(command, folder, timeout=300)
@@ -758,8 +823,12 @@ def secrets_in_output(tally: Tally, fake: FakeAnthropic, folder: Path, rows: tup
                     tally.gaps.append(gap)
                 tally.attack("secret in tool output", "inert", [], f"{shape} in the {where} (known gap)")
                 continue
-            tally.attack("secret in tool output", "ran" if leaked else "refused",
-                         [f"{shape} leaked into the {where}"] if leaked else [], f"{shape} / {where}")
+            tally.attack(
+                "secret in tool output",
+                "ran" if leaked else "refused",
+                [f"{shape} leaked into the {where}"] if leaked else [],
+                f"{shape} / {where}",
+            )
 
 
 # Attack 1, 3 and Run All through the notebook -------------------------------------------------------------
@@ -804,8 +873,12 @@ def notebook_attacks(tally: Tally, fake: FakeAnthropic, folder: Path, quick: boo
             path = log_folder / f"{name}.jsonl"
             path.write_bytes(data)
             inside[name] = path
-        targets = [(name, str(path)) for name, path in inside.items()] + [(str(path), str(path)) for path in
-                                                                           [p for n, p in elsewhere.items() if not quick or n in ("passwd.txt", "binary.jsonl", "fifo.jsonl", "dir.jsonl", "link.jsonl")]]
+        targets = [(name, str(path)) for name, path in inside.items()] + [
+            (str(path), str(path))
+            for path in [
+                p for n, p in elsewhere.items() if not quick or n in ("passwd.txt", "binary.jsonl", "fifo.jsonl", "dir.jsonl", "link.jsonl")
+            ]
+        ]
         for spec, _ in targets:
             for magic in (f"%agent --resume {spec}", f"%agent --resume {spec} continue please", f"%agent_replay {spec}"):
                 before = listing(folder, skip=(".ipython",))
@@ -817,8 +890,13 @@ def notebook_attacks(tally: Tally, fake: FakeAnthropic, folder: Path, quick: boo
                 tally.attack("notebook: not a log", "ran" if diff else "refused", problems + diff, magic)
         # A cloned notebook's log folder: Run All of the recorded cells, and --resume --restore.
         attacker(log_folder, "notebook", code)
-        for source in ("%agent make z", "%agent make w", "%agent --resume cloned --restore", "%agent --resume cloned",
-                       "%agent --restore make z"):
+        for source in (
+            "%agent make z",
+            "%agent make w",
+            "%agent --resume cloned --restore",
+            "%agent --resume cloned",
+            "%agent --restore make z",
+        ):
             requests = len(fake.requests)
             ok, error, shown = cell(source)
             problems = pwned()
@@ -827,8 +905,9 @@ def notebook_attacks(tally: Tally, fake: FakeAnthropic, folder: Path, quick: boo
             sent = json.dumps([r.body for r in fake.requests[requests:]])
             if "from the attacker" in sent or "open(" in sent:
                 problems.append("the foreign history was sent to the model")
-            tally.attack("notebook: cloned session (Run All / --resume)", "ran" if pwned() else ("refused" if not ok else "inert"),
-                         problems, source)
+            tally.attack(
+                "notebook: cloned session (Run All / --resume)", "ran" if pwned() else ("refused" if not ok else "inert"), problems, source
+            )
         # The splice: a log claiming the id of the victim's own notebook session, ending in its signed python call.
         real = log_folder / "real.jsonl"
         own_log(real, "finished", tool="python", arguments={"code": code}, call_id="toolu_py")
@@ -859,9 +938,16 @@ def kernel_attacks(tally: Tally, fake: FakeAnthropic, folder: Path, notebook: Pa
     try:
         status, shown = kernel.run("%load_ext nbagent")
         tally.check(status == "ok", f"%load_ext nbagent in a real kernel: {shown[-300:]}")
-        for source in ("%agent make z", "%agent make w", "%agent --resume cloned --restore", "%agent --restore make w",
-                       "%agent --resume spliced-attacker --restore", "%agent --resume spliced-middle --restore",
-                       "%agent --resume " + str(folder / "elsewhere" / "passwd.txt"), "%agent_replay " + str(folder / "elsewhere" / "binary.jsonl")):
+        for source in (
+            "%agent make z",
+            "%agent make w",
+            "%agent --resume cloned --restore",
+            "%agent --restore make w",
+            "%agent --resume spliced-attacker --restore",
+            "%agent --resume spliced-middle --restore",
+            "%agent --resume " + str(folder / "elsewhere" / "passwd.txt"),
+            "%agent_replay " + str(folder / "elsewhere" / "binary.jsonl"),
+        ):
             requests = len(fake.requests)
             status, shown = kernel.run(source)
             _, probe = kernel.run("print('PWNED' if 'pwned_by_attacker' in globals() else 'CLEAN')")
@@ -874,15 +960,17 @@ def kernel_attacks(tally: Tally, fake: FakeAnthropic, folder: Path, notebook: Pa
             if "open(" in sent or "an attacker's request" in sent:
                 problems.append("the foreign history was sent to the model")
             ran = bool(problems) and problems[0].startswith("the attacker's code ran")
-            tally.attack("real kernel: cloned / spliced session", "ran" if ran else ("refused" if status != "ok" else "inert"),
-                         problems, source)
+            tally.attack(
+                "real kernel: cloned / spliced session", "ran" if ran else ("refused" if status != "ok" else "inert"), problems, source
+            )
     finally:
         kernel.stop()
 
 
 # The rows -------------------------------------------------------------------------------------------------
-def _scenario(run: Callable[[Tally, Path, FakeAnthropic, bool, random.Random], None], quick: bool, seed: int,
-              title: str, checked: str) -> dict[str, Any]:
+def _scenario(
+    run: Callable[[Tally, Path, FakeAnthropic, bool, random.Random], None], quick: bool, seed: int, title: str, checked: str
+) -> dict[str, Any]:
     began = time.perf_counter()
     tally = Tally()
     top = Path(tempfile.mkdtemp(prefix="nbagent-hostile-"))
@@ -907,20 +995,28 @@ def _home_listing() -> list[str]:
 
 def run_cli(quick: bool, seed: int) -> dict[str, Any]:
     """Scenario 12: the command line."""
+
     def attacks(tally: Tally, folder: Path, fake: FakeAnthropic, quick: bool, rng: random.Random) -> None:
         paths = not_a_log_files(folder / "files", rng, quick)
         (folder / "out").mkdir()
-        chosen = {n: p for n, p in paths.items() if not quick or n in ("passwd.jsonl", "binary.jsonl", "fifo.jsonl", "dir.jsonl", "link.jsonl")}
+        chosen = {
+            n: p for n, p in paths.items() if not quick or n in ("passwd.jsonl", "binary.jsonl", "fifo.jsonl", "dir.jsonl", "link.jsonl")
+        }
         cli_not_logs(tally, folder / "files", chosen, folder / "out", quick)
         escapes(tally, folder / "escapes", quick)
         hostile_files(tally, folder / "hostile", quick, open_rows=False)
 
-    return _scenario(attacks, quick, seed, "12. Hostile inputs: the CLI",
-                     "python -m nbagent compact/trust --yes/show/export/tail/verify on files that are not logs (text, binary, "
-                     "near-empty, FIFO, folder, links to a victim file): refused with one line, no file changed or created; a log "
-                     "with terminal escapes in every field (and in its file name) through show/tail/sessions/--grep/verify/--json: "
-                     "no ESC, BEL, CR, C0 or C1 byte in the output; snapshot headers with huge/negative/mistyped lengths, "
-                     "JSON nested 200,000 deep, a 17 MiB line: `sessions` lists every other session, each hostile one on one line")
+    return _scenario(
+        attacks,
+        quick,
+        seed,
+        "12. Hostile inputs: the CLI",
+        "python -m nbagent compact/trust --yes/show/export/tail/verify on files that are not logs (text, binary, "
+        "near-empty, FIFO, folder, links to a victim file): refused with one line, no file changed or created; a log "
+        "with terminal escapes in every field (and in its file name) through show/tail/sessions/--grep/verify/--json: "
+        "no ESC, BEL, CR, C0 or C1 byte in the output; snapshot headers with huge/negative/mistyped lengths, "
+        "JSON nested 200,000 deep, a 17 MiB line: `sessions` lists every other session, each hostile one on one line",
+    )
 
 
 def run_session(quick: bool, seed: int, policies_: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -939,42 +1035,62 @@ def run_session(quick: bool, seed: int, policies_: dict[str, Any] | None = None)
         hostile_files(tally, folder / "hostile", quick, cli_rows=False)
         secrets_in_output(tally, fake, folder / "secrets", ("log", "snapshot"))
 
-    return _scenario(attacks, quick, seed, "13. Hostile inputs: Session.open / run",
-                     "Session.open on not-a-log files raises NotALogError (links: LogError), nothing created or changed; another "
-                     "user's log (its own process and secret) with a dangling read/write/irreversible call, started or not, and "
-                     "spliced logs claiming the id of the victim's session around its signed assistant_msg, resumed under auto, "
-                     "deny, headless ask and a callable: the tool body runs only when the callable says yes, asked once with "
-                     "reason untrusted; forged snapshots (call re-opened, started reset, history replaced, unsigned, copied from "
-                     "another session) behave exactly like no snapshot (same effects, model requests, state); an un-keyed write "
-                     "cut by SIGKILL is not repeated under auto and the model is told the outcome is unknown; hostile files "
-                     "raise only LogError; fake key-shaped secrets absent from the log and snapshot")
+    return _scenario(
+        attacks,
+        quick,
+        seed,
+        "13. Hostile inputs: Session.open / run",
+        "Session.open on not-a-log files raises NotALogError (links: LogError), nothing created or changed; another "
+        "user's log (its own process and secret) with a dangling read/write/irreversible call, started or not, and "
+        "spliced logs claiming the id of the victim's session around its signed assistant_msg, resumed under auto, "
+        "deny, headless ask and a callable: the tool body runs only when the callable says yes, asked once with "
+        "reason untrusted; forged snapshots (call re-opened, started reset, history replaced, unsigned, copied from "
+        "another session) behave exactly like no snapshot (same effects, model requests, state); an un-keyed write "
+        "cut by SIGKILL is not repeated under auto and the model is told the outcome is unknown; hostile files "
+        "raise only LogError; fake key-shaped secrets absent from the log and snapshot",
+    )
 
 
 def run_exports(quick: bool, seed: int) -> dict[str, Any]:
     """Scenario 14: exports."""
+
     def attacks(tally: Tally, folder: Path, fake: FakeAnthropic, quick: bool, rng: random.Random) -> None:
         hostile_exports(tally, folder / "exports", quick, rng)
         secrets_in_output(tally, fake, folder / "secrets", ("exports",))
 
-    return _scenario(attacks, quick, seed, "14. Hostile inputs: exports",
-                     "nbagent export to .md and .ipynb of another user's logs holding javascript:/vbscript:/data:/file: links in "
-                     "every spelling (case, entities, %-encoding, escapes, references) and remote images, rendered with raw HTML on "
-                     "and no URL filter: no script/data/file link, no remote src; notebook outputs only stream and raster images, "
-                     "not trusted; fake key-shaped secrets absent from both exports")
+    return _scenario(
+        attacks,
+        quick,
+        seed,
+        "14. Hostile inputs: exports",
+        "nbagent export to .md and .ipynb of another user's logs holding javascript:/vbscript:/data:/file: links in "
+        "every spelling (case, entities, %-encoding, escapes, references) and remote images, rendered with raw HTML on "
+        "and no URL filter: no script/data/file link, no remote src; notebook outputs only stream and raster images, "
+        "not trusted; fake key-shaped secrets absent from both exports",
+    )
 
 
 def run_notebook(quick: bool, seed: int) -> dict[str, Any]:
     """Scenario 15: the notebook (%agent in an in-process IPython shell)."""
+
     def attacks(tally: Tally, folder: Path, fake: FakeAnthropic, quick: bool, rng: random.Random) -> None:
         notebook_attacks(tally, fake, folder, quick)
 
-    return _scenario(attacks, quick, seed, "15. Hostile inputs: the notebook (%agent)",
-                     "%agent --resume PATH/NAME and %agent_replay PATH on not-a-log files (in the log folder and elsewhere): a "
-                     "UsageError, nothing changed; a cloned notebook's log folder (another user's session with a python call, one "
-                     "turn unfinished): Run All of its %agent cells, --resume, --restore run none of its code and send none of its "
-                     "history; spliced logs around the victim's own signed python call: --resume --restore runs nothing")
+    return _scenario(
+        attacks,
+        quick,
+        seed,
+        "15. Hostile inputs: the notebook (%agent)",
+        "%agent --resume PATH/NAME and %agent_replay PATH on not-a-log files (in the log folder and elsewhere): a "
+        "UsageError, nothing changed; a cloned notebook's log folder (another user's session with a python call, one "
+        "turn unfinished): Run All of its %agent cells, --resume, --restore run none of its code and send none of its "
+        "history; spliced logs around the victim's own signed python call: --resume --restore runs nothing",
+    )
 
 
 SCENARIOS: dict[str, Callable[[bool, int], dict[str, Any]]] = {
-    "cli": run_cli, "session": run_session, "exports": run_exports, "notebook": run_notebook,
+    "cli": run_cli,
+    "session": run_session,
+    "exports": run_exports,
+    "notebook": run_notebook,
 }

@@ -52,11 +52,13 @@ def respond(request: RecordedRequest) -> Reply:
     """The fake model: a reply chosen by the turn (prompts so far) and step (assistant messages since)."""
     messages = request.body["messages"]
     prompts = [i for i, m in enumerate(messages) if m["role"] == "user" and _has_text(m["content"])]
-    turn, step = len(prompts), sum(1 for m in messages[prompts[-1]:] if m["role"] == "assistant")
+    turn, step = len(prompts), sum(1 for m in messages[prompts[-1] :] if m["role"] == "assistant")
     if step == 0:
         return tool_uses(
-            [("charge", {"order": f"order-{turn}", "amount": 100 * turn}, f"toolu_t{turn}_charge"),
-             ("lookup", {"name": f"balance-{turn}"}, f"toolu_t{turn}_lookup")],
+            [
+                ("charge", {"order": f"order-{turn}", "amount": 100 * turn}, f"toolu_t{turn}_charge"),
+                ("lookup", {"name": f"balance-{turn}"}, f"toolu_t{turn}_lookup"),
+            ],
             f"Turn {turn}: I will charge order-{turn} and look up the balance at the same time.",
         )
     if step == 1:
@@ -74,8 +76,11 @@ class Zygote:
 
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "reliability.child", "--zygote"], cwd=ROOT,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            [sys.executable, "-m", "reliability.child", "--zygote"],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         self.lines: list[str] = []
         self.changed = threading.Condition()
@@ -138,7 +143,7 @@ class Child:
     def output(self) -> list[str]:
         """This child's stdout lines (its own lines are prefixed EV/READY/DONE; the zygote's PID/EXIT)."""
         with self.zygote.changed:
-            return self.zygote.lines[self.start:]
+            return self.zygote.lines[self.start :]
 
     def ended(self) -> str | None:
         return self.zygote.wait_for(lambda s: s.startswith(f"EXIT {self.pid} "), self.start, 0)
@@ -270,15 +275,22 @@ def run_case(zygote: Zygote, folder: Path, rng: random.Random, baseline: Baselin
         if result.runs > 1:
             result.resume_kills += 1
         interrupted |= open_unkeyed_calls(log)
-        plan = choose_plan(rng, baseline.counts, baseline.duration) if sum(result.kills.values()) < max_kills and rng.random() < 0.5 else None
+        plan = (
+            choose_plan(rng, baseline.counts, baseline.duration) if sum(result.kills.values()) < max_kills and rng.random() < 0.5 else None
+        )
     result.torn = len(list(folder.glob("session.jsonl.torn-*")))
     check_case(result, log, effects, baseline, durable, announced, interrupted)
     return result
 
 
 def check_case(
-    result: CaseResult, log: Path, effects: Path, baseline: Baseline,
-    durable: dict[int, tuple[str, str]], announced: dict[int, tuple[str, str]], interrupted: set[str],
+    result: CaseResult,
+    log: Path,
+    effects: Path,
+    baseline: Baseline,
+    durable: dict[int, tuple[str, str]],
+    announced: dict[int, tuple[str, str]],
+    interrupted: set[str],
 ) -> None:
     """Compare one finished case with the effects record, the announced events and the baseline."""
     fail = result.failures.append
@@ -303,8 +315,13 @@ def check_case(
         fail(f"the session did not end done after two turns (frontier {state.frontier}, turns {state.turns})")
         return
     uses = {b["id"]: b for m in state.messages if m["role"] == "assistant" for b in m["content"] if b.get("type") == "tool_use"}
-    results = {b["tool_use_id"]: b for m in state.messages if m["role"] == "user" and isinstance(m["content"], list)
-               for b in m["content"] if b.get("type") == "tool_result"}
+    results = {
+        b["tool_use_id"]: b
+        for m in state.messages
+        if m["role"] == "user" and isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    }
     started = Counter(e["tool_use_id"] for e in events if e["type"] == "tool_started")
     done = read_effects(effects)
     keys = {idempotency_key(state.session_id, tid): tid for tid, b in uses.items() if b["name"] == "charge"}

@@ -178,8 +178,12 @@ def kernel_cases(folder: Path, tally: Tally) -> None:
     """Two ipykernels on one notebook, ``%agent`` in both: the second gets a UsageError naming the lock."""
     with FakeAnthropic() as fake:
         fake.responder = lambda request: text("Hello from the fake Claude.")
-        env = {**os.environ, "ANTHROPIC_BASE_URL": fake.base_url, "ANTHROPIC_API_KEY": "test-key",
-               "JPY_SESSION_NAME": str(folder / "shared.ipynb")}
+        env = {
+            **os.environ,
+            "ANTHROPIC_BASE_URL": fake.base_url,
+            "ANTHROPIC_API_KEY": "test-key",
+            "JPY_SESSION_NAME": str(folder / "shared.ipynb"),
+        }
         first = second = None
         try:
             first, second = _Kernel(folder, env), _Kernel(folder, env)
@@ -188,13 +192,17 @@ def kernel_cases(folder: Path, tally: Tally) -> None:
             status, shown = first.run("%agent say hello")
             tally.check(status == "ok" and "Hello from the fake Claude." in shown, f"the first kernel's %agent: {status} {shown[-500:]}")
             status, shown = second.run("%agent say hello too")
-            tally.check(status == "error" and "UsageError" in shown and LOCKED_WORDS in shown and "Traceback" not in shown,
-                        f"the second kernel's %agent was not refused with a UsageError naming the lock: {status} {shown[-800:]}")
+            tally.check(
+                status == "error" and "UsageError" in shown and LOCKED_WORDS in shown and "Traceback" not in shown,
+                f"the second kernel's %agent was not refused with a UsageError naming the lock: {status} {shown[-800:]}",
+            )
             first.stop(kill=True)
             first = None
             status, shown = second.run("%agent say hello too")
-            tally.check(status == "ok" and "Hello from the fake Claude." in shown,
-                        f"after the first kernel was SIGKILLed, the second still could not write: {status} {shown[-500:]}")
+            tally.check(
+                status == "ok" and "Hello from the fake Claude." in shown,
+                f"after the first kernel was SIGKILLed, the second still could not write: {status} {shown[-500:]}",
+            )
         finally:
             for kernel in (first, second):
                 if kernel is not None:
@@ -216,15 +224,19 @@ def run_locks(quick: bool, seed: int) -> dict[str, Any]:
     return {
         "scenario": "9. Two writers on one log",
         "cases": f"{tally.cases} checks ({2 if quick else 20} rounds of 8 process cases + 2 ipykernels on one notebook)",
-        "checked": ("a second writer (another process, the same process, a second kernel's %agent) is refused at once with "
-                    "LogLockedError / a UsageError naming the lock; still refused after other descriptors of the log and "
-                    "lock file were opened and closed in the holder and in another process; a closed or SIGKILLed "
-                    "holder's lock is free at once and its events are kept"),
+        "checked": (
+            "a second writer (another process, the same process, a second kernel's %agent) is refused at once with "
+            "LogLockedError / a UsageError naming the lock; still refused after other descriptors of the log and "
+            "lock file were opened and closed in the holder and in another process; a closed or SIGKILLed "
+            "holder's lock is free at once and its events are kept"
+        ),
         "result": "pass" if not tally.failures else f"FAIL ({len(tally.failures)})",
         "failures": tally.failures[:20],
         "details": {
             "refusals in another process": len(refusals),
-            "time to refuse, median (open + refusal, in the second process)": f"{refusals[len(refusals) // 2] * 1000:.1f} ms" if refusals else "n/a",
+            "time to refuse, median (open + refusal, in the second process)": f"{refusals[len(refusals) // 2] * 1000:.1f} ms"
+            if refusals
+            else "n/a",
             "lock mechanism": "flock on <log>.lock (filelock), timeout 0",
         },
         "seed": seed,

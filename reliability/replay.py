@@ -50,7 +50,9 @@ CASES = (
     Case("un-keyed write now declared read", "send_email", "write", False, "send_email", effect="read", asked="unknown_outcome", told=True),
     Case("un-keyed write now takes a key", "send_email", "write", False, "send_email", takes_key=True, asked="unknown_outcome", told=True),
     Case("keyed write now without a key", "send_email", "write", True, "send_email", asked="unknown_outcome", told=True),
-    Case("keyed write now irreversible and keyed", "send_email", "write", True, "send_email", effect="irreversible", takes_key=True, ran=True),
+    Case(
+        "keyed write now irreversible and keyed", "send_email", "write", True, "send_email", effect="irreversible", takes_key=True, ran=True
+    ),
     Case("read now a write", "send_email", "read", False, "send_email", asked="unknown_outcome", told=True),
     Case("unchanged keyed write (control)", "send_email", "write", True, "send_email", takes_key=True, ran=True),
     Case("unchanged read (control)", "send_email", "read", False, "send_email", effect="read", ran=True),
@@ -61,13 +63,16 @@ CASES = (
 
 def _tool(case: Case, calls: list[str]) -> nbagent.Tool:
     if case.takes_key:
+
         def body(to: str, idempotency_key: str) -> str:
             calls.append(to)
             return f"sent to {to}"
     else:
+
         def body(to: str) -> str:  # type: ignore[misc]
             calls.append(to)
             return f"sent to {to}"
+
     body.__doc__ = "Send an email.\n\nArgs:\n    to: The address.\n"
     return nbagent.Tool(body, effect=case.effect, name=case.now)  # type: ignore[arg-type]
 
@@ -160,10 +165,12 @@ def run_replay(quick: bool, seed: int) -> dict[str, Any]:
     return {
         "scenario": "11. Replay when the tools changed",
         "cases": f"{count} resumes ({len(CASES)} recorded-vs-declared combinations x approval {'/'.join(approvals)})",
-        "checked": ("a recorded call to a removed or renamed tool is not run, the model gets an error naming the tools "
-                    "offered; a started call re-runs unasked only if it was a read then and now, or keyed then and now, "
-                    "else it goes to approval as unknown_outcome; every mismatch is told to the user (note event "
-                    "replay_mismatch + logged warning); unchanged tools give no note"),
+        "checked": (
+            "a recorded call to a removed or renamed tool is not run, the model gets an error naming the tools "
+            "offered; a started call re-runs unasked only if it was a read then and now, or keyed then and now, "
+            "else it goes to approval as unknown_outcome; every mismatch is told to the user (note event "
+            "replay_mismatch + logged warning); unchanged tools give no note"
+        ),
         "result": "pass" if not failures else f"FAIL ({len(failures)})",
         "failures": failures[:20],
         "details": {"combinations": "; ".join(c.label for c in CASES)},

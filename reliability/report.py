@@ -17,7 +17,14 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 # Scenario modules, in the order of issue 5; a module that does not exist (yet) is skipped.
-MODULES = ("reliability.storage", "reliability.killloop", "reliability.locks", "reliability.replay", "reliability.security", "reliability.hostile")
+MODULES = (
+    "reliability.storage",
+    "reliability.killloop",
+    "reliability.locks",
+    "reliability.replay",
+    "reliability.security",
+    "reliability.hostile",
+)
 Row = dict[str, Any]
 Scenario = Callable[[bool, int], Row]
 
@@ -69,9 +76,11 @@ def discover(names: Iterable[str] = MODULES) -> list[tuple[str, Scenario]]:
         if isinstance(table, dict):
             found += [(f"{name}:{key}", func) for key, func in table.items()]
         else:
-            found += [(f"{name}:{attr[4:]}", getattr(module, attr)) for attr in sorted(vars(module))
-                      if attr.startswith("run_") and callable(getattr(module, attr))
-                      and getattr(getattr(module, attr), "__module__", "") == name]
+            found += [
+                (f"{name}:{attr[4:]}", getattr(module, attr))
+                for attr in sorted(vars(module))
+                if attr.startswith("run_") and callable(getattr(module, attr)) and getattr(getattr(module, attr), "__module__", "") == name
+            ]
     return found
 
 
@@ -86,8 +95,13 @@ def run_all(quick: bool, seed: int, only: str = "", progress: Callable[[str], No
         try:
             row = dict(scenario(quick, seed))
         except Exception as exc:  # noqa: BLE001 - a crashing scenario is a finding, reported in the table
-            row = {"scenario": name, "cases": 0, "checked": "", "result": "ERROR",
-                   "failures": [f"{type(exc).__name__}: {exc}", traceback.format_exc()[-3000:]]}
+            row = {
+                "scenario": name,
+                "cases": 0,
+                "checked": "",
+                "result": "ERROR",
+                "failures": [f"{type(exc).__name__}: {exc}", traceback.format_exc()[-3000:]],
+            }
         row.setdefault("seed", seed)
         row.setdefault("duration", time.perf_counter() - began)
         row["source"] = name
@@ -110,8 +124,10 @@ def machine() -> str:
     """One line about where the campaign ran."""
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "--", "nbagent"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    return (f"{platform.system()} {platform.release()}, {platform.machine()}, {os.cpu_count()} CPUs, "
-            f"Python {platform.python_version()}, nbagent at commit {commit or '?'}{' (engine modified)' if dirty else ''}")
+    return (
+        f"{platform.system()} {platform.release()}, {platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}, nbagent at commit {commit or '?'}{' (engine modified)' if dirty else ''}"
+    )
 
 
 def _cell(value: Any) -> str:
@@ -137,8 +153,10 @@ def render(rows: list[Row], *, quick: bool, seed: int, elapsed: float) -> str:
         "|---|---|---|---|---|---|",
     ]
     for row in rows:
-        out.append(f"| {_cell(row['scenario'])} | {_cell(row['cases'])} | {_cell(row['checked'])} | "
-                   f"{_cell(row['result'])} | {_cell(row.get('seed', seed))} | {float(row.get('duration', 0)):.1f} s |")
+        out.append(
+            f"| {_cell(row['scenario'])} | {_cell(row['cases'])} | {_cell(row['checked'])} | "
+            f"{_cell(row['result'])} | {_cell(row.get('seed', seed))} | {float(row.get('duration', 0)):.1f} s |"
+        )
     out += ["", "## Details", ""]
     for row in rows:
         out.append(f"### {row['scenario']}")

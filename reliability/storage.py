@@ -130,16 +130,26 @@ def run_truncation(quick: bool, seed: int) -> dict[str, Any]:
             if kept_lines == 0:
                 tally.check(seq == 1 and got[0]["type"] == ev.SESSION_START, f"cut at {cut}: an empty prefix did not start a new session")
             else:
-                tally.check(seq == kept_lines and [e["crc"] for e in got] == [e["crc"] for e in whole[:kept_lines]],
-                            f"cut at {cut}: recovered {seq} events, expected {kept_lines}")
+                tally.check(
+                    seq == kept_lines and [e["crc"] for e in got] == [e["crc"] for e in whole[:kept_lines]],
+                    f"cut at {cut}: recovered {seq} events, expected {kept_lines}",
+                )
                 tally.check(path.read_bytes() == data[:prefix_end], f"cut at {cut}: the log was not cut back to {prefix_end}")
             torn = _side_files(path, "torn")
             if cut > prefix_end:
-                tally.check(len(torn) == 1 and torn[0].read_bytes() == data[prefix_end:cut], f"cut at {cut}: the torn tail was not kept aside")
+                tally.check(
+                    len(torn) == 1 and torn[0].read_bytes() == data[prefix_end:cut], f"cut at {cut}: the torn tail was not kept aside"
+                )
             else:
                 tally.check(not torn, f"cut at {cut}: a torn file was made for a clean cut")
     tally.details.update({"log": f"{FIXTURE.name} ({len(data)} bytes, {len(whole)} events, from a real run)"})
-    return _row("1. Every truncation point", "open never raises; exactly the whole events before the cut; log cut back there; the partial line kept aside byte for byte", tally, seed, began)
+    return _row(
+        "1. Every truncation point",
+        "open never raises; exactly the whole events before the cut; log cut back there; the partial line kept aside byte for byte",
+        tally,
+        seed,
+        began,
+    )
 
 
 # 2. Torn tail ----------------------------------------------------------------------------------------------
@@ -152,7 +162,7 @@ def run_torn_tail(quick: bool, seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
     ks = list(range(1, last_len + 2)) + list(range(last_len + 2, min(len(data), 2000), 7 if quick else 1))
     if quick:
-        ks = sorted(set(ks[:: 3]) | {1, 2, last_len - 1, last_len, last_len + 1})
+        ks = sorted(set(ks[::3]) | {1, 2, last_len - 1, last_len, last_len + 1})
     fills = ("zeros", "random") if quick else ("zeros", "random", "random", "random")
     with _workdir() as work:
         for k in ks:
@@ -164,7 +174,9 @@ def run_torn_tail(quick: bool, seed: int) -> dict[str, Any]:
                 path.write_bytes(torn)
                 changed = next((i for i in range(len(data) - k, len(data)) if torn[i] != data[i]), len(data))
                 untouched = sum(1 for end in ends[1:] if end <= changed)
-                if changed + 1 == ends[-2] and torn[changed + 1 :] == data[changed + 1 :]:  # only a newline between two whole lines changed: damage
+                if (
+                    changed + 1 == ends[-2] and torn[changed + 1 :] == data[changed + 1 :]
+                ):  # only a newline between two whole lines changed: damage
                     try:
                         Session.open(path, snapshot_every=0, ops=NO_SYNC).close()
                         tally.check(False, f"k={k} {fill}: a whole line lost its newline and was cut off as torn")
@@ -181,15 +193,25 @@ def run_torn_tail(quick: bool, seed: int) -> dict[str, Any]:
                         session.append(ev.NOTE, text="after the repair")
                         session.append(ev.NOTE, text="and another")
                     back = list(read_events(path))
-                    tally.check([e["seq"] for e in back] == list(range(1, seq + 3)) and back[-1]["text"] == "and another",
-                                f"k={k} {fill}: appends after the repair did not read back")
+                    tally.check(
+                        [e["seq"] for e in back] == list(range(1, seq + 3)) and back[-1]["text"] == "and another",
+                        f"k={k} {fill}: appends after the repair did not read back",
+                    )
                     kept = _side_files(path, "torn")
                     cut = ends[untouched]
-                    tally.check(untouched == 0 or (len(kept) == 1 and kept[0].read_bytes() == torn[cut:]),
-                                f"k={k} {fill}: the torn tail was not kept aside")
+                    tally.check(
+                        untouched == 0 or (len(kept) == 1 and kept[0].read_bytes() == torn[cut:]),
+                        f"k={k} {fill}: the torn tail was not kept aside",
+                    )
                 except Exception as exc:  # noqa: BLE001
                     tally.check(False, f"k={k} {fill}: {type(exc).__name__}: {exc}")
-    return _row("2. Torn tail", "only the events whose bytes were overwritten are lost (only the last one when k <= its length); tail kept aside; two appends read back", tally, seed, began)
+    return _row(
+        "2. Torn tail",
+        "only the events whose bytes were overwritten are lost (only the last one when k <= its length); tail kept aside; two appends read back",
+        tally,
+        seed,
+        began,
+    )
 
 
 # 3. Damage before the tail -----------------------------------------------------------------------------
@@ -246,7 +268,13 @@ def run_damage(quick: bool, seed: int) -> dict[str, Any]:
                 tally.checks += 1
             except Exception as exc:  # noqa: BLE001
                 tally.check(False, f"{label}: read_events raised {type(exc).__name__}")
-    return _row("3. Damage before the tail", "open raises LogCorruptError naming line and offset, the file is unchanged, a byte-exact copy is kept and named in the message; read_events refuses too", tally, seed, began)
+    return _row(
+        "3. Damage before the tail",
+        "open raises LogCorruptError naming line and offset, the file is unchanged, a byte-exact copy is kept and named in the message; read_events refuses too",
+        tally,
+        seed,
+        began,
+    )
 
 
 # The scripted session (scenarios 4, 6, 10) -----------------------------------------------------------
@@ -271,7 +299,13 @@ class ScriptedModel:
                 for i, word in enumerate(words):
                     on_delta({"index": index, "text": word + (" " if i < len(words) - 1 else "")})
         stop = "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
-        return {"id": f"msg_{turn}", "model": "scripted", "content": json.loads(json.dumps(content)), "stop_reason": stop, "usage": {"output_tokens": 3}}
+        return {
+            "id": f"msg_{turn}",
+            "model": "scripted",
+            "content": json.loads(json.dumps(content)),
+            "stop_reason": stop,
+            "usage": {"output_tokens": 3},
+        }
 
 
 def _use(tool_id: str, name: str, **arguments: Any) -> dict[str, Any]:
@@ -279,7 +313,11 @@ def _use(tool_id: str, name: str, **arguments: Any) -> dict[str, Any]:
 
 
 SCRIPT: list[list[dict[str, Any]]] = [
-    [{"type": "text", "text": "I will charge and look it up."}, _use("toolu_1", "charge", amount=5), _use("toolu_2", "lookup", q="balance")],
+    [
+        {"type": "text", "text": "I will charge and look it up."},
+        _use("toolu_1", "charge", amount=5),
+        _use("toolu_2", "lookup", q="balance"),
+    ],
     [_use("toolu_3", "note", text="charged 5")],
     [{"type": "text", "text": "Done with the first request."}],
     [{"type": "text", "text": "Charging again."}, _use("toolu_4", "charge", amount=7)],
@@ -329,8 +367,16 @@ class Effects:
         return [lookup, charge, note]
 
 
-def drive(path: Path, *, ops: FileOps | None, fsync: str, effects: Effects, model: ScriptedModel | None = None,
-          snapshot_every: int = 8, on_event: Callable[[ev.Event], None] | None = None) -> Session:
+def drive(
+    path: Path,
+    *,
+    ops: FileOps | None,
+    fsync: str,
+    effects: Effects,
+    model: ScriptedModel | None = None,
+    snapshot_every: int = 8,
+    on_event: Callable[[ev.Event], None] | None = None,
+) -> Session:
     """Open (or resume) the scripted session and run it to the end; returns the session, still open."""
     session = Session.open(path, fsync=fsync, snapshot_every=snapshot_every, ops=ops)  # type: ignore[arg-type]
     try:
@@ -357,12 +403,17 @@ def check_finished(path: Path, effects: Effects, tally: Tally, label: str) -> No
         return
     tally.check(not result.torn, f"{label}: the final log has a torn tail ({result.torn_reason})")
     state = fold.fold(result.events)
-    tally.check(state.frontier == "done" and state.turns == 2 and state.final_text == FINAL_TEXT, f"{label}: the session did not finish ({state.frontier}, {state.turns} turns)")
+    tally.check(
+        state.frontier == "done" and state.turns == 2 and state.final_text == FINAL_TEXT,
+        f"{label}: the session did not finish ({state.frontier}, {state.turns} turns)",
+    )
     tally.check(sorted(sum(effects.charges.values(), [])) == [5, 7] and len(effects.charges) == 2, f"{label}: charges {effects.charges}")
     tally.check(len(effects.notes) <= 1, f"{label}: the un-keyed note ran {len(effects.notes)} times")
     if not effects.notes:
         unknown = [e for e in result.events if e["type"] == ev.TOOL_RESULT and e["tool_use_id"] == "toolu_3"]
-        tally.check(bool(unknown) and all(isinstance(e["content"], str) for e in unknown), f"{label}: the note neither ran nor was reported")
+        tally.check(
+            bool(unknown) and all(isinstance(e["content"], str) for e in unknown), f"{label}: the note neither ran nor was reported"
+        )
     results = [e["tool_use_id"] for e in result.events if e["type"] == ev.TOOL_RESULT]
     tally.check(len(results) == len(set(results)) == 4, f"{label}: tool results {results}")
 
@@ -436,8 +487,7 @@ def run_lost_writes(quick: bool, seed: int) -> dict[str, Any]:
                             # by kept ones): nothing acknowledged is lost, but opening refuses (with a copy kept).
                             refused += 1
                             durable_end = max((e["seq"] for e in durable), default=0)
-                            tally.check(mode == "each" and err.line > durable_end and err.kept is not None,
-                                        f"{label}: refused: {err}")
+                            tally.check(mode == "each" and err.line > durable_end and err.kept is not None, f"{label}: refused: {err}")
                         except NotALogError:
                             # The crash garbled the first line before it was ever synced: nothing was acknowledged,
                             # and a file that does not begin like a log is refused, untouched (the not-a-log rule).
@@ -453,7 +503,9 @@ def run_lost_writes(quick: bool, seed: int) -> dict[str, Any]:
         "(unsynced writes kept, dropped, garbled, persisted as a torn prefix, or each independently) reopens with "
         "every acknowledged durable event (same seq and crc), no invented event, snapshot == log; resuming finishes "
         "the session with keyed charges once and the un-keyed note at most once",
-        tally, seed, began,
+        tally,
+        seed,
+        began,
     )
 
 
@@ -519,7 +571,13 @@ def run_snapshot_crash(quick: bool, seed: int) -> dict[str, Any]:
                 break
         del counter
     tally.details["steps in one snapshot write"] = steps
-    return _row("5. Snapshot crashes", "crash at every step of a snapshot write (log sync, temp create, writes, fsync, rename, folder fsync); each crash state of unsynced data and folder entries leaves the old or the new snapshot byte for byte, and opens to the state folded from the log", tally, seed, began)
+    return _row(
+        "5. Snapshot crashes",
+        "crash at every step of a snapshot write (log sync, temp create, writes, fsync, rename, folder fsync); each crash state of unsynced data and folder entries leaves the old or the new snapshot byte for byte, and opens to the state folded from the log",
+        tally,
+        seed,
+        began,
+    )
 
 
 # 6. I/O errors -----------------------------------------------------------------------------------------------
@@ -527,13 +585,21 @@ def run_io_errors(quick: bool, seed: int) -> dict[str, Any]:
     """Fail the N-th write or fsync (EIO, ENOSPC; once, persistently; short writes) until a session completes."""
     began, tally = time.perf_counter(), Tally()
     kinds: list[tuple[str, int, bool, bool]] = [
-        ("write", errno.EIO, False, False), ("fsync", errno.EIO, False, False), ("fsync", errno.EIO, True, False),
+        ("write", errno.EIO, False, False),
+        ("fsync", errno.EIO, False, False),
+        ("fsync", errno.EIO, True, False),
         ("write", errno.ENOSPC, False, True),
     ]
     if not quick:
-        kinds += [("write", errno.ENOSPC, True, False), ("write", errno.ENOSPC, True, True), ("write", errno.ENOSPC, False, False),
-                  ("write", errno.EIO, True, False), ("fsync", errno.ENOSPC, False, False), ("fsync", errno.ENOSPC, True, False),
-                  ("write", errno.EIO, False, True)]
+        kinds += [
+            ("write", errno.ENOSPC, True, False),
+            ("write", errno.ENOSPC, True, True),
+            ("write", errno.ENOSPC, False, False),
+            ("write", errno.EIO, True, False),
+            ("fsync", errno.ENOSPC, False, False),
+            ("fsync", errno.ENOSPC, True, False),
+            ("write", errno.EIO, False, True),
+        ]
     with _workdir() as work:
         for op, code, persistent, short in kinds:
             kind = f"{op} {errno.errorcode[code]} {'persistent' if persistent else 'once'}{' short' if short else ''}"
@@ -590,7 +656,9 @@ def run_io_errors(quick: bool, seed: int) -> dict[str, Any]:
         "until the session completes untouched: only LogError subclasses reach the caller; after a failed write or fsync the "
         "log refuses appends without writing; reopening (after the disk recovers) finishes the session; the final log scans "
         "whole (no fused partial line); keyed charges once, the un-keyed note at most once",
-        tally, seed, began,
+        tally,
+        seed,
+        began,
     )
 
 
@@ -612,8 +680,13 @@ def run_recovery_faults(quick: bool, seed: int) -> dict[str, Any]:
             want_log = reference.read_bytes()
             want_side = torn_log[len(want_log) :]
             plans: list[tuple[str, Any]] = [("crash", k) for k in range(1, 12)]
-            plans += [("fault", Fault(op, n, code, persistent)) for op in ("write", "fsync") for n in range(1, 4)
-                      for code in (errno.EIO, errno.ENOSPC) for persistent in (False, True)]
+            plans += [
+                ("fault", Fault(op, n, code, persistent))
+                for op in ("write", "fsync")
+                for n in range(1, 4)
+                for code in (errno.EIO, errno.ENOSPC)
+                for persistent in (False, True)
+            ]
             for kind, plan in plans:
                 path = _fresh(work / "case")
                 path.write_bytes(torn_log)
@@ -627,7 +700,7 @@ def run_recovery_faults(quick: bool, seed: int) -> dict[str, Any]:
                 if kind == "fault" and not plan.fired:
                     continue
                 ops.crashed = True
-                for mode in (("keep", "drop", "prefix", "each") if kind == "crash" else ("keep",)):
+                for mode in ("keep", "drop", "prefix", "each") if kind == "crash" else ("keep",):
                     for _ in range(1 if mode in ("keep", "drop") else (2 if quick else 8)):
                         tally.cases += 1
                         label = f"tear {tear} {kind} {plan} {mode}"
@@ -642,12 +715,23 @@ def run_recovery_faults(quick: bool, seed: int) -> dict[str, Any]:
                             for attempt in (1, 2):  # recovering twice changes nothing more
                                 with Session.open(log, snapshot_every=0, ops=NO_SYNC) as session:
                                     got = [e["crc"] for e in session.events()]
-                                tally.check(got == want_events and log.read_bytes() == want_log, f"{label}: recovery {attempt} gave another log")
+                                tally.check(
+                                    got == want_events and log.read_bytes() == want_log, f"{label}: recovery {attempt} gave another log"
+                                )
                                 sides = _side_files(log, "torn")
-                                tally.check(len(sides) == 1 and sides[0].read_bytes() == want_side, f"{label}: the torn tail was not kept (attempt {attempt})")
+                                tally.check(
+                                    len(sides) == 1 and sides[0].read_bytes() == want_side,
+                                    f"{label}: the torn tail was not kept (attempt {attempt})",
+                                )
                         except Exception as exc:  # noqa: BLE001
                             tally.check(False, f"{label}: {type(exc).__name__}: {exc}")
-    return _row("7. Failure during recovery", "crash at every step of cutting off a torn tail (side file create, write, fsync, folder fsync, truncate, fsync) with unsynced changes kept/dropped/torn, or EIO/ENOSPC on the N-th write or fsync: only LogError or the crash escapes; recovering again (twice) yields the same log bytes and events, with the torn bytes kept aside", tally, seed, began)
+    return _row(
+        "7. Failure during recovery",
+        "crash at every step of cutting off a torn tail (side file create, write, fsync, folder fsync, truncate, fsync) with unsynced changes kept/dropped/torn, or EIO/ENOSPC on the N-th write or fsync: only LogError or the crash escapes; recovering again (twice) yields the same log bytes and events, with the torn bytes kept aside",
+        tally,
+        seed,
+        began,
+    )
 
 
 # 10. Ordering ---------------------------------------------------------------------------------------------
@@ -665,7 +749,7 @@ def run_ordering(quick: bool, seed: int, *, fsync: str = "turn") -> dict[str, An
     rounds = 3 if quick else 50
     seen: dict[str, int] = {}
     with _workdir() as work:
-        for policy in ((fsync,) if fsync != "turn" else ("turn", "always")):
+        for policy in (fsync,) if fsync != "turn" else ("turn", "always"):
             for _ in range(rounds):
                 tally.cases += 1
                 path = _fresh(work / "case")
@@ -679,7 +763,13 @@ def run_ordering(quick: bool, seed: int, *, fsync: str = "turn") -> dict[str, An
                 effects = Effects(hook=lambda name: check(f"tool {name}"))
                 drive(path, ops=ops, fsync=policy, effects=effects, model=ScriptedModel(hook=lambda: check("the model"))).close()
     tally.details.update({f"checks at {k}": v for k, v in seen.items()})
-    return _row("10. Ordering", "at every model call and inside every non-read tool body, every event that must be durable (user_msg, assistant_msg, tool_result, non-read tool_started, ...) is already in the fault layer's fsynced image of the log (fsync=turn and always)", tally, seed, began)
+    return _row(
+        "10. Ordering",
+        "at every model call and inside every non-read tool body, every event that must be durable (user_msg, assistant_msg, tool_result, non-read tool_started, ...) is already in the fault layer's fsynced image of the log (fsync=turn and always)",
+        tally,
+        seed,
+        began,
+    )
 
 
 SCENARIOS: dict[str, Callable[[bool, int], dict[str, Any]]] = {

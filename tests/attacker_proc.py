@@ -46,8 +46,14 @@ HOSTILE = {
 def splice(src: str, out: str, first: str) -> None:
     lines = Path(src).read_bytes().splitlines(keepends=True)
     original = ev.decode(lines[0].rstrip(b"\n"))
-    claim = {"v": original["v"], "seq": 1, "ts": original["ts"], "type": ev.SESSION_START,
-             "session_id": original["session_id"], "meta": {"by": "someone else"}}
+    claim = {
+        "v": original["v"],
+        "seq": 1,
+        "ts": original["ts"],
+        "type": ev.SESSION_START,
+        "session_id": original["session_id"],
+        "meta": {"by": "someone else"},
+    }
     user = trust.signer() if first == "signed" else None
     signer = user.for_session(original["session_id"]) if user is not None else None
     line, _ = ev.encode(claim, signer)

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+from forkserver import block, record, serve_forks  # tests/ is sys.path[0] when run as a script
 
 import nbagent
-from forkserver import block, record, serve_forks  # tests/ is sys.path[0] when run as a script
 
 
 def applied_keys(effects: Path) -> set[str]:

@@ -27,9 +27,10 @@ import select
 import socket
 import threading
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterable, Union
+from typing import Any, Union
 
 __all__ = ["FakeAnthropic", "RecordedRequest", "Reply", "auth_error_echoing_key", "error", "stream_error", "text", "tool_use", "tool_uses"]
 
@@ -82,18 +83,30 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-Script = Union[Reply, Callable[[RecordedRequest], Reply]]
+Script = Union[Reply, Callable[[RecordedRequest], Reply]]  # noqa: UP007 - a runtime alias on Python 3.10
 
 
-def text(s: str, *, chunks: int | None = None, stop_reason: str = "end_turn", delay: float = 0.0,
-         usage: dict[str, int] | None = None, hang_after: int | None = None) -> Reply:
+def text(
+    s: str,
+    *,
+    chunks: int | None = None,
+    stop_reason: str = "end_turn",
+    delay: float = 0.0,
+    usage: dict[str, int] | None = None,
+    hang_after: int | None = None,
+) -> Reply:
     """An assistant text reply, streamed as several text_deltas (`chunks` pieces, default every CHUNK chars)."""
-    return Reply([{"type": "text", "text": s}], stop_reason, chunks=chunks, delay=delay, hang_after=hang_after,
-                 usage=usage)
+    return Reply([{"type": "text", "text": s}], stop_reason, chunks=chunks, delay=delay, hang_after=hang_after, usage=usage)
 
 
-def tool_uses(calls: Iterable[tuple[Any, ...]], text: str | None = None, *, delay: float = 0.0,
-              hang_after: int | None = None, usage: dict[str, int] | None = None) -> Reply:
+def tool_uses(
+    calls: Iterable[tuple[Any, ...]],
+    text: str | None = None,
+    *,
+    delay: float = 0.0,
+    hang_after: int | None = None,
+    usage: dict[str, int] | None = None,
+) -> Reply:
     """Optional leading text, then one tool_use block per (name, input) or (name, input, id) tuple."""
     content = [{"type": "text", "text": text}] if text is not None else []
     for call in calls:
@@ -102,14 +115,29 @@ def tool_uses(calls: Iterable[tuple[Any, ...]], text: str | None = None, *, dela
     return Reply(content, "tool_use", delay=delay, hang_after=hang_after, usage=usage)
 
 
-def tool_use(name: str, input: dict[str, Any], *, id: str | None = None, text: str | None = None,
-             delay: float = 0.0, hang_after: int | None = None, usage: dict[str, int] | None = None) -> Reply:
+def tool_use(
+    name: str,
+    input: dict[str, Any],
+    *,
+    id: str | None = None,
+    text: str | None = None,
+    delay: float = 0.0,
+    hang_after: int | None = None,
+    usage: dict[str, int] | None = None,
+) -> Reply:
     """Optional leading text, then one tool_use block; ids default to toolu_0001, toolu_0002, ... per server."""
     return tool_uses([(name, input, id)], text, delay=delay, hang_after=hang_after, usage=usage)
 
 
-def error(status: int, type: str | None = None, message: str | None = None, *,
-          retry_after: str | float | None = None, x_should_retry: bool | None = None, delay: float = 0.0) -> Reply:
+def error(
+    status: int,
+    type: str | None = None,
+    message: str | None = None,
+    *,
+    retry_after: str | float | None = None,
+    x_should_retry: bool | None = None,
+    delay: float = 0.0,
+) -> Reply:
     """An HTTP error with the real body; retryable statuses send `retry-after-ms: 1` unless retry_after is given."""
     default_type, default_message = ERROR_TYPES.get(status, ("api_error", "Error"))
     headers: dict[str, str] = {}
@@ -119,8 +147,7 @@ def error(status: int, type: str | None = None, message: str | None = None, *,
         headers["retry-after-ms"] = "1"
     if x_should_retry is not None:
         headers["x-should-retry"] = "true" if x_should_retry else "false"
-    return Reply(delay=delay, status=status, error_type=type or default_type,
-                 error_message=message or default_message, headers=headers)
+    return Reply(delay=delay, status=status, error_type=type or default_type, error_message=message or default_message, headers=headers)
 
 
 def auth_error_echoing_key(request: RecordedRequest) -> Reply:
@@ -129,8 +156,7 @@ def auth_error_echoing_key(request: RecordedRequest) -> Reply:
     return error(401, "authentication_error", f"invalid x-api-key: {key}")
 
 
-def stream_error(after: int = 2, type: str = "overloaded_error", message: str = "Overloaded",
-                 partial: Reply | None = None) -> Reply:
+def stream_error(after: int = 2, type: str = "overloaded_error", message: str = "Overloaded", partial: Reply | None = None) -> Reply:
     """HTTP 200 SSE stream: the first `after` events of `partial`, then `event: error`, then the connection closes."""
     base = partial or text("This reply is cut short by an error.")
     return dataclasses.replace(base, error_type=type, error_message=message, error_after=after)
@@ -168,17 +194,21 @@ def _validate(body: Any) -> str | None:
             answered = {b.get("tool_use_id") for b in _blocks(following) if b.get("type") == "tool_result"}
             missing = [str(u) for u in use_ids if u not in answered or following.get("role") != "user"]
             if missing:
-                return (f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately "
-                        f"after: {', '.join(missing)}. Each `tool_use` block must have a corresponding "
-                        "`tool_result` block in the next message.")
+                return (
+                    f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately "
+                    f"after: {', '.join(missing)}. Each `tool_use` block must have a corresponding "
+                    "`tool_result` block in the next message."
+                )
         else:
             previous = messages[i - 1] if i > 0 and messages[i - 1]["role"] == "assistant" else {}
             asked = {b.get("id") for b in _blocks(previous) if b.get("type") == "tool_use"}
             for j, b in enumerate(blocks):
                 if b.get("type") == "tool_result" and b.get("tool_use_id") not in asked:
-                    return (f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` "
-                            f"blocks: {b.get('tool_use_id')}. Each `tool_result` block must have a "
-                            "corresponding `tool_use` block in the previous message.")
+                    return (
+                        f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` "
+                        f"blocks: {b.get('tool_use_id')}. Each `tool_result` block must have a "
+                        "corresponding `tool_use` block in the previous message."
+                    )
     return None
 
 
@@ -214,9 +244,9 @@ def _chars(units: list[Any]) -> int:
 def _pieces(s: str, count: int | None) -> list[str]:
     """Split s into `count` near-equal pieces, or pieces of CHUNK characters (always at least one)."""
     if count is None:
-        return [s[i:i + CHUNK] for i in range(0, len(s), CHUNK)] or [s]
+        return [s[i : i + CHUNK] for i in range(0, len(s), CHUNK)] or [s]
     size = max(1, -(-len(s) // max(1, count)))
-    return [s[i:i + size] for i in range(0, len(s), size)] or [s]
+    return [s[i : i + size] for i in range(0, len(s), size)] or [s]
 
 
 class FakeAnthropic:
@@ -257,8 +287,9 @@ class FakeAnthropic:
 
     def start(self) -> FakeAnthropic:
         """Start serving in a daemon thread."""
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="fake-anthropic", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-anthropic", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -324,28 +355,42 @@ class FakeAnthropic:
             keys = [json.dumps(unit, sort_keys=True) for unit in units]
             end = len(units) if "cache_control" in body else marked[-1] + 1
             with self._lock:
-                hit = max((len(list(itertools.takewhile(lambda p: p[0] == p[1], zip(keys[:end], old))))
-                           for old in self._cached_prefixes), default=0)
+                hit = max(
+                    (len(list(itertools.takewhile(lambda p: p[0] == p[1], zip(keys[:end], old)))) for old in self._cached_prefixes),
+                    default=0,
+                )
                 self._cached_prefixes.append(keys[:end])
             read = _chars(units[:hit])
             create = _chars(units[:end]) - read
-        usage = {"input_tokens": (total - read - create) // 4, "cache_creation_input_tokens": create // 4,
-                 "cache_read_input_tokens": read // 4, "output_tokens": output_chars // 4 + 1}
+        usage = {
+            "input_tokens": (total - read - create) // 4,
+            "cache_creation_input_tokens": create // 4,
+            "cache_read_input_tokens": read // 4,
+            "output_tokens": output_chars // 4 + 1,
+        }
         usage.update(reply.usage or {})
         return usage
 
     def _render(self, reply: Reply, body: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
         """The full Message JSON and the SSE events that stream it."""
-        content = [dict(b, id=b["id"] or self._next_id("toolu")) if b["type"] == "tool_use" else dict(b)
-                   for b in reply.content]
+        content = [dict(b, id=b["id"] or self._next_id("toolu")) if b["type"] == "tool_use" else dict(b) for b in reply.content]
         output_chars = sum(len(b["text"]) if b["type"] == "text" else len(json.dumps(b["input"])) for b in content)
         usage = self._usage(body, reply, output_chars)
-        message = {"id": self._next_id("msg"), "type": "message", "role": "assistant",
-                   "model": body.get("model", "claude-fake"), "content": content,
-                   "stop_reason": reply.stop_reason, "stop_sequence": None, "usage": usage}
+        message = {
+            "id": self._next_id("msg"),
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "claude-fake"),
+            "content": content,
+            "stop_reason": reply.stop_reason,
+            "stop_sequence": None,
+            "usage": usage,
+        }
         start = dict(message, content=[], stop_reason=None, usage=dict(usage, output_tokens=1))
-        events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start}),
-                                                   ("ping", {"type": "ping"})]
+        events: list[tuple[str, dict[str, Any]]] = [
+            ("message_start", {"type": "message_start", "message": start}),
+            ("ping", {"type": "ping"}),
+        ]
         for index, block in enumerate(content):
             if block["type"] == "text":
                 opening = dict(block, text="")
@@ -354,13 +399,12 @@ class FakeAnthropic:
                 opening = dict(block, input={})
                 pieces = [""] + _pieces(json.dumps(block["input"]), None)
                 deltas = [{"type": "input_json_delta", "partial_json": p} for p in pieces]
-            events.append(("content_block_start", {"type": "content_block_start", "index": index,
-                                                   "content_block": opening}))
-            events += [("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
-                       for d in deltas]
+            events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": opening}))
+            events += [("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}) for d in deltas]
             events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
-        events.append(("message_delta", {"type": "message_delta", "usage": usage,
-                                         "delta": {"stop_reason": reply.stop_reason, "stop_sequence": None}}))
+        events.append(
+            ("message_delta", {"type": "message_delta", "usage": usage, "delta": {"stop_reason": reply.stop_reason, "stop_sequence": None}})
+        )
         events.append(("message_stop", {"type": "message_stop"}))
         return message, events
 
@@ -399,8 +443,7 @@ def _make_handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                 body = json.loads(raw) if raw else None
             except ValueError:
                 body = None
-            request = RecordedRequest(self.command, self.path, {k.lower(): v for k, v in self.headers.items()},
-                                      body, raw)
+            request = RecordedRequest(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body, raw)
             fake._record(request)
             rid = fake._next_id("req")
             path = self.path.split("?")[0].rstrip("/")
@@ -430,14 +473,12 @@ def _make_handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             """Write a complete JSON response."""
             data = json.dumps(payload).encode()
             self.send_response(status)
-            for key, value in {"content-type": "application/json", "request-id": rid,
-                               "content-length": str(len(data)), **headers}.items():
+            for key, value in {"content-type": "application/json", "request-id": rid, "content-length": str(len(data)), **headers}.items():
                 self.send_header(key, value)
             self.end_headers()
             self.wfile.write(data)
 
-        def _send_error(self, status: int, etype: str, message: str, rid: str,
-                        headers: dict[str, str] | None = None) -> None:
+        def _send_error(self, status: int, etype: str, message: str, rid: str, headers: dict[str, str] | None = None) -> None:
             """Write an error response with the real error body."""
             self._send_json(status, _error_body(etype, message, rid), rid, headers or {})
 
@@ -456,10 +497,15 @@ def _make_handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             """Stream SSE events as a chunked body, honouring delay, hang_after and in-stream errors."""
             if reply.error_type is not None:
                 failure = _error_body(reply.error_type, reply.error_message, rid)
-                events = events[:reply.error_after] + [("error", failure)]
+                events = events[: reply.error_after] + [("error", failure)]
             self.send_response(200)
-            for key, value in {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache",
-                               "request-id": rid, "transfer-encoding": "chunked", **reply.headers}.items():
+            for key, value in {
+                "content-type": "text/event-stream; charset=utf-8",
+                "cache-control": "no-cache",
+                "request-id": rid,
+                "transfer-encoding": "chunked",
+                **reply.headers,
+            }.items():
                 self.send_header(key, value)
             self.end_headers()
             try:

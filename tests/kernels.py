@@ -5,7 +5,8 @@ from __future__ import annotations
 import queue
 import textwrap
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 TIMEOUT = 60
 

@@ -28,8 +28,8 @@ import pytest
 from IPython.core.error import UsageError
 
 import nbagent
-from nbagent import history
 from nbagent import events as ev
+from nbagent import history
 from nbagent.errors import LogError
 from tests.fake_anthropic import FakeAnthropic, text, tool_use
 from tests.test_security import Effects
@@ -37,8 +37,15 @@ from tests.test_security import Effects
 ROOT = Path(__file__).resolve().parents[1]
 ATTACKER = Path(__file__).with_name("attacker_proc.py")
 HOSTILE = (
-    "snap-huge-len", "snap-negative-len", "snap-long-header", "snap-deep-json",
-    "deep-json-first", "deep-json-middle", "line-17mib", "header-2mib", "passwd",
+    "snap-huge-len",
+    "snap-negative-len",
+    "snap-long-header",
+    "snap-deep-json",
+    "deep-json-first",
+    "deep-json-middle",
+    "line-17mib",
+    "header-2mib",
+    "passwd",
 )
 GOOD = ("good-alpha", "good-beta", "good-gamma")
 PASSWD = b"root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1::/usr/sbin:/usr/sbin/nologin\n"
@@ -63,8 +70,15 @@ def attacker(tmp_path: Path, *args: Any) -> None:
 
 def nbagent_cli(*args: Any, cwd: Path) -> subprocess.CompletedProcess[str]:
     """The ``nbagent`` command as this user (the inherited NBAGENT_DATA_DIR)."""
-    return subprocess.run([sys.executable, "-m", "nbagent", *map(str, args)], env=_env(), cwd=cwd,
-                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "nbagent", *map(str, args)],
+        env=_env(),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def tree(folder: Path) -> dict[str, bytes | None]:
@@ -84,7 +98,11 @@ def own_dangling_call(path: Path) -> str:
         session.append(ev.USER_MSG, content="please write the note")
         session.append(ev.MODEL_CALL, model="claude-test", attempt=1)
         session.append(
-            ev.ASSISTANT_MSG, message_id="msg_1", model="claude-test", stop_reason="tool_use", usage={},
+            ev.ASSISTANT_MSG,
+            message_id="msg_1",
+            model="claude-test",
+            stop_reason="tool_use",
+            usage={},
             content=[{"type": "tool_use", "id": "toolu_1", "name": "write_note", "input": {"text": "hello"}}],
         )
         assert session.trusted and session.call_trusted("toolu_1")
@@ -95,8 +113,14 @@ def python_turn(request: str, code: str, *, tool_use_id: str = "toolu_1", finish
     """The events of one notebook turn recorded by an earlier kernel: a python call, and (if finished) its result and a reply."""
     events: list[list[Any]] = [
         [ev.USER_MSG, {"content": request, "meta": {"request": request, "kernel": "old-kernel"}}],
-        [ev.ASSISTANT_MSG, {"stop_reason": "tool_use", "usage": {},
-                            "content": [{"type": "tool_use", "id": tool_use_id, "name": "python", "input": {"code": code}}]}],
+        [
+            ev.ASSISTANT_MSG,
+            {
+                "stop_reason": "tool_use",
+                "usage": {},
+                "content": [{"type": "tool_use", "id": tool_use_id, "name": "python", "input": {"code": code}}],
+            },
+        ],
     ]
     if finished:
         events += [
@@ -224,10 +248,13 @@ def hostile_folder(tmp_path: Path) -> Path:
     """``.nbagent/untitled`` under tmp_path with three good sessions of this user's and the attacker's hostile files."""
     folder = tmp_path / ".nbagent" / "untitled"
     for name in GOOD:
-        write_own(folder / f"{name}.jsonl", [
-            [ev.USER_MSG, {"content": f"request of {name}"}],
-            [ev.ASSISTANT_MSG, {"stop_reason": "end_turn", "usage": {}, "content": [{"type": "text", "text": "ok"}]}],
-        ])
+        write_own(
+            folder / f"{name}.jsonl",
+            [
+                [ev.USER_MSG, {"content": f"request of {name}"}],
+                [ev.ASSISTANT_MSG, {"stop_reason": "end_turn", "usage": {}, "content": [{"type": "text", "text": "ok"}]}],
+            ],
+        )
     attacker(tmp_path, "hostile", folder)
     assert sorted(p.name[: -len(".jsonl")] for p in folder.glob("*.jsonl")) == sorted(GOOD + HOSTILE)
     return folder
@@ -317,7 +344,9 @@ def test_a_huge_tool_result_is_clipped_to_the_line_limit_and_reopens(
     path = tmp_path / "big.jsonl"
     fake.script(tool_use("big", {}), text("that was big"))
     with nbagent.Session.open(path, fsync="never") as session:
-        assert nbagent.run(session, "make something big", tools=[big], client=client, model="claude-test", approval="auto") == "that was big"
+        assert (
+            nbagent.run(session, "make something big", tools=[big], client=client, model="claude-test", approval="auto") == "that was big"
+        )
     [result] = [e for e in nbagent.read_events(path) if e["type"] == ev.TOOL_RESULT]
     assert isinstance(result["content"], str) and result["content"].startswith("xxx")
     assert "more characters not logged" in result["content"][-200:] and len(result["content"]) < 17 << 20
@@ -335,7 +364,8 @@ def foreign_notebook_log(tmp_path: Path) -> Path:
     """A finished and an unfinished turn (a dangling python call) recorded by another user's kernel, in the notebook's folder."""
     path = tmp_path / ".nbagent" / "untitled" / "foreign.jsonl"
     spec = python_turn(FOREIGN_A, "foreign_a = 1", tool_use_id="toolu_a") + python_turn(
-        FOREIGN_B, "foreign_b_runs = globals().get('foreign_b_runs', 0) + 1", tool_use_id="toolu_b", finished=False)
+        FOREIGN_B, "foreign_b_runs = globals().get('foreign_b_runs', 0) + 1", tool_use_id="toolu_b", finished=False
+    )
     attacker(tmp_path, "session", path, json.dumps(spec))
     return path
 
@@ -372,9 +402,7 @@ def test_run_all_on_a_foreign_session_rerenders_and_continues_nothing(shell, fak
     assert "foreign_b_runs" not in shell.user_ns
 
 
-def test_after_nbagent_trust_run_all_continues_the_unfinished_turn_exactly_once(
-    shell, fake: FakeAnthropic, tmp_path: Path, capsys
-) -> None:
+def test_after_nbagent_trust_run_all_continues_the_unfinished_turn_exactly_once(shell, fake: FakeAnthropic, tmp_path: Path, capsys) -> None:
     path = foreign_notebook_log(tmp_path)
 
     def run_all() -> None:
@@ -463,8 +491,23 @@ NOTE2 = _line({"v": ev.SCHEMA_VERSION, "seq": 2, "ts": 2.0, "type": ev.NOTE, "te
         (b"{}\n", False),
         (b"\n", False),
     ],
-    ids=["empty", "header", "two-lines", "torn-10", "torn-no-newline", "passwd", "passwd-no-newline", "binary", "elf",
-         "long-first-line", "damaged-first-line", "note-first", "start-not-seq-1", "empty-object", "blank-line"],
+    ids=[
+        "empty",
+        "header",
+        "two-lines",
+        "torn-10",
+        "torn-no-newline",
+        "passwd",
+        "passwd-no-newline",
+        "binary",
+        "elf",
+        "long-first-line",
+        "damaged-first-line",
+        "note-first",
+        "start-not-seq-1",
+        "empty-object",
+        "blank-line",
+    ],
 )
 def test_start_problem_is_the_not_a_log_rule(head: bytes, is_log: bool) -> None:
     from nbagent.log import start_problem

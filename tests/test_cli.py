@@ -74,7 +74,7 @@ def test_sessions_grep(workspace: Path) -> None:
 def test_show_prints_the_transcript(workspace: Path) -> None:
     code, out, _ = cli("show", the_log(workspace).stem)
     assert code == 0
-    assert "Compute 1+1 and read data.csv" in out and "-> read_file({\"path\": \"data.csv\"})" in out
+    assert "Compute 1+1 and read data.csv" in out and '-> read_file({"path": "data.csv"})' in out
     assert "Goodbye!" in out and "result of python:" in out
 
 
@@ -210,8 +210,12 @@ with nbagent.Session.open(sys.argv[1]) as session:
 def test_tail_follow_prints_events_another_process_writes(tmp_path: Path, client: anthropic.Anthropic, fake: FakeAnthropic) -> None:
     log = record_session(tmp_path / "live.jsonl", client, fake)
     start = len(list(nbagent.read_events(log)))
-    tail = subprocess.Popen([str(NBAGENT), "tail", "-f", str(log), "--since", str(start - 1), "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    tail = subprocess.Popen(
+        [str(NBAGENT), "tail", "-f", str(log), "--since", str(start - 1), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         writer = subprocess.run([sys.executable, "-c", WRITER, str(log), "20"], timeout=120, capture_output=True, text=True)
         assert writer.returncode == 0, writer.stderr

@@ -85,8 +85,7 @@ class Zygote:
     """tests/crash_child.py --zygote: one Popen'd process that has imported the SDK and forks a fresh process per run."""
 
     def __init__(self) -> None:
-        proc = subprocess.Popen([sys.executable, str(CHILD), "--zygote"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen([sys.executable, str(CHILD), "--zygote"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.out = Lines(proc)
 
     def spawn(self, argv: list[str], stderr: Path) -> Child:
@@ -116,7 +115,7 @@ class Child:
 
     @property
     def lines(self) -> list[str]:
-        return self.zygote.out.lines[self.start:]
+        return self.zygote.out.lines[self.start :]
 
     def returncode(self) -> int | None:
         ends = [line for line in self.lines if line.startswith(f"EXIT {self.pid} ")]
@@ -230,7 +229,7 @@ def crash(tmp_path: Path, fake: FakeAnthropic, zygote: Zygote) -> Iterator[Calla
         resumed = zygote.spawn([*common, *resume_args], tmp_path / "resumed.stderr")
         children.append(resumed)
         assert resumed.finish() == FINAL
-        run.after = fake.requests[len(run.before):]
+        run.after = fake.requests[len(run.before) :]
         return run
 
     children: list[Child] = []
@@ -297,7 +296,10 @@ def test_c_killed_inside_a_keyed_tool(crash: Callable[..., Run], baseline: Run) 
     assert run.messages() == baseline.messages()  # the re-run with the same key answers as the first would have
     check_effects(run, charge_attempts=2)  # attempted twice, with one key, applied once
     started = [e for e in events(run.log) if e["type"] == "tool_started" and e["name"] == "charge"]
-    assert [(e["attempt"], e["idempotency_key"]) for e in started] == [(1, started[0]["idempotency_key"]), (2, started[0]["idempotency_key"])]
+    assert [(e["attempt"], e["idempotency_key"]) for e in started] == [
+        (1, started[0]["idempotency_key"]),
+        (2, started[0]["idempotency_key"]),
+    ]
 
 
 def test_c_killed_inside_an_unkeyed_write_is_not_repeated(crash: Callable[..., Run], baseline: Run) -> None:

@@ -67,7 +67,7 @@ def test_headless_policies(policy: str, reason: approval.Reason, approved: bool)
 def test_a_callable_gets_the_reason_and_its_answer_counts(reason: approval.Reason) -> None:
     seen: list[str] = []
     for answer in (True, False):
-        decision = approval.resolve(lambda r: seen.append(r.reason) or answer)(request(reason))
+        decision = approval.resolve(lambda r, a=answer: seen.append(r.reason) or a)(request(reason))
         assert decision.approved is answer and decision.by == "callback"
     assert seen == [reason, reason]
 

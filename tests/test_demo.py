@@ -19,8 +19,9 @@ NBAGENT = Path(sys.executable).with_name("nbagent")
 
 
 def run_demo(folder: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(NBAGENT), "demo", "--folder", str(folder), *extra], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=folder.parent)
+    return subprocess.run(
+        [str(NBAGENT), "demo", "--folder", str(folder), *extra], capture_output=True, text=True, timeout=300, env=env, cwd=folder.parent
+    )
 
 
 def clean_env() -> dict[str, str]:

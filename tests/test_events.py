@@ -10,7 +10,7 @@ import pytest
 from nbagent import Session, read_events
 from nbagent import events as ev
 
-AWKWARD_TEXT = "caf\u00e9 \u2028line\u2029sep \x85nel \U0001f600 \"quoted\" back\\slash\nnewline \t tab \x00 nul"
+AWKWARD_TEXT = 'caf\u00e9 \u2028line\u2029sep \x85nel \U0001f600 "quoted" back\\slash\nnewline \t tab \x00 nul'
 
 
 def _line(seq: int = 7, **payload: object) -> tuple[bytes, ev.Event]:
@@ -140,7 +140,6 @@ def test_durable_types() -> None:
     assert not ev.is_durable(ev.DELTA, {"text": "x"}) and not ev.is_durable(ev.MODEL_CALL, {})
     assert ev.is_durable(ev.TOOL_STARTED, {"effect": "write"}) and ev.is_durable(ev.TOOL_STARTED, {"effect": "irreversible"})
     assert not ev.is_durable(ev.TOOL_STARTED, {"effect": "read"})
-
 
 
 def test_a_key_streamed_across_several_deltas_never_reaches_the_file(log_path: Path, fake, client) -> None:

@@ -34,7 +34,7 @@ PAYLOADS = [
     # Remote images, every way CommonMark makes one.
     "![pixel](https://evil.example/pixel.png)",
     "![pixel](//evil.example/pixel.png)",
-    "![pixel](HTTPS://evil.example/pixel.png \"title\")",
+    '![pixel](HTTPS://evil.example/pixel.png "title")',
     "![pixel][r]\n\n[r]: https://evil.example/ref.png",
     "![r][]\n\n[r]: https://evil.example/collapsed.png",
     "![r]\n\n[r]: https://evil.example/shortcut.png",
@@ -61,7 +61,7 @@ PAYLOADS = [
     "[a](\\javascript:alert(1))",
     "[a](\x01javascript:alert(1))",
     "[a](<javascript:alert(1)>)",
-    "[a](javascript\\:alert(1) \"title\")",
+    '[a](javascript\\:alert(1) "title")',
     "[a](\njavascript\\:alert(1))",
     "[a](vbscript\\:msgbox(1))",
     "[a](data\\:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
@@ -72,7 +72,7 @@ PAYLOADS = [
     "[a](blob:https://evil.example/uuid)",
     "[a][r]\n\n[r]: javascript\\:alert(1)",
     "[r]\n\n[r]: vbscript\\:msgbox(1)",
-    "[r][]\n\n[r]: data\\:text/html,x \"t\"",
+    '[r][]\n\n[r]: data\\:text/html,x "t"',
     "[a][r]\n\n[r]: <javascript:alert(1)>",
     "[a][R]\n\n  [r]: file\\:///etc/passwd",
     "> [a](javascript\\:alert(1))\n> more",
@@ -135,23 +135,40 @@ def hostile_log(path: Path, payload: str) -> None:
     """The payload in a request, a reply and a tool result, beside a good link and a tool image nbagent embeds."""
     with nbagent.Session.open(path, fsync="never") as session:
         session.append(ev.USER_MSG, content=f"{payload}\n\nsee {BENIGN_LINK}")
-        session.append(ev.ASSISTANT_MSG, message_id="msg_1", model="claude-test", stop_reason="tool_use", usage={}, content=[
-            {"type": "text", "text": payload},
-            {"type": "tool_use", "id": "t1", "name": "search", "input": {"q": payload}},
-            {"type": "tool_use", "id": "t2", "name": "python", "input": {"code": "plot()"}},
-        ])
+        session.append(
+            ev.ASSISTANT_MSG,
+            message_id="msg_1",
+            model="claude-test",
+            stop_reason="tool_use",
+            usage={},
+            content=[
+                {"type": "text", "text": payload},
+                {"type": "tool_use", "id": "t1", "name": "search", "input": {"q": payload}},
+                {"type": "tool_use", "id": "t2", "name": "python", "input": {"code": "plot()"}},
+            ],
+        )
         session.append(ev.TOOL_RESULT, tool_use_id="t1", content=[{"type": "text", "text": payload}])
-        session.append(ev.TOOL_RESULT, tool_use_id="t2", content=[
-            {"type": "text", "text": payload},
-            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
-        ])
+        session.append(
+            ev.TOOL_RESULT,
+            tool_use_id="t2",
+            content=[
+                {"type": "text", "text": payload},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
+            ],
+        )
         session.append(ev.USER_MSG, content=payload)
 
 
 def export(path: Path, out: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "nbagent", "export", str(path), "-o", str(out)], cwd=path.parent,
-                            env={**os.environ, "NBAGENT_DATA_DIR": str(path.parent / "data")},
-                            capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "nbagent", "export", str(path), "-o", str(out)],
+        cwd=path.parent,
+        env={**os.environ, "NBAGENT_DATA_DIR": str(path.parent / "data")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -181,11 +198,23 @@ def test_a_reference_defined_in_one_part_cannot_make_an_image_or_script_link_in_
     log = tmp_path / "s.jsonl"
     with nbagent.Session.open(log, fsync="never") as session:
         session.append(ev.USER_MSG, content="[img]: https://evil.example/cross.png")
-        session.append(ev.ASSISTANT_MSG, message_id="m", model="claude-test", stop_reason="end_turn", usage={},
-                       content=[{"type": "text", "text": "![seen][img]"}])
+        session.append(
+            ev.ASSISTANT_MSG,
+            message_id="m",
+            model="claude-test",
+            stop_reason="end_turn",
+            usage={},
+            content=[{"type": "text", "text": "![seen][img]"}],
+        )
         session.append(ev.USER_MSG, content="[late]: data:text/html,x")
-        session.append(ev.ASSISTANT_MSG, message_id="n", model="claude-test", stop_reason="end_turn", usage={},
-                       content=[{"type": "text", "text": "[click][late]"}])
+        session.append(
+            ev.ASSISTANT_MSG,
+            message_id="n",
+            model="claude-test",
+            stop_reason="end_turn",
+            usage={},
+            content=[{"type": "text", "text": "[click][late]"}],
+        )
     export(log, tmp_path / "s.md")
     _hrefs, srcs = assert_no_live_remote_or_script((tmp_path / "s.md").read_text(encoding="utf-8"))
     assert not srcs

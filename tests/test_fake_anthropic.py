@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import anthropic
 import pytest
@@ -60,8 +61,7 @@ def test_tool_use_streams_input_json_deltas(fake: FakeAnthropic) -> None:
     args = {"a": 1, "b": 2, "note": "add these two numbers"}
     fake.script(tool_use("add", args, text="Let me add."))
     events, final = stream(fake, tools=[{"name": "add", "input_schema": {"type": "object"}}])
-    partials = [e.delta.partial_json for e in events
-                if e.type == "content_block_delta" and e.delta.type == "input_json_delta"]
+    partials = [e.delta.partial_json for e in events if e.type == "content_block_delta" and e.delta.type == "input_json_delta"]
     assert len(partials) > 2 and "".join(partials) == '{"a": 1, "b": 2, "note": "add these two numbers"}'
     assert final.stop_reason == "tool_use"
     assert final.content[0].type == "text" and final.content[0].text == "Let me add."
@@ -73,7 +73,10 @@ def test_parallel_tool_uses(fake: FakeAnthropic) -> None:
     fake.script(tool_uses([("add", {"a": 1}), ("mul", {"b": 2}), ("neg", {"c": 3}, "toolu_mine")]))
     _, final = stream(fake)
     assert [(b.name, b.input, b.id) for b in final.content] == [
-        ("add", {"a": 1}, "toolu_0001"), ("mul", {"b": 2}, "toolu_0002"), ("neg", {"c": 3}, "toolu_mine")]
+        ("add", {"a": 1}, "toolu_0001"),
+        ("mul", {"b": 2}, "toolu_0002"),
+        ("neg", {"c": 3}, "toolu_mine"),
+    ]
 
 
 def test_529_then_success_is_retried_by_the_sdk(fake: FakeAnthropic) -> None:
@@ -171,9 +174,11 @@ def test_caching_reports_reads_for_a_repeated_prefix(fake: FakeAnthropic) -> Non
     fake.script(text("one"), text("two"), text("three"))
     cached = {"type": "ephemeral"}
     first = [{"role": "user", "content": [{"type": "text", "text": "long context " * 50, "cache_control": cached}]}]
-    second = [{"role": "user", "content": [{"type": "text", "text": "long context " * 50}]},
-              {"role": "assistant", "content": "one"},
-              {"role": "user", "content": [{"type": "text", "text": "more", "cache_control": cached}]}]
+    second = [
+        {"role": "user", "content": [{"type": "text", "text": "long context " * 50}]},
+        {"role": "assistant", "content": "one"},
+        {"role": "user", "content": [{"type": "text", "text": "more", "cache_control": cached}]},
+    ]
     with client(fake) as c:
         u0 = c.messages.create(model=MODEL, max_tokens=10, messages=HI).usage
         u1 = c.messages.create(model=MODEL, max_tokens=10, system="sys", messages=first).usage
@@ -194,8 +199,7 @@ def test_callable_replies_and_responder_see_the_request(fake: FakeAnthropic) -> 
     fake.script(echo)
     fake.responder = lambda request: text(f"responder #{len(fake.requests)}")
     with client(fake) as c:
-        replies = [c.messages.create(model=MODEL, max_tokens=10, messages=[{"role": "user", "content": w}])
-                   for w in ("ping", "a", "b")]
+        replies = [c.messages.create(model=MODEL, max_tokens=10, messages=[{"role": "user", "content": w}]) for w in ("ping", "a", "b")]
     assert [m.content[0].text for m in replies] == ["you said ping", "responder #2", "responder #3"]
     assert seen == [fake.requests[0]] and fake.pending == 0
 

@@ -145,8 +145,18 @@ _json = st.recursive(
 @st.composite
 def _sealed_event(draw: st.DrawFn, seq: int) -> bytes:
     """A line with a correct checksum but an arbitrary (often malformed) event: what a hand-edited or hostile log holds."""
-    event = {"v": draw(st.sampled_from([1, 1, 1, 0, 2, "1"])), "seq": seq, "type": draw(st.sampled_from(sorted(ev.EVENT_TYPES) + ["other"]))}
-    event.update(draw(st.dictionaries(st.sampled_from(["session_id", "content", "tool_use_id", "usage", "meta", "text", "ts", "stop_reason"]), _json, max_size=4)))
+    event = {
+        "v": draw(st.sampled_from([1, 1, 1, 0, 2, "1"])),
+        "seq": seq,
+        "type": draw(st.sampled_from(sorted(ev.EVENT_TYPES) + ["other"])),
+    }
+    event.update(
+        draw(
+            st.dictionaries(
+                st.sampled_from(["session_id", "content", "tool_use_id", "usage", "meta", "text", "ts", "stop_reason"]), _json, max_size=4
+            )
+        )
+    )
     return ev.seal(json.dumps(event, ensure_ascii=True, separators=(",", ":")).encode()) + b"\n"
 
 

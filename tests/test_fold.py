@@ -112,7 +112,12 @@ def test_usage_totals_add_up_over_replies() -> None:
     log.assistant(use("t1"), stop="tool_use", usage={"input_tokens": 100, "output_tokens": 7, "cache_creation_input_tokens": 50})
     log.add(ev.TOOL_RESULT, tool_use_id="t1", content="ok")
     log.assistant(text("done"), usage={"input_tokens": 3, "output_tokens": 9, "cache_read_input_tokens": 150, "server_tool_use": 1})
-    assert log.state().usage == {"input_tokens": 103, "output_tokens": 16, "cache_creation_input_tokens": 50, "cache_read_input_tokens": 150}
+    assert log.state().usage == {
+        "input_tokens": 103,
+        "output_tokens": 16,
+        "cache_creation_input_tokens": 50,
+        "cache_read_input_tokens": 150,
+    }
 
 
 def test_pause_turn_means_call_the_model_again() -> None:
@@ -181,9 +186,10 @@ def test_fold_does_not_change_the_events() -> None:
 
 
 # Property tests -----------------------------------------------------------------------------------
-SOME_TEXT = st.text(alphabet=st.sampled_from("ab \u00e9\u2028\n\"\\"), min_size=1, max_size=8)
-USAGE = st.fixed_dictionaries({"input_tokens": st.integers(0, 500), "output_tokens": st.integers(0, 500)},
-                              optional={"cache_read_input_tokens": st.integers(0, 500)})
+SOME_TEXT = st.text(alphabet=st.sampled_from('ab \u00e9\u2028\n"\\'), min_size=1, max_size=8)
+USAGE = st.fixed_dictionaries(
+    {"input_tokens": st.integers(0, 500), "output_tokens": st.integers(0, 500)}, optional={"cache_read_input_tokens": st.integers(0, 500)}
+)
 
 
 @st.composite
@@ -348,7 +354,14 @@ def test_a_snapshot_plus_the_events_after_it_is_the_fold_of_every_event(events: 
                 assert session.snapshot_note == ""
                 # Ready without decoding the messages: what the loop and listings need first.
                 assert (state.frontier, state.open_calls, state.usage, state.title, state.status, state.seq, len(state.messages)) == (
-                    expected.frontier, expected.open_calls, expected.usage, expected.title, expected.status, expected.seq, len(expected.messages))
+                    expected.frontier,
+                    expected.open_calls,
+                    expected.usage,
+                    expected.title,
+                    expected.status,
+                    expected.seq,
+                    len(expected.messages),
+                )
                 assert state.messages.encoded == encoded
                 if upto == second:
                     session.snapshot()

@@ -305,9 +305,16 @@ def test_printer_shows_a_readable_transcript(recorded: Path) -> None:
     out = io.StringIO()
     history.transcript(history.read_all(recorded), out, result_limit=15)
     shown = out.getvalue()
-    for expected in ("request:\n    Compute 1+1 and read data.csv", "-> python({\"code\": \"print(1 + 1)\"})",
-                     "running python (write)", "result of read_file:", "contents of dat", "more characters]",
-                     "The answer is 2", "Goodbye!"):
+    for expected in (
+        "request:\n    Compute 1+1 and read data.csv",
+        '-> python({"code": "print(1 + 1)"})',
+        "running python (write)",
+        "result of read_file:",
+        "contents of dat",
+        "more characters]",
+        "The answer is 2",
+        "Goodbye!",
+    ):
         assert expected in shown, expected
     assert os.linesep == "\n"
 

@@ -29,7 +29,12 @@ def write_log(path: Path, count: int) -> list[bytes]:
             if session.seq % 2:
                 session.append(ev.USER_MSG, content=f"request {session.seq}")
             else:
-                session.append(ev.ASSISTANT_MSG, content=[{"type": "text", "text": f"answer {session.seq}"}], stop_reason="end_turn", usage={"output_tokens": 1})
+                session.append(
+                    ev.ASSISTANT_MSG,
+                    content=[{"type": "text", "text": f"answer {session.seq}"}],
+                    stop_reason="end_turn",
+                    usage={"output_tokens": 1},
+                )
     return path.read_bytes().splitlines(keepends=True)
 
 

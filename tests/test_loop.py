@@ -134,13 +134,20 @@ def test_plain_text_turn(fake: FakeAnthropic, client: anthropic.Anthropic, sessi
     assert session.state.frontier == "done" and session.state.status == "done"
 
 
-def test_tool_turn(fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, tools: list[nbagent.Tool], effects: Effects) -> None:
+def test_tool_turn(
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, tools: list[nbagent.Tool], effects: Effects
+) -> None:
     fake.script(tool_use("lookup", {"name": "pi"}, id="toolu_a", text="Let me look."), text("Pi is about 3.14."))
     assert go(session, client, "what is pi?", tools=tools) == "Pi is about 3.14."
     assert effects.calls == [("lookup", {"name": "pi"}, None)]
     second = fake.requests[1].body["messages"]
-    assert second[1] == {"role": "assistant", "content": [
-        {"type": "text", "text": "Let me look."}, {"type": "tool_use", "id": "toolu_a", "name": "lookup", "input": {"name": "pi"}}]}
+    assert second[1] == {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Let me look."},
+            {"type": "tool_use", "id": "toolu_a", "name": "lookup", "input": {"name": "pi"}},
+        ],
+    }
     assert second[2] == {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_a", "content": "value of pi"}]}
     assert session.messages == second + [{"role": "assistant", "content": [{"type": "text", "text": "Pi is about 3.14."}]}]
 
@@ -179,7 +186,9 @@ def test_request_carries_schemas_cache_control_system_and_max_tokens(
 
 
 # Replay rules at the frontier -------------------------------------------------------------------------
-def test_completed_turn_is_not_requested_again(fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, tools: list[nbagent.Tool], effects: Effects) -> None:
+def test_completed_turn_is_not_requested_again(
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, tools: list[nbagent.Tool], effects: Effects
+) -> None:
     tool_turn(session, ("append_note", {"text": "x"}, "toolu_a"))
     started(session, "toolu_a", "append_note", "write")
     session.append(ev.TOOL_RESULT, tool_use_id="toolu_a", content="noted x (recorded)")
@@ -216,7 +225,9 @@ def test_trailing_user_turn_calls_the_model(fake: FakeAnthropic, client: anthrop
     assert [r.body["messages"] for r in fake.requests] == [[{"role": "user", "content": "are you there?"}]]
 
 
-def test_cut_off_stream_is_discarded_and_requested_again(fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session) -> None:
+def test_cut_off_stream_is_discarded_and_requested_again(
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session
+) -> None:
     session.append(ev.USER_MSG, content="tell me")
     session.append(ev.MODEL_CALL, model=MODEL, attempt=1)
     session.append(ev.DELTA, index=0, text="Half a sen")
@@ -228,7 +239,9 @@ def test_cut_off_stream_is_discarded_and_requested_again(fake: FakeAnthropic, cl
     assert "Half a sen" not in str(session.messages)
 
 
-def test_dangling_call_without_tool_started_runs(fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, tools: list[nbagent.Tool], effects: Effects) -> None:
+def test_dangling_call_without_tool_started_runs(
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, tools: list[nbagent.Tool], effects: Effects
+) -> None:
     tool_turn(session, ("append_note", {"text": "x"}, "toolu_a"))
     fake.script(text("ok"))
     go(session, client, tools=tools, approval="deny")  # no approval is needed: it never started
@@ -237,7 +250,9 @@ def test_dangling_call_without_tool_started_runs(fake: FakeAnthropic, client: an
     assert results(fake.requests[0].body["messages"][-1]) == [{"type": "tool_result", "tool_use_id": "toolu_a", "content": "noted x"}]
 
 
-def test_started_read_call_runs_again(fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, tools: list[nbagent.Tool], effects: Effects) -> None:
+def test_started_read_call_runs_again(
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, tools: list[nbagent.Tool], effects: Effects
+) -> None:
     tool_turn(session, ("lookup", {"name": "x"}, "toolu_a"))
     started(session, "toolu_a", "lookup", "read")
     fake.script(text("ok"))
@@ -260,9 +275,7 @@ def test_started_keyed_call_runs_again_with_the_recorded_key(
     assert of_type(session, ev.APPROVAL) == []
 
 
-def test_key_is_stable_across_an_interrupt_and_a_new_process_view(
-    fake: FakeAnthropic, client: anthropic.Anthropic, log_path: Path
-) -> None:
+def test_key_is_stable_across_an_interrupt_and_a_new_process_view(fake: FakeAnthropic, client: anthropic.Anthropic, log_path: Path) -> None:
     keys: list[str] = []
 
     @nbagent.tool
@@ -318,7 +331,8 @@ def test_started_unkeyed_write_runs_again_when_approved(
     assert effects.calls == [("append_note", {"text": "x"}, None)]
     assert results(fake.requests[0].body["messages"][-1]) == [{"type": "tool_result", "tool_use_id": "toolu_a", "content": "noted x"}]
     assert [(r.tool_use_id, r.tool_name, r.input, r.effect, r.reason) for r in asked] == [
-        ("toolu_a", "append_note", {"text": "x"}, "write", "unknown_outcome")]
+        ("toolu_a", "append_note", {"text": "x"}, "write", "unknown_outcome")
+    ]
     assert "interrupted" in asked[0].describe()
 
 
@@ -372,7 +386,9 @@ def test_ask_without_a_tty_behaves_as_deny_and_says_so(
 
 
 # Tool failures ------------------------------------------------------------------------------------------
-def test_tool_that_raises_gives_an_error_result_and_the_loop_goes_on(fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session) -> None:
+def test_tool_that_raises_gives_an_error_result_and_the_loop_goes_on(
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session
+) -> None:
     @nbagent.tool(effect="read")
     def divide(a: float, b: float) -> float:
         """Divide a by b."""
@@ -443,7 +459,9 @@ def test_overloaded_then_success_is_retried_by_the_sdk(fake: FakeAnthropic, clie
     assert len(of_type(session, ev.ASSISTANT_MSG)) == 1 and of_type(session, ev.MODEL_ERROR) == []
 
 
-def test_mid_stream_error_is_logged_and_retried_by_the_loop(fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session) -> None:
+def test_mid_stream_error_is_logged_and_retried_by_the_loop(
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session
+) -> None:
     fake.script(stream_error(after=4, partial=text("never finished", chunks=4)), text("finished"))
     assert go(session, client, "hi") == "finished"
     assert len(fake.requests) == 2 and fake.requests[1].body["messages"] == [{"role": "user", "content": "hi"}]
@@ -469,7 +487,10 @@ def test_bad_request_raises_is_logged_and_the_session_stays_resumable(
         assert session.state.frontier == "model"
         assert go(session, client) == "Now it works."
         assert fake.requests[1].body["messages"] == [{"role": "user", "content": "hi"}]
-        assert session.messages == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": [{"type": "text", "text": "Now it works."}]}]
+        assert session.messages == [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [{"type": "text", "text": "Now it works."}]},
+        ]
 
 
 def test_unauthorized_says_to_check_the_key(fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session) -> None:
@@ -479,7 +500,9 @@ def test_unauthorized_says_to_check_the_key(fake: FakeAnthropic, client: anthrop
     assert of_type(session, ev.MODEL_ERROR)[0]["status"] == 401
 
 
-def test_usage_totals_are_the_sum_over_replies(fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, tools: list[nbagent.Tool]) -> None:
+def test_usage_totals_are_the_sum_over_replies(
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, tools: list[nbagent.Tool]
+) -> None:
     first = {"input_tokens": 11, "output_tokens": 7, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 0}
     second = {"input_tokens": 13, "output_tokens": 5, "cache_creation_input_tokens": 20, "cache_read_input_tokens": 100}
     fake.script(tool_use("lookup", {"name": "a"}, usage=first), text("ok", usage=second))
@@ -489,7 +512,9 @@ def test_usage_totals_are_the_sum_over_replies(fake: FakeAnthropic, client: anth
         assert other.usage == dict.fromkeys(first, 0)
 
 
-def test_prompt_caching_reads_the_history_from_cache(fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, tools: list[nbagent.Tool]) -> None:
+def test_prompt_caching_reads_the_history_from_cache(
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, tools: list[nbagent.Tool]
+) -> None:
     fake.script(tool_use("lookup", {"name": "a"}), text("first answer"), text("second answer"))
     go(session, client, "hi " * 200, tools=tools, system="Be helpful. " * 50)
     go(session, client, "and then?", tools=tools, system="Be helpful. " * 50)
@@ -592,21 +617,27 @@ def test_interrupt_while_waiting_for_approval_asks_again_on_resume(
     assert [e["decision"] for e in of_type(session, ev.APPROVAL)] == ["pending", "pending", "approved"]
 
 
-def test_pause_turn_sends_the_paused_message_back_to_continue(fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session) -> None:
+def test_pause_turn_sends_the_paused_message_back_to_continue(
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session
+) -> None:
     fake.script(text("Searching...", stop_reason="pause_turn"), text("Found it."))
     assert go(session, client, "search") == "Found it."
     second = fake.requests[1].body["messages"]
     assert second == [{"role": "user", "content": "search"}, {"role": "assistant", "content": [{"type": "text", "text": "Searching..."}]}]
 
 
-def test_empty_reply_is_recorded_so_the_next_request_stays_valid(fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session) -> None:
+def test_empty_reply_is_recorded_so_the_next_request_stays_valid(
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session
+) -> None:
     fake.script(Reply(content=[]), text("second"))
     go(session, client, "first")
     assert session.messages[-1]["content"][0]["text"]  # a placeholder, never an empty assistant turn
     assert go(session, client, "again") == "second"  # the server accepted the history
 
 
-def test_loop_gives_up_after_its_retries_and_the_session_can_resume(fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session) -> None:
+def test_loop_gives_up_after_its_retries_and_the_session_can_resume(
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session
+) -> None:
     fake.script(stream_error(after=3), stream_error(after=3))
     with pytest.raises(nbagent.ModelError, match="Overloaded"):
         go(session, client, "hi", retries=1)
@@ -620,7 +651,9 @@ def test_replay_rules_hold_after_reopening_from_a_snapshot(
     fake: FakeAnthropic, client: anthropic.Anthropic, log_path: Path, tools: list[nbagent.Tool], effects: Effects
 ) -> None:
     with nbagent.Session.open(log_path) as session:
-        tool_turn(session, ("append_note", {"text": "x"}, "toolu_a"), ("charge", {"amount": 2}, "toolu_b"), ("lookup", {"name": "z"}, "toolu_c"))
+        tool_turn(
+            session, ("append_note", {"text": "x"}, "toolu_a"), ("charge", {"amount": 2}, "toolu_b"), ("lookup", {"name": "z"}, "toolu_c")
+        )
         started(session, "toolu_a", "append_note", "write")
         started(session, "toolu_b", "charge", "write", key=True)
         session.append(ev.TOOL_RESULT, tool_use_id="toolu_c", content="z was recorded")

@@ -14,9 +14,7 @@ from nbagent import store
 from nbagent.notebook import kernel as nbkernel
 from tests.fake_anthropic import error, text, tool_use
 
-PNG = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
-)
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
 
 
 def run(ip: InteractiveShell, code: str, **kw):
@@ -102,7 +100,9 @@ def test_python_tool_errors_and_images_go_back_to_the_model(shell, fake, capsys)
 
 
 def test_user_tools_from_the_namespace_are_offered(shell, fake, tmp_path):
-    run(shell, "import nbagent\n@nbagent.tool(effect='read')\ndef add(a: int, b: int) -> int:\n    '''Add two numbers.'''\n    return a + b")
+    run(
+        shell, "import nbagent\n@nbagent.tool(effect='read')\ndef add(a: int, b: int) -> int:\n    '''Add two numbers.'''\n    return a + b"
+    )
     fake.script(tool_use("add", {"a": 2, "b": 3}), text("5"))
     assert run(shell, "%agent add 2 and 3").success
     assert "add" in {t["name"] for t in fake.requests[0].body["tools"]}
@@ -248,7 +248,9 @@ def test_restore_reruns_only_recorded_python_code(shell, fake, client, tmp_path,
     folder = tmp_path / ".nbagent" / "untitled"
     (tmp_path / "marker.txt").write_text("untouched")
     path = earlier_kernel_log(
-        folder, client, fake,
+        folder,
+        client,
+        fake,
         ("make z", [tool_use("python", {"code": "z = 5"}), tool_use("write_file", {"path": "marker.txt", "content": "x"}), text("ok")]),
     )
     assert "z" not in shell.user_ns

@@ -22,10 +22,15 @@ def execute(name: str, folder: Path, fake, **env: str):
     """Run All on a fresh kernel whose working folder is ``folder``; return the executed notebook."""
     nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
     kernel_env = {
-        **os.environ, "ANTHROPIC_BASE_URL": fake.base_url, "ANTHROPIC_API_KEY": "test-key",
-        "JPY_SESSION_NAME": str(folder / f"{name}.ipynb"), **env,
+        **os.environ,
+        "ANTHROPIC_BASE_URL": fake.base_url,
+        "ANTHROPIC_API_KEY": "test-key",
+        "JPY_SESSION_NAME": str(folder / f"{name}.ipynb"),
+        **env,
     }
-    client = NotebookClient(nb, timeout=120, kernel_name="python3", shutdown_kernel="immediate", resources={"metadata": {"path": str(folder)}})
+    client = NotebookClient(
+        nb, timeout=120, kernel_name="python3", shutdown_kernel="immediate", resources={"metadata": {"path": str(folder)}}
+    )
     client.execute(env=kernel_env)
     return nb
 

@@ -42,8 +42,6 @@ def kernel(kernel_manager: KernelManager) -> Iterator[Any]:
         kc.stop_channels()
 
 
-
-
 def stdout(messages: list[dict[str, Any]]) -> str:
     return "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream" and m["content"]["name"] == "stdout")
 
@@ -186,9 +184,7 @@ def test_decline_in_a_real_run_gives_the_model_an_error_result_and_the_tool_neve
     assert "declined by panel" in update["content"]["data"]["text/plain"]
 
 
-def test_interrupting_a_pending_approval_stops_the_cell_and_the_kernel_stays_usable(
-    kernel: Any, kernel_manager: KernelManager
-) -> None:
+def test_interrupting_a_pending_approval_stops_the_cell_and_the_kernel_stays_usable(kernel: Any, kernel_manager: KernelManager) -> None:
     interrupted: list[bool] = []
 
     def act(msg: dict[str, Any]) -> None:
@@ -209,8 +205,11 @@ def test_interrupting_a_pending_approval_stops_the_cell_and_the_kernel_stays_usa
         on_message=act,
     )
     assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt"
-    updates = [m["content"]["data"]["state"]["value"] for m in messages
-               if m["msg_type"] == "comm_msg" and "value" in m["content"]["data"].get("state", {})]
+    updates = [
+        m["content"]["data"]["state"]["value"]
+        for m in messages
+        if m["msg_type"] == "comm_msg" and "value" in m["content"]["data"].get("state", {})
+    ]
     assert any("not answered (interrupted)" in v for v in updates), [m["msg_type"] for m in messages]
     messages, reply = run_cell(kernel, "print('still alive')")
     assert reply["content"]["status"] == "ok" and "still alive" in stdout(messages)

@@ -98,7 +98,7 @@ def test_every_event_type_and_the_transcript_are_safe(payload: str) -> None:
 
 
 def test_hostile_payload_in_the_panel_widgets_and_static_fallback() -> None:
-    payload = '<img src=x onerror=alert(1)> [x](javascript:alert(1)) <script>alert(2)</script>'
+    payload = "<img src=x onerror=alert(1)> [x](javascript:alert(1)) <script>alert(2)</script>"
     panel = Panel(payload)
     panel({"type": "user_msg", "seq": 1, "content": payload})
     panel({"type": "model_call", "seq": 2, "attempt": 1})
@@ -116,7 +116,9 @@ def test_hostile_payload_in_the_panel_widgets_and_static_fallback() -> None:
 
 
 def test_markdown_renders_what_a_model_writes() -> None:
-    html = render.markdown_html("# Title\n\n**bold** `code` ~~gone~~ [site](https://example.org)\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n```python\nx = 1\n```")
+    html = render.markdown_html(
+        "# Title\n\n**bold** `code` ~~gone~~ [site](https://example.org)\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n```python\nx = 1\n```"
+    )
     for expected in ("<h1>Title</h1>", "<strong>bold</strong>", "<code>code</code>", "<s>gone</s>", "<table>", "<pre><code>x = 1"):
         assert expected in html
     assert 'href="https://example.org"' in html and 'rel="noopener noreferrer nofollow"' in html

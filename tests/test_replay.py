@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from html.parser import HTMLParser
 import time
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -184,7 +184,11 @@ def test_timestamps_gaps_and_compressed_playback_time(tmp_path) -> None:
     assert "+0.250 s after the previous event" in replay.position.value and "plays as" not in replay.position.value
     assert "#2 · " + clock_text(T0 + 0.25) + " · +0.250 s" in replay.transcript.value
     assert [gap_text(s) for s in (0.004, 1.5, 200, 7500, 3 * 86400 + 4 * 3600)] == [
-        "+0.004 s", "+1.5 s", "+3 min 20 s", "+2 h 5 min", "+3 d 4 h"
+        "+0.004 s",
+        "+1.5 s",
+        "+3 min 20 s",
+        "+2 h 5 min",
+        "+3 d 4 h",
     ]
 
 
@@ -216,7 +220,7 @@ def test_play_runs_in_the_background_and_pause_stops_it(tmp_path) -> None:
     fast.play()
     fast.slider.value = 9
     wait_for(lambda: not fast.playing)
-    assert moved[moved.index(9):] == sorted(moved[moved.index(9):]) and fast.index == len(fast.events) - 1
+    assert moved[moved.index(9) :] == sorted(moved[moved.index(9) :]) and fast.index == len(fast.events) - 1
 
     # At the end, play starts over; "instant" shows the last event at once.
     fast.speed.value = float("inf")
@@ -250,10 +254,14 @@ HOSTILE = [
     {"type": "user_msg", "content": "<script>alert('user')</script><img src=x onerror=alert(3)>"},
     {"type": "model_call", "attempt": "<b onmouseover=alert(4)>"},
     {"type": "delta", "index": 0, "text": "<script>alert('delta')</script>"},
-    {"type": "assistant_msg", "content": [
-        {"type": "text", "text": "[click](javascript:alert(5)) <iframe src=x></iframe> ![img](http://evil/leak?d=1)"},
-        {"type": "tool_use", "id": "t1", "name": "python<script>", "input": {"code": "open(MARKER, 'w').write('ran')"}},
-    ], "stop_reason": "tool_use"},
+    {
+        "type": "assistant_msg",
+        "content": [
+            {"type": "text", "text": "[click](javascript:alert(5)) <iframe src=x></iframe> ![img](http://evil/leak?d=1)"},
+            {"type": "tool_use", "id": "t1", "name": "python<script>", "input": {"code": "open(MARKER, 'w').write('ran')"}},
+        ],
+        "stop_reason": "tool_use",
+    },
     {"type": "tool_started", "tool_use_id": "t1", "name": "<svg onload=alert(6)>", "effect": "write"},
     # ... and no tool_result: the call dangles, as after a crash.
     {"type": "tool_result", "tool_use_id": "zz", "content": [{"type": "image", "source": {"type": "url", "url": "javascript:alert(7)"}}]},
@@ -399,7 +407,10 @@ def test_magic_user_mistakes_are_usage_errors_and_change_nothing(shell, tmp_path
     assert "No session log at" in usage_error(shell, "%agent_replay missing/dir/log.jsonl")
     assert "No session log at ../escape" in usage_error(shell, "%agent_replay ../escape")
     assert "not a valid session name" in usage_error(shell, "%agent_replay bad name")
-    corrupt = write_log(tmp_path / "corrupt.jsonl", [{"type": "session_start", "session_id": "s"}, {"type": "user_msg", "content": "hi"}, {"type": "note", "text": "x"}])
+    corrupt = write_log(
+        tmp_path / "corrupt.jsonl",
+        [{"type": "session_start", "session_id": "s"}, {"type": "user_msg", "content": "hi"}, {"type": "note", "text": "x"}],
+    )
     corrupt.write_bytes(corrupt.read_bytes().replace(b'"hi"', b'"ho"'))
     newer = tmp_path / "newer.jsonl"
     newer.write_bytes(ev.encode({"v": 9, "seq": 1, "ts": T0, "type": "session_start", "session_id": "s"})[0])

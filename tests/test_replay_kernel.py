@@ -46,8 +46,6 @@ def kernel(server: FakeAnthropic) -> Iterator[Any]:
         km.shutdown_kernel(now=True)
 
 
-
-
 def comm_states(messages: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Widget state by comm id, as a frontend would hold it after these messages."""
     states: dict[str, dict[str, Any]] = {}
@@ -62,7 +60,9 @@ def comm_states(messages: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def send_update(kc: Any, comm_id: str, state: dict[str, Any]) -> None:
     """What a frontend sends when the user changes a widget value (ipywidgets protocol)."""
-    kc.shell_channel.send(kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"method": "update", "state": state, "buffer_paths": []}}))
+    kc.shell_channel.send(
+        kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"method": "update", "state": state, "buffer_paths": []}})
+    )
 
 
 def click(kc: Any, comm_id: str) -> None:
@@ -131,7 +131,9 @@ def test_replay_in_a_real_kernel_scrubs_and_plays_through_comm_messages(kernel: 
     collect_until(kernel, states, lambda s: f"event {second} of" in s[position]["value"])
     click(kernel, buttons["▶ Play"])
     collect_until(kernel, states, lambda s: s[slider]["value"] > second + 2)
-    out, reply = run_cell(kernel, "from nbagent.notebook.magics import magics_for\nprint('playing', magics_for(get_ipython()).replay.playing)")
+    out, reply = run_cell(
+        kernel, "from nbagent.notebook.magics import magics_for\nprint('playing', magics_for(get_ipython()).replay.playing)"
+    )
     assert reply["content"]["status"] == "ok"
     assert "playing True" in "".join(m["content"].get("text", "") for m in out if m["msg_type"] == "stream")
     click(kernel, buttons["▶ Play"])  # the same button, now labelled Pause

@@ -59,7 +59,12 @@ FORMATS = [
     ("gitlab", "glpat-" + fake(ALNUM, 20), None, ""),
     ("jwt", "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0." + fake(ALNUM + "_-", 43), None, ""),
     ("slack-token", "xoxb-" + fake(string.digits, 12) + "-" + fake(string.digits, 12) + "-" + fake(ALNUM, 24), None, ""),
-    ("slack-webhook", "https://hooks.slack.com/services/T" + fake(UPPER_DIGITS, 8) + "/B" + fake(UPPER_DIGITS, 8) + "/" + fake(ALNUM, 24), None, ""),
+    (
+        "slack-webhook",
+        "https://hooks.slack.com/services/T" + fake(UPPER_DIGITS, 8) + "/B" + fake(UPPER_DIGITS, 8) + "/" + fake(ALNUM, 24),
+        None,
+        "",
+    ),
     ("stripe", "sk_live_" + fake(ALNUM, 24), None, ""),
     ("twilio", "SK" + fake(LOWER_HEX, 32), None, ""),
     ("sendgrid", "SG." + fake(ALNUM, 22) + "." + fake(ALNUM, 43), None, ""),
@@ -78,8 +83,9 @@ FORMATS = [
     ("pem-rsa", "-----BEGIN RSA PRIVATE KEY-----\n" + PEM_BODY + "\n-----END RSA PRIVATE KEY-----", PEM_BODY, ""),
     ("openssh", "-----BEGIN OPENSSH PRIVATE KEY-----\n" + PEM_BODY + "\n-----END OPENSSH PRIVATE KEY-----", PEM_BODY, ""),
 ]
-FORMATS = [(name, text, secret if secret is not None else text.replace(keep, "").replace(" end", ""), keep)
-           for name, text, secret, keep in FORMATS]
+FORMATS = [
+    (name, text, secret if secret is not None else text.replace(keep, "").replace(" end", ""), keep) for name, text, secret, keep in FORMATS
+]
 PNG_B64 = base64.b64encode(bytes(R.randrange(256) for _ in range(300))).decode()
 SURVIVORS = [
     ("git-sha", hashlib.sha1(b"nbagent").hexdigest()),
@@ -96,9 +102,15 @@ SURVIVORS = [
 def _session_with(path: Path, value: str) -> None:
     with Session.open(path, fsync="never", snapshot_every=0) as session:
         session.append(ev.USER_MSG, content=f"please use {value} now")
-        session.append(ev.ASSISTANT_MSG, stop_reason="tool_use", usage={}, content=[
-            {"type": "text", "text": "running it"},
-            {"type": "tool_use", "id": "toolu_1", "name": "python", "input": {"code": "print(secret)"}}])
+        session.append(
+            ev.ASSISTANT_MSG,
+            stop_reason="tool_use",
+            usage={},
+            content=[
+                {"type": "text", "text": "running it"},
+                {"type": "tool_use", "id": "toolu_1", "name": "python", "input": {"code": "print(secret)"}},
+            ],
+        )
         session.append(ev.TOOL_RESULT, tool_use_id="toolu_1", content=[{"type": "text", "text": f"out:\n{value}\n"}])
         session.append(ev.MODEL_ERROR, message=f"failed with {value}", status=400, kind="invalid_request_error", retryable=False, attempt=1)
         session.snapshot()
@@ -146,8 +158,18 @@ def test_ordinary_values_survive_unchanged(tmp_path: Path, value: str) -> None:
     assert redact.text(value) == value
 
 
-@pytest.mark.parametrize("name", ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-                                  "GITHUB_TOKEN", "HF_TOKEN", "OPENAI_API_KEY"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "GITHUB_TOKEN",
+        "HF_TOKEN",
+        "OPENAI_API_KEY",
+    ],
+)
 def test_credential_env_values_of_any_shape_are_redacted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     value = "zz custom " + name.lower() + " " + fake(ALNUM, 10)  # matches no pattern: only the env value can catch it
     monkeypatch.setenv(name, value)
@@ -243,7 +265,9 @@ def _assert_no_key(key: str, *texts: str | bytes) -> None:
 
 
 @pytest.mark.parametrize("shape", ["anthropic", "odd-env"])
-def test_a_401_that_echoes_the_key_leaks_it_nowhere(tmp_path: Path, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch, shape: str) -> None:
+def test_a_401_that_echoes_the_key_leaks_it_nowhere(
+    tmp_path: Path, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch, shape: str
+) -> None:
     if shape == "anthropic":
         key = "sk-ant-api03-" + fake_value(60)
         client = anthropic.Anthropic(base_url=fake.base_url, api_key=key, max_retries=0)
@@ -269,8 +293,15 @@ def test_a_401_that_echoes_the_key_leaks_it_nowhere(tmp_path: Path, fake: FakeAn
     monkeypatch.chdir(os_cwd)
     model_errors = [e for e in nbagent.read_events(path) if e["type"] == ev.MODEL_ERROR]
     assert model_errors and ev.REDACTED in model_errors[0]["message"]
-    _assert_no_key(key, str(err), "".join(traceback.format_exception(err)), path.read_bytes(),
-                   snapshot.path_for(path).read_bytes(), (tmp_path / "s.md").read_bytes(), (tmp_path / "s.ipynb").read_bytes())
+    _assert_no_key(
+        key,
+        str(err),
+        "".join(traceback.format_exception(err)),
+        path.read_bytes(),
+        snapshot.path_for(path).read_bytes(),
+        (tmp_path / "s.md").read_bytes(),
+        (tmp_path / "s.ipynb").read_bytes(),
+    )
 
 
 def test_the_magic_shows_a_401_without_the_key(shell, fake: FakeAnthropic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:

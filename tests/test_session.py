@@ -15,9 +15,8 @@ import anthropic
 import pytest
 
 import nbagent
-from nbagent import LogError, Session, read_events
+from nbagent import LogError, Session, read_events, snapshot, trust
 from nbagent import events as ev
-from nbagent import snapshot, trust
 from nbagent.fold import State, fold
 from nbagent.log import FileOps
 from nbagent.tools import idempotency_key
@@ -60,7 +59,9 @@ def add_turns(session: Session, count: int, tag: str = "") -> None:
             if call:
                 session.append(ev.TOOL_RESULT, tool_use_id=call, content=str(n))
         else:
-            session.append(ev.ASSISTANT_MSG, content=[{"type": "text", "text": f"done {n}"}], stop_reason="end_turn", usage={"output_tokens": 2})
+            session.append(
+                ev.ASSISTANT_MSG, content=[{"type": "text", "text": f"done {n}"}], stop_reason="end_turn", usage={"output_tokens": 2}
+            )
         step += 1
 
 
@@ -439,7 +440,6 @@ def test_a_snapshot_claiming_another_session_id_is_not_trusted(log_path: Path) -
         assert session.state == full_replay(log_path)
 
 
-
 def test_a_damaged_summary_in_the_snapshot_header_is_noticed(log_path: Path) -> None:
     with Session.open(log_path, fsync="never", snapshot_every=10) as session:
         add_turns(session, 30)
@@ -533,8 +533,18 @@ def test_snapshot_bodies_reuse_encoded_messages_but_never_a_replaced_one(log_pat
             state.messages.append({"role": "assistant", "content": [{"type": "text", "text": f"a{step}"}]})
         else:
             nbagent.fold.apply(state, {"seq": step + 1, "type": ev.USER_MSG, "content": f"u{step}"})
-        snapshot.write(log_path, state, line_start=0, offset=1, line_crc="0", line_sig=b"", report=trust.Report(lines=step + 1),
-                       sign=None, prefix_sha256=lambda: "0" * 64, cache=cache)
+        snapshot.write(
+            log_path,
+            state,
+            line_start=0,
+            offset=1,
+            line_crc="0",
+            line_sig=b"",
+            report=trust.Report(lines=step + 1),
+            sign=None,
+            prefix_sha256=lambda: "0" * 64,
+            cache=cache,
+        )
         loaded, why = snapshot.load(log_path)
         assert loaded is not None, why
         assert loaded.state() == state

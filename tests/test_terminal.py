@@ -65,11 +65,17 @@ def hostile_log(path: Path) -> None:
             session.append(ev.USER_MSG, content=f"needle {payload} request")
             session.append(ev.MODEL_CALL, model="claude-test", attempt=1)
             session.append(ev.DELTA, text=f"streamed {payload} text")
-            session.append(ev.ASSISTANT_MSG, message_id=f"msg_{number}", model="claude-test", stop_reason="tool_use",
-                           usage={"input_tokens": 1, "output_tokens": 1}, content=[
-                               {"type": "text", "text": f"needle {payload} reply"},
-                               {"type": "tool_use", "id": tool_id, "name": f"tool{payload}", "input": {"q": f"needle {payload}"}},
-                           ])
+            session.append(
+                ev.ASSISTANT_MSG,
+                message_id=f"msg_{number}",
+                model="claude-test",
+                stop_reason="tool_use",
+                usage={"input_tokens": 1, "output_tokens": 1},
+                content=[
+                    {"type": "text", "text": f"needle {payload} reply"},
+                    {"type": "tool_use", "id": tool_id, "name": f"tool{payload}", "input": {"q": f"needle {payload}"}},
+                ],
+            )
             session.append(ev.TOOL_STARTED, tool_use_id=tool_id, name=f"tool{payload}", effect="read", attempt=1)
             session.append(ev.TOOL_RESULT, tool_use_id=tool_id, content=[{"type": "text", "text": f"needle {payload} result"}])
             session.append(ev.NOTE, kind="remark", text=f"note {payload}")
@@ -96,8 +102,9 @@ def place(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def run(place: dict[str, Path], *argv: str) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "NBAGENT_DATA_DIR": str(place["data"]), "PYTHONIOENCODING": "utf-8"}
     env.pop("NO_COLOR", None)
-    return subprocess.run([sys.executable, "-m", "nbagent", *argv], cwd=place["work"], env=env,
-                          capture_output=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "nbagent", *argv], cwd=place["work"], env=env, capture_output=True, timeout=120, check=False
+    )
 
 
 HUMAN = {

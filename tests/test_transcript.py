@@ -107,8 +107,13 @@ def test_equality_with_lists_both_ways() -> None:
 
 def test_copies_are_plain_lists() -> None:
     transcript, messages, _ = lazy()
-    for copied in (transcript.copy(), list(transcript), copy.copy(transcript), copy.deepcopy(transcript),
-                   pickle.loads(pickle.dumps(transcript))):
+    for copied in (
+        transcript.copy(),
+        list(transcript),
+        copy.copy(transcript),
+        copy.deepcopy(transcript),
+        pickle.loads(pickle.dumps(transcript)),
+    ):
         assert type(copied) is list and copied == messages
     deep = copy.deepcopy(transcript)
     deep[0]["content"] = "changed"
@@ -117,8 +122,16 @@ def test_copies_are_plain_lists() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(0, 4), st.integers(0, 3), st.lists(st.tuples(st.sampled_from(
-    ["append", "set", "get", "del", "insert", "slice", "pop", "len"]), st.integers(-9, 9), st.integers(-9, 9)), max_size=12))
+@given(
+    st.integers(0, 4),
+    st.integers(0, 3),
+    st.lists(
+        st.tuples(
+            st.sampled_from(["append", "set", "get", "del", "insert", "slice", "pop", "len"]), st.integers(-9, 9), st.integers(-9, 9)
+        ),
+        max_size=12,
+    ),
+)
 def test_a_transcript_behaves_like_a_list(count: int, tail: int, operations: list[tuple[str, int, int]]) -> None:
     transcript, reference, _ = lazy(count, tail)
     for step, (operation, i, j) in enumerate(operations):
@@ -204,7 +217,13 @@ def test_resuming_reads_only_the_header_and_the_state_line(resumable: Path, monk
     with Session.open(resumable, snapshot_every=0) as session:
         state = session.state
         assert (state.frontier, state.open_calls, state.usage, state.title, state.turns, state.seq) == (
-            expected.frontier, expected.open_calls, expected.usage, expected.title, expected.turns, expected.seq)
+            expected.frontier,
+            expected.open_calls,
+            expected.usage,
+            expected.title,
+            expected.turns,
+            expected.seq,
+        )
         assert state.final_text == expected.final_text and len(state.messages) == len(expected.messages)
         assert session.snapshot_note == "" and reads == ["state"]
         assert isinstance(state.messages, Transcript) and state.messages.encoded > 20
@@ -265,11 +284,11 @@ def test_a_snapshot_whose_state_disagrees_with_the_log_is_not_patched_up(resumab
 def test_messages_first_read_after_closing_come_from_this_snapshot_or_the_log(resumable: Path) -> None:
     expected = fold(read_events(resumable)).messages
     session = Session.open(resumable, snapshot_every=0)
-    session.state
+    _ = session.state
     session.close()
     assert session.messages == expected  # the snapshot file is still the one it opened
     session = Session.open(resumable, snapshot_every=0)
-    session.state
+    _ = session.state
     session.close()
     with Session.open(resumable, fsync="never") as other:  # another open writes a newer snapshot in its place
         add_turns(other, 20, tag="later")

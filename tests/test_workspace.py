@@ -134,7 +134,13 @@ def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
     return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-LOG_PATHS = [".nbagent/nb/old.jsonl", "logs_link/nb/old.jsonl", "log_file_link", "sub/../.nbagent/nb/old.jsonl", "{t}/ws/.nbagent/nb/old.jsonl"]
+LOG_PATHS = [
+    ".nbagent/nb/old.jsonl",
+    "logs_link/nb/old.jsonl",
+    "log_file_link",
+    "sub/../.nbagent/nb/old.jsonl",
+    "{t}/ws/.nbagent/nb/old.jsonl",
+]
 
 
 @pytest.mark.parametrize("path", LOG_PATHS)
@@ -271,8 +277,10 @@ def test_user_tools_have_no_guard_and_schemas_are_unchanged(tree: Path) -> None:
     assert [t.to_dict() for t in bound] == [t.to_dict() for t in toolkit.FILE_TOOLS]
     properties = {t.name: sorted(t.to_dict()["input_schema"]["properties"]) for t in bound}
     assert properties == {
-        "read_file": ["limit", "offset", "path"], "write_file": ["content", "path"],
-        "edit_file": ["new_text", "old_text", "path"], "list_files": ["path", "pattern", "recursive"],
+        "read_file": ["limit", "offset", "path"],
+        "write_file": ["content", "path"],
+        "edit_file": ["new_text", "old_text", "path"],
+        "list_files": ["path", "pattern", "recursive"],
     }
     assert "root" not in json.dumps([t.to_dict() for t in bound]) and str(tree) not in json.dumps([t.to_dict() for t in bound])
 
@@ -284,18 +292,18 @@ def log_texts(log_path: Path) -> list[tuple[str, str]]:
     return [(e["type"], json.dumps(e)) for e in nbagent.read_events(log_path)]
 
 
-def test_log_folder_is_refused_in_a_real_run_even_with_auto_approval(
-    fake: FakeAnthropic, client: anthropic.Anthropic, tree: Path
-) -> None:
+def test_log_folder_is_refused_in_a_real_run_even_with_auto_approval(fake: FakeAnthropic, client: anthropic.Anthropic, tree: Path) -> None:
     ws = tree / "ws"
     log_path = ws / ".nbagent" / "nb" / "session.jsonl"
     fake.script(
-        tool_uses([
-            ("read_file", {"path": ".nbagent/nb/old.jsonl"}, "toolu_r"),
-            ("read_file", {"path": "logs_link/nb/session.jsonl"}, "toolu_s"),
-            ("write_file", {"path": ".nbagent/nb/old.jsonl", "content": "forged"}, "toolu_w"),
-            ("list_files", {"path": ".nbagent", "recursive": True}, "toolu_l"),
-        ]),
+        tool_uses(
+            [
+                ("read_file", {"path": ".nbagent/nb/old.jsonl"}, "toolu_r"),
+                ("read_file", {"path": "logs_link/nb/session.jsonl"}, "toolu_s"),
+                ("write_file", {"path": ".nbagent/nb/old.jsonl", "content": "forged"}, "toolu_w"),
+                ("list_files", {"path": ".nbagent", "recursive": True}, "toolu_l"),
+            ]
+        ),
         text("done"),
     )
     with nbagent.Session.open(log_path) as session:
@@ -347,8 +355,10 @@ def test_outside_workspace_asks_through_the_loop(fake: FakeAnthropic, client: an
         ("toolu_yes", "read_file", {"path": "../secret.txt"}, "outside_workspace"),
     ]
     assert approvals == [
-        ("toolu_no", "outside_workspace", "pending"), ("toolu_no", "outside_workspace", "declined"),
-        ("toolu_yes", "outside_workspace", "pending"), ("toolu_yes", "outside_workspace", "approved"),
+        ("toolu_no", "outside_workspace", "pending"),
+        ("toolu_no", "outside_workspace", "declined"),
+        ("toolu_yes", "outside_workspace", "pending"),
+        ("toolu_yes", "outside_workspace", "approved"),
     ]
     # Declined: not run (no tool_started), an error result, the secret nowhere in the log.
     assert "toolu_no" not in starts

@@ -148,8 +148,7 @@ class Matcher:
     def match(self, turns: list[Turn], request: str, cell_id: str | None) -> Turn | None:
         """The earlier kernel's turn this cell recorded, or ``None`` (then the cell asks anew)."""
         candidates = [
-            (i, t) for i, t in enumerate(turns)
-            if t.kernel != KERNEL_ID and t.seq not in self.claimed and same_request(t.request, request)
+            (i, t) for i, t in enumerate(turns) if t.kernel != KERNEL_ID and t.seq not in self.claimed and same_request(t.request, request)
         ]
         chosen = None
         if cell_id:

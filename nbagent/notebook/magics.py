@@ -14,9 +14,9 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from traitlets import Bool, Enum, Int, List, Unicode
 from traitlets.config import Configurable
 
+from .. import approval as approvals
 from .. import events as ev
 from .. import history, store, toolkit, trust
-from .. import approval as approvals
 from ..approval import APPROVAL_MODES
 from ..errors import Interrupted, LogCorruptError, LogError, LogLockedError, LogVersionError, ModelError, NbagentError
 from ..log import make_folder
@@ -47,29 +47,40 @@ class Agent(Configurable):
     max_tokens = Int(8192, help="Maximum tokens in one model reply.").tag(config=True)
     system_prompt = Unicode(DEFAULT_SYSTEM_PROMPT, help="System prompt sent with every model call.").tag(config=True)
     approval = Enum(
-        APPROVAL_MODES, "ask",
+        APPROVAL_MODES,
+        "ask",
         help="Who approves irreversible tool calls and repeats of interrupted calls: 'ask' (buttons in the panel; "
         "declined where nobody can answer, e.g. nbclient/papermill), 'auto' (always yes), 'deny' (always no).",
     ).tag(config=True)
-    fsync = Enum(("always", "turn", "never"), "turn", help="When the log is fsynced: every event, at each durable step of a turn (default), or never.").tag(config=True)
-    log_dir = Unicode(
-        "", help="Folder for session logs. Empty (default): '.nbagent/<notebook name>/' beside the notebook; "
-        "otherwise '<log_dir>/<notebook name>/'."
+    fsync = Enum(
+        ("always", "turn", "never"),
+        "turn",
+        help="When the log is fsynced: every event, at each durable step of a turn (default), or never.",
     ).tag(config=True)
-    demo = Bool(False, help="Use the offline demo model (not Claude) instead of the Anthropic API; for trying nbagent without a key.").tag(config=True)
+    log_dir = Unicode(
+        "",
+        help="Folder for session logs. Empty (default): '.nbagent/<notebook name>/' beside the notebook; "
+        "otherwise '<log_dir>/<notebook name>/'.",
+    ).tag(config=True)
+    demo = Bool(False, help="Use the offline demo model (not Claude) instead of the Anthropic API; for trying nbagent without a key.").tag(
+        config=True
+    )
     tools = List(
-        Unicode(), list(BUILTIN_TOOLS),
+        Unicode(),
+        list(BUILTIN_TOOLS),
         help=f"Built-in tools offered to the model, a subset of {', '.join(BUILTIN_TOOLS)}.",
     ).tag(config=True)
     user_tools = Bool(True, help="Also offer the @nbagent.tool functions defined in the notebook's namespace.").tag(config=True)
     workspace = Unicode(
-        "", help="Folder the file tools (read_file, write_file, edit_file, list_files) work in. Empty (default): the "
+        "",
+        help="Folder the file tools (read_file, write_file, edit_file, list_files) work in. Empty (default): the "
         "notebook's folder. A path outside it asks first under 'ask', runs under 'auto', is refused under 'deny'; "
-        "the log folder .nbagent/ is never read or written by them. The python and shell tools are not confined."
+        "the log folder .nbagent/ is never read or written by them. The python and shell tools are not confined.",
     ).tag(config=True)
     restore_kernel_state = Bool(
-        False, help="After a kernel restart, re-run the agent's recorded `python` tool code (never other tools) "
-        "to restore the variables it made; per cell with --restore."
+        False,
+        help="After a kernel restart, re-run the agent's recorded `python` tool code (never other tools) "
+        "to restore the variables it made; per cell with --restore.",
     ).tag(config=True)
     retries = Int(2, help="Extra attempts for a model call that fails with a retryable error.").tag(config=True)
 
@@ -119,10 +130,16 @@ class AgentMagics(Magics):
     @magic_arguments()
     @argument("--new", action="store_true", help="Start a new session for this request.")
     @argument("--session", metavar="NAME", help="Use (or create) the session called NAME in this notebook's log folder.")
-    @argument("--resume", metavar="SESSION", help="Continue a past session (a name from %%agent_sessions, or a log path), re-rendering its history first.")
+    @argument(
+        "--resume",
+        metavar="SESSION",
+        help="Continue a past session (a name from %%agent_sessions, or a log path), re-rendering its history first.",
+    )
     @argument("--model", metavar="NAME", help="Claude model for this request (default: Agent.model).")
     @argument("--approval", choices=APPROVAL_MODES, help="Approval for this request (default: Agent.approval).")
-    @argument("--restore", action="store_true", help="After a kernel restart, re-run the agent's recorded python code to restore its variables.")
+    @argument(
+        "--restore", action="store_true", help="After a kernel restart, re-run the agent's recorded python code to restore its variables."
+    )
     @argument("request", nargs="*", help="What you want the agent to do. A request may end with '?'.")
     @line_cell_magic
     def agent(self, line: str, cell: str | None = None) -> None:
@@ -167,15 +184,17 @@ class AgentMagics(Magics):
             # The CLI's listing: snapshot summary plus the events after it, not a fold of the whole log.
             summary = history.summarize(stored.path, user=user)
             readable = bool(summary.session_id)
-            rows.append((
-                "*" if stored.path == self.current else "",
-                stored.name,
-                str(summary.turns) if readable else "?",
-                _age(summary.last_ts or stored.modified),
-                summary.status if readable else f"unreadable: {summary.pending}",
-                summary.trust or "?",
-                summary.title,
-            ))
+            rows.append(
+                (
+                    "*" if stored.path == self.current else "",
+                    stored.name,
+                    str(summary.turns) if readable else "?",
+                    _age(summary.last_ts or stored.modified),
+                    summary.status if readable else f"unreadable: {summary.pending}",
+                    summary.trust or "?",
+                    summary.title,
+                )
+            )
         widths = [max(len(r[i]) for r in rows) for i in range(6)]
         print(f"Sessions in {folder} (* = current):")
         for row in rows:
@@ -288,8 +307,10 @@ class AgentMagics(Magics):
         restore = args.restore or self.settings.restore_kernel_state
         foreign = not session.trusted  # continuing it would run or send another person's record: only after `nbagent trust`
         if foreign and request and (args.resume or args.session):
-            raise UsageError(f"{untrusted_warning(session)} To continue it, trust it first: `nbagent trust {path}` in a "
-                             "terminal shows what it would run and asks you. Or start your own: `%agent --new ...`.")
+            raise UsageError(
+                f"{untrusted_warning(session)} To continue it, trust it first: `nbagent trust {path}` in a "
+                "terminal shows what it would run and asks you. Or start your own: `%agent --new ...`."
+            )
         view = self._view(request or session.state.title or path.stem)
         try:
             if args.resume:
@@ -332,9 +353,12 @@ class AgentMagics(Magics):
     def _continue(self, session: Session, args: Any, view: Any, foreign: bool) -> None:
         """Finish an unfinished turn, unless the session is not the user's: then say how to continue it."""
         if foreign:
-            print(f"nbagent: the recorded turns of {session.path.name} were shown, but its unfinished turn was not "
-                  f"continued: this session was not written by you. To continue it: `nbagent trust {session.path}` "
-                  "in a terminal, then run this cell again.", flush=True)
+            print(
+                f"nbagent: the recorded turns of {session.path.name} were shown, but its unfinished turn was not "
+                f"continued: this session was not written by you. To continue it: `nbagent trust {session.path}` "
+                "in a terminal, then run this cell again.",
+                flush=True,
+            )
             return
         self._run(session, None, args, view)
 
@@ -343,16 +367,23 @@ class AgentMagics(Magics):
         path = store.log_path(foreign.path.parent, store.new_name())
         session = self.sessions[path] = self._open(path)
         self.current = path
-        print(f"nbagent: {foreign.path.name} was not written by you, so this request starts a new session of yours, "
-              f"{path.stem}; nothing of the other session is sent to the model. To continue that one instead, run "
-              f"`nbagent trust {foreign.path}` in a terminal.", flush=True)
+        print(
+            f"nbagent: {foreign.path.name} was not written by you, so this request starts a new session of yours, "
+            f"{path.stem}; nothing of the other session is sent to the model. To continue that one instead, run "
+            f"`nbagent trust {foreign.path}` in a terminal.",
+            flush=True,
+        )
         return session
 
     def _ask(self, session: Session, args: Any, request: str, turns: list[nbkernel.Turn], view: Any, *, restore: bool) -> None:
         content: str | list[dict[str, Any]] = request
         if nbkernel.recorded_by_another_kernel(turns):
             restored = len(self.restored.get(session.path, ()))
-            detail = f" The kernel state was restored by re-running the agent's earlier python code ({restored} turn(s))." if restore and restored else ""
+            detail = (
+                f" The kernel state was restored by re-running the agent's earlier python code ({restored} turn(s))."
+                if restore and restored
+                else ""
+            )
             content = [{"type": "text", "text": RESTART_NOTE.format(restored=detail)}, {"type": "text", "text": request}]
         meta = {"request": request, "kernel": nbkernel.KERNEL_ID}
         if self.tracker.cell_id:
@@ -399,8 +430,10 @@ class AgentMagics(Magics):
         finally:
             self.tracker.paused = False
         if skipped:
-            print(f"nbagent: did not re-run {skipped} recorded python call(s): they come from log lines not written by you "
-                  "(see the warning above). Run that code yourself if you trust it.")
+            print(
+                f"nbagent: did not re-run {skipped} recorded python call(s): they come from log lines not written by you "
+                "(see the warning above). Run that code yourself if you trust it."
+            )
         if calls:
             session.append(ev.NOTE, kind="kernel_state_restored", python_calls=calls, failed=failed)
             message = f"nbagent: restored kernel state by re-running {calls} recorded python call(s)"

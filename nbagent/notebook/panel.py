@@ -271,7 +271,9 @@ class Panel:
     def _nobody(self, request: ApprovalRequest, *, reason: str = "no person can answer here") -> Decision:
         note = f"Approval was needed but {reason}, so this call was not run."
         with self._lock:
-            self._add(widgets.HTML(value=f"<i>{render._esc(request.describe())} — declined: {render._esc(reason)}</i>{_arguments_html(request)}"))
+            self._add(
+                widgets.HTML(value=f"<i>{render._esc(request.describe())} — declined: {render._esc(reason)}</i>{_arguments_html(request)}")
+            )
         return Decision(False, "nobody", note)
 
 

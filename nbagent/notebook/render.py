@@ -28,8 +28,36 @@ Event = Mapping[str, Any]
 
 ALLOWED_TAGS = frozenset(
     {
-        "a", "b", "blockquote", "br", "code", "del", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i",
-        "li", "ol", "p", "pre", "s", "strong", "sub", "sup", "table", "tbody", "td", "th", "thead", "tr", "ul",
+        "a",
+        "b",
+        "blockquote",
+        "br",
+        "code",
+        "del",
+        "em",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "hr",
+        "i",
+        "li",
+        "ol",
+        "p",
+        "pre",
+        "s",
+        "strong",
+        "sub",
+        "sup",
+        "table",
+        "tbody",
+        "td",
+        "th",
+        "thead",
+        "tr",
+        "ul",
     }
 )
 ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}}
@@ -92,7 +120,7 @@ def image_html(block: Mapping[str, Any]) -> str:
     media_type = source.get("media_type")
     data = source.get("data")
     if source.get("type") != "base64" or media_type not in IMAGE_TYPES or not isinstance(data, str):
-        return '<p><i>[image not shown: only base64 PNG, JPEG, GIF or WebP images are displayed]</i></p>'
+        return "<p><i>[image not shown: only base64 PNG, JPEG, GIF or WebP images are displayed]</i></p>"
     try:
         clean = base64.b64encode(base64.b64decode(data, validate=True)).decode("ascii")
     except (binascii.Error, ValueError):

@@ -37,8 +37,14 @@ FRAME = 0.05  # seconds: playback changes the widgets at most this often (20 upd
 SPEEDS: tuple[tuple[str, float], ...] = (("1x", 1.0), ("2x", 2.0), ("5x", 5.0), ("20x", 20.0), ("instant", math.inf))
 SHOWN_ITEMS = 100  # transcript entries shown above the current event; the slider reaches older ones
 MAX_MATCHES = 500  # search results listed
-STATUS_WORDS = {"idle": "starting", "model": "waiting for the model", "tools": "running tools", "done": "done",
-                "interrupted": "interrupted", "error": "model error"}
+STATUS_WORDS = {
+    "idle": "starting",
+    "model": "waiting for the model",
+    "tools": "running tools",
+    "done": "done",
+    "interrupted": "interrupted",
+    "error": "model error",
+}
 
 
 def load_events(path: str | os.PathLike[str]) -> list[ev.Event]:
@@ -175,14 +181,20 @@ class Replay:
         self.next_button = widgets.Button(description="turn ⏭", tooltip="next turn", layout=widgets.Layout(width="80px"))
         self.speed = widgets.Dropdown(options=list(SPEEDS), value=1.0, description="speed", layout=widgets.Layout(width="150px"))
         self.slider = widgets.IntSlider(
-            value=1, min=1, max=len(self.events), description="event", continuous_update=True,
+            value=1,
+            min=1,
+            max=len(self.events),
+            description="event",
+            continuous_update=True,
             layout=widgets.Layout(width="420px"),
         )
         self.search = widgets.Text(placeholder="search events", description="search", continuous_update=True)
         self.match_count = widgets.Label(value="")
         self.next_match_button = widgets.Button(description="next match", disabled=True, layout=widgets.Layout(width="100px"))
         self.matches = widgets.Select(options=[], rows=6, layout=widgets.Layout(width="100%", display="none"))
-        self.reload_button = widgets.Button(description="↻ reload", tooltip="read events appended since", layout=widgets.Layout(width="90px"))
+        self.reload_button = widgets.Button(
+            description="↻ reload", tooltip="read events appended since", layout=widgets.Layout(width="90px")
+        )
         self.position = widgets.HTML()
         self.current = widgets.HTML()
         self.transcript = widgets.HTML()
@@ -466,7 +478,11 @@ class Replay:
             if len(entries) >= SHOWN_ITEMS:
                 break
         hidden = bisect.bisect_right(self.anchors, index) - len(entries)
-        more = '<div style="color:#888"><i>… earlier entries: move the slider back to see them</i></div>' if hidden > 0 and len(entries) >= SHOWN_ITEMS else ""
+        more = (
+            '<div style="color:#888"><i>… earlier entries: move the slider back to see them</i></div>'
+            if hidden > 0 and len(entries) >= SHOWN_ITEMS
+            else ""
+        )
         return f'<div class="nbagent-transcript">{more}{"".join(reversed(entries))}</div>'
 
     def event_at(self, index: int) -> str:
