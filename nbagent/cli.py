@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from . import __version__, history
-from . import terminal
+from . import __version__, history, terminal
 from .errors import LogCorruptError, LogError, LogVersionError, ModelError, NbagentError
 
 EXIT_OK, EXIT_DATA, EXIT_USAGE = 0, 1, 2
@@ -101,32 +100,8 @@ def cmd_sessions(args: argparse.Namespace, out: TextIO) -> int:
     if not summaries:
         out.write(f"no sessions under {args.path}\n")
         return EXIT_OK
-    write_table(summaries, out)
+    history.write_table(summaries, out)
     return EXIT_OK
-
-
-def write_table(summaries: Sequence[history.Summary], out: TextIO) -> None:
-    """The human listing: one row per session, grouped by notebook when there are several."""
-    header = ("SESSION", "TITLE", "CREATED", "LAST ACTIVITY", "TURNS", "TOKENS", "TRUST", "STATUS")
-    by_notebook: dict[str, list[history.Summary]] = {}
-    for summary in summaries:
-        by_notebook.setdefault(summary.notebook, []).append(summary)
-    rows = [[s.name, history.shorten(s.title, 40) if s.title else "-", history.when(s.created), history.when(s.last_ts),
-             str(s.turns), str(s.tokens), s.trust or "?", s.status] for s in summaries]
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.ljust(w) if i < len(cells) - 1 else c for i, (c, w) in enumerate(zip(cells, widths))) + "\n"
-
-    index = {id(s): row for s, row in zip(summaries, rows)}
-    for notebook, group in by_notebook.items():
-        if len(by_notebook) > 1:
-            out.write(f"{notebook or group[0].path.rsplit('/', 1)[0]}\n")
-        out.write(line(header))
-        for summary in group:
-            out.write(line(index[id(summary)]))
-        if len(by_notebook) > 1:
-            out.write("\n")
 
 
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
@@ -136,8 +111,10 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     read = history.read_log(path)
     history.transcript(read.events, out, result_limit=10**9 if args.full else 600)
     if read.torn:
-        out.write(f"(not shown: a torn last line of {len(read.torn)} bytes at byte offset {read.end}: {read.torn_reason}; "
-                  "opening the session cuts it off and keeps it aside)\n")
+        out.write(
+            f"(not shown: a torn last line of {len(read.torn)} bytes at byte offset {read.end}: {read.torn_reason}; "
+            "opening the session cuts it off and keeps it aside)\n"
+        )
     return EXIT_OK
 
 
@@ -192,8 +169,15 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
     path = history.resolve(args.session)
     report = history.verify(path)
     if args.json:
-        data = {"path": report.path, "ok": report.ok, "events": report.events, "size": report.size,
-                "problems": [p.__dict__ for p in report.problems], "notes": report.notes, "trust": report.trust}
+        data = {
+            "path": report.path,
+            "ok": report.ok,
+            "events": report.events,
+            "size": report.size,
+            "problems": [p.__dict__ for p in report.problems],
+            "notes": report.notes,
+            "trust": report.trust,
+        }
         out.write(terminal.json_dumps(data, indent=2) + "\n")
     else:
         verdict = "OK" if report.ok else f"{len(report.problems)} problem(s)"
@@ -258,8 +242,14 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
 
 
 COMMANDS = {
-    "sessions": cmd_sessions, "show": cmd_show, "tail": cmd_tail, "export": cmd_export,
-    "verify": cmd_verify, "compact": cmd_compact, "trust": cmd_trust, "demo": cmd_demo,
+    "sessions": cmd_sessions,
+    "show": cmd_show,
+    "tail": cmd_tail,
+    "export": cmd_export,
+    "verify": cmd_verify,
+    "compact": cmd_compact,
+    "trust": cmd_trust,
+    "demo": cmd_demo,
 }
 
 

@@ -47,6 +47,14 @@ class LogWriteError(LogError):
     """A write or fsync failed; the log refuses further writes until it is reopened."""
 
 
+class HistoryError(NbagentError):
+    """A request about recorded sessions cannot be served; ``usage`` says whether the user asked for something wrong."""
+
+    def __init__(self, message: str, *, usage: bool = True) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
 class ModelError(NbagentError):
     """The model call failed after the SDK's own retries."""
 

@@ -1,0 +1,64 @@
+"""The SESSION argument: a log path, a notebook (its latest session), or a session name or id prefix."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .. import store
+from ..errors import HistoryError, NotALogError
+from ..log import check_start
+from .find import NOTEBOOK_SUFFIX, find_logs, session_name
+from .summary import list_summaries, summarize
+
+
+def resolve(spec: str, *, root: str | os.PathLike[str] = ".", write: bool = False) -> Path:
+    """Turn a SESSION argument into the path of a valid log (``write``: one with at least its header line).
+
+    The rule: an existing ``.jsonl`` file is that log; an existing notebook means
+    its most recently active session; anything else is a session name (the log
+    file name without ``.jsonl``), a unique prefix of one, or a unique prefix (at
+    least 4 characters) of a session id, searched for in every log folder under ``root``.
+    Whatever it names must begin like an nbagent log (:func:`nbagent.log.check_start`):
+    nothing else is read further or written.
+    """
+    path = _resolve(spec, root)
+    check_start(path)
+    if write and path.stat().st_size == 0:
+        raise NotALogError(str(path), "it is empty")
+    return path
+
+
+def _resolve(spec: str, root: str | os.PathLike[str]) -> Path:
+    target = Path(spec).expanduser()
+    if target.is_dir():
+        raise HistoryError(f"{spec} is a folder; give a session log (.jsonl), a notebook, or a session name.")
+    if target.exists():
+        if target.name.endswith(store.LOG_SUFFIX):
+            if not os.access(target, os.R_OK):
+                raise HistoryError(f"{spec}: permission denied (cannot read this log).")
+            return target
+        if target.suffix == NOTEBOOK_SUFFIX:
+            summaries = list_summaries(target)
+            if not summaries:
+                raise HistoryError(f"{spec} has no agent sessions (looked in {store.log_dir_for(target)}).")
+            return Path(summaries[-1].path)
+        raise HistoryError(f"{spec} is neither a notebook (.ipynb) nor a session log (.jsonl).")
+    if "/" in spec or spec.endswith((store.LOG_SUFFIX, NOTEBOOK_SUFFIX)):
+        raise HistoryError(f"{spec}: no such file.")
+    logs = find_logs(root)
+    exact = [p for p in logs if session_name(p) == spec]
+    if len(exact) == 1:
+        return exact[0]
+    candidates = exact or [p for p in logs if session_name(p).startswith(spec)]
+    if not candidates and len(spec) >= 4:
+        candidates = [p for p in logs if summarize(p).session_id.startswith(spec)]
+    if len(candidates) == 1:
+        return candidates[0]
+    if not candidates:
+        raise HistoryError(
+            f"unknown session {spec!r}: no session of that name or id under {Path(root).absolute()} "
+            "(run `nbagent sessions` to list them, or give the log's path)."
+        )
+    names = ", ".join(str(p) for p in candidates[:5]) + (" ..." if len(candidates) > 5 else "")
+    raise HistoryError(f"session {spec!r} is ambiguous: it matches {names}; give the log's path.")

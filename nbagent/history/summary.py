@@ -1,0 +1,238 @@
+"""Session summaries for listings: a snapshot header plus the events after it, and who wrote the log."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from .. import fold, snapshot, trust
+from ..errors import LogCorruptError, LogVersionError, NotALogError
+from ..log import iter_events, scan
+from ..render.text import shorten, when
+from .find import _checked, find_logs, notebook_of, session_name
+
+
+@dataclass
+class Summary:
+    """What a session listing shows about one session."""
+
+    name: str
+    path: str
+    notebook: str = ""
+    session_id: str = ""
+    title: str = ""
+    created: float = 0.0
+    last_ts: float = 0.0
+    turns: int = 0
+    events: int = 0
+    usage: dict[str, int] = field(default_factory=dict)
+    complete: bool = False
+    pending: str = ""  # what an unfinished session waits for, or why it cannot be read
+    source: str = "log"  # "snapshot" (header + tail) or "log" (full read)
+    trust: str = ""  # who wrote the lines: yours | unsigned | other key | altered | mixed ('' if unreadable)
+
+    @property
+    def tokens(self) -> int:
+        """Input plus output tokens (cache reads and writes included in input)."""
+        return sum(int(v) for v in self.usage.values())
+
+    @property
+    def status(self) -> str:
+        """``complete``, or ``unfinished: <what is pending>``."""
+        if self.complete:
+            return "complete"
+        return f"unfinished: {self.pending}" if self.pending else "unfinished"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, with ``status`` and ``tokens`` filled in."""
+        data = asdict(self)
+        data["status"], data["tokens"] = self.status, self.tokens
+        return data
+
+
+def _pending(status: str, frontier: str, open_calls: int, model_errors: bool = False) -> tuple[bool, str]:
+    if frontier == "done" and status != "interrupted":
+        return True, ""
+    if frontier == "empty":
+        return False, "no request yet"
+    waiting = f"{open_calls} tool call{'s' if open_calls != 1 else ''}" if frontier == "tools" else "model reply"
+    if frontier == "done":
+        waiting = ""
+    if status == "interrupted":
+        return False, "interrupted" + (f" ({waiting} pending)" if waiting else "")
+    if status == "error" or model_errors:
+        return False, f"{waiting} (last model call failed)"
+    return False, waiting
+
+
+def _from_state(summary: Summary, state: fold.State) -> Summary:
+    summary.session_id, summary.title, summary.created = state.session_id, state.title, state.created
+    summary.last_ts, summary.turns, summary.events, summary.usage = state.last_ts, state.turns, state.seq, dict(state.usage)
+    summary.complete, summary.pending = _pending(state.status, state.frontier, len(state.open_calls), state.status == "error")
+    return summary
+
+
+def _snapshot_usable(handle: Any, header: dict[str, Any], header_body: bytes, size: int, user: trust.Signer | None) -> bool:
+    """Whether the snapshot's last line is really in this log and it was written by this user for this log (small reads)."""
+
+    def read(start: int, end: int) -> bytes:
+        handle.seek(start)
+        return handle.read(end - start)
+
+    summary = header.get("summary")
+    if header.get("v") != snapshot.VERSION or not isinstance(summary, dict) or "session_id" not in summary:
+        return False
+    return not (snapshot.disagreement(header, read, size) or snapshot.unauthentic(header, header_body, user, read))
+
+
+_NO_USER = object()
+
+
+def summarize(path: Path, *, user: trust.Signer | None | object = _NO_USER) -> Summary:
+    """Summarise one session: snapshot header plus the events after it, or a full read without one; and who wrote it.
+
+    A damaged or newer-schema log gives a summary that says so instead of raising.
+    """
+    if user is _NO_USER:
+        user = trust.user_signer_or_none()
+    assert user is None or isinstance(user, trust.Signer)
+    summary = _summarize(path, user)
+    if not summary.session_id:
+        return summary  # not a readable log: nobody's
+    try:
+        summary.trust = trust_of(path, user=user).verdict
+    except OSError:
+        pass
+    return summary
+
+
+def trust_of(path: Path, *, user: trust.Signer | None | object = _NO_USER) -> trust.Report:
+    """Who signed the lines of a log, for listings (checked against this user's key; no secret is created).
+
+    A snapshot header signed by this user records who signed the lines before it, so
+    only the lines after it are checked; ``verify`` checks every line.
+    """
+    if user is _NO_USER:
+        user = trust.user_signer_or_none()
+    assert user is None or isinstance(user, trust.Signer)
+    found = snapshot.read_header_bytes(path)
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if found is not None and _snapshot_usable(handle, *found, size, user) and _prefix_matches(handle, found[0]):
+            header = found[0]
+            chain = trust.Chain(int(header["seq"]), int(header["offset"]), header["line_sig"].encode("ascii"))
+            handle.seek(chain.offset)
+
+            def prefix_sha256(end: int) -> str:
+                handle.seek(0)
+                return hashlib.sha256(handle.read(end)).hexdigest()
+
+            return trust.check_log(
+                handle.read(),
+                user=user,
+                session_id=header["summary"]["session_id"],
+                start=chain,
+                before=trust.Report.from_dict(header["trust"]),
+                prefix_sha256=prefix_sha256,
+            )
+        handle.seek(0)
+        return trust.check_log(handle.read(), user=user)
+
+
+def _prefix_matches(handle: Any, header: dict[str, Any]) -> bool:
+    """Whether the log before the snapshot is the one its trust record was made from."""
+    handle.seek(0)
+    return hashlib.sha256(handle.read(int(header["offset"]))).hexdigest() == header.get("prefix_sha256")
+
+
+def _summarize(path: Path, user: trust.Signer | None) -> Summary:
+    summary = Summary(session_name(path), str(path), notebook_of(path))
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            found = snapshot.read_header_bytes(path)
+            header = found[0] if found is not None else None
+            if found is not None and header is not None and _snapshot_usable(handle, *found, size, user):
+                offset = int(header["offset"])
+                handle.seek(offset)
+                tail = handle.read()
+                tail_events = list(_checked(iter_events(tail, path=str(path)), path))
+                head = header["summary"]
+                if not tail_events:
+                    summary.session_id, summary.title = head["session_id"], head.get("title", "")
+                    summary.created, summary.last_ts = head.get("created", 0.0), head.get("last_ts", 0.0)
+                    summary.turns, summary.events = head.get("turns", 0), int(header["seq"])
+                    summary.usage = dict(head.get("usage") or {})
+                    summary.complete, summary.pending = _pending(
+                        head.get("status", ""), head.get("frontier", ""), head.get("open_calls", 0)
+                    )
+                    summary.source = "snapshot"
+                    return summary
+                loaded, _why = snapshot.load(path)
+                if loaded is not None:
+                    try:
+                        if tail_events[0]["seq"] == loaded.seq + 1:  # a summary needs only the state line, not the messages
+                            summary.source = "snapshot"
+                            return _from_state(summary, fold.fold(tail_events, loaded.state()))
+                    except (OSError, ValueError, TypeError, KeyError):
+                        pass
+            handle.seek(0)
+            data = handle.read()
+        return _from_state(summary, fold.fold(_checked(scan(data, path=str(path)).events, path)))  # scan: the not-a-log rule too
+    except LogCorruptError as exc:
+        summary.pending = f"damaged log (line {exc.line}, byte {exc.offset}): run nbagent verify"
+    except LogVersionError:
+        summary.pending = "written by a newer nbagent (upgrade to read it)"
+    except NotALogError as exc:
+        summary.pending = f"not an nbagent log ({exc.reason})"
+    except OSError as exc:
+        summary.pending = f"unreadable ({exc.strerror or exc})"
+    except (KeyError, TypeError, ValueError, RecursionError) as exc:
+        summary.pending = f"damaged log ({type(exc).__name__}): run nbagent verify"
+    return summary
+
+
+def list_summaries(path: str | os.PathLike[str]) -> list[Summary]:
+    """Summaries of every session under ``path``, oldest activity first."""
+    user = trust.user_signer_or_none()
+    summaries = [summarize(p, user=user) for p in find_logs(path)]
+    return sorted(summaries, key=lambda s: (s.last_ts, s.name))
+
+
+def write_table(summaries: Sequence[Summary], out: TextIO) -> None:
+    """The human listing: one row per session, grouped by notebook when there are several."""
+    header = ("SESSION", "TITLE", "CREATED", "LAST ACTIVITY", "TURNS", "TOKENS", "TRUST", "STATUS")
+    by_notebook: dict[str, list[Summary]] = {}
+    for summary in summaries:
+        by_notebook.setdefault(summary.notebook, []).append(summary)
+    rows = [
+        [
+            s.name,
+            shorten(s.title, 40) if s.title else "-",
+            when(s.created),
+            when(s.last_ts),
+            str(s.turns),
+            str(s.tokens),
+            s.trust or "?",
+            s.status,
+        ]
+        for s in summaries
+    ]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) if i < len(cells) - 1 else c for i, (c, w) in enumerate(zip(cells, widths))) + "\n"
+
+    index = {id(s): row for s, row in zip(summaries, rows)}
+    for notebook, group in by_notebook.items():
+        if len(by_notebook) > 1:
+            out.write(f"{notebook or group[0].path.rsplit('/', 1)[0]}\n")
+        out.write(line(header))
+        for summary in group:
+            out.write(line(index[id(summary)]))
+        if len(by_notebook) > 1:
+            out.write("\n")

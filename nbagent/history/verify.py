@@ -1,0 +1,222 @@
+"""``nbagent verify``: check a log and its snapshot without changing either."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import events as ev
+from .. import fold, snapshot, trust
+from ..errors import HistoryError
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a log or its snapshot, and exactly where."""
+
+    file: str
+    line: int | None
+    offset: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file
+        if self.line is not None:
+            where += f", line {self.line}"
+        if self.offset is not None:
+            where += f" (byte offset {self.offset})"
+        return f"{where}: {self.message}"
+
+
+@dataclass
+class Report:
+    """What :func:`verify` found."""
+
+    path: str
+    events: int = 0
+    size: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    trust: str = ""  # who wrote the log's lines, as a sentence
+
+    @property
+    def ok(self) -> bool:
+        """No problem found."""
+        return not self.problems
+
+
+def _later_line_is_valid(data: bytes, pos: int) -> bool:
+    while (nl := data.find(b"\n", pos)) >= 0:
+        try:
+            ev.decode(data[pos:nl])
+            return True
+        except ev.BadLine:
+            pos = nl + 1
+    return False
+
+
+def _check_event_shape(event: ev.Event) -> str:
+    kind = event.get("type")
+    if kind not in ev.EVENT_TYPES:
+        return f"unknown event type {kind!r}"
+    if not isinstance(event.get("ts"), (int, float)):
+        return "event has no timestamp"
+    return ""
+
+
+def verify(path: str | os.PathLike[str]) -> Report:
+    """Check a log and its snapshot without changing either: checksums, sequence, schema, torn tail, snapshot agreement."""
+    log_path = Path(path)
+    report = Report(str(log_path))
+    try:
+        with open(log_path, "rb") as handle:  # read-only: verify never repairs
+            data = handle.read()
+    except FileNotFoundError:
+        raise HistoryError(f"{log_path}: no such file.") from None
+    except OSError as exc:
+        raise HistoryError(f"cannot read {log_path}: {exc.strerror or exc}.") from None
+    report.size = len(data)
+    problems, name = report.problems, str(log_path)
+    good: list[ev.Event] = []
+    line_starts: dict[int, tuple[int, str]] = {}  # seq -> (line start, crc)
+    state = fold.State()
+    fold_ok, damaged = True, False
+    pos, line_no, expected = 0, 1, 1
+    while pos < len(data):
+        nl = data.find(b"\n", pos)
+        if (nl if nl >= 0 else len(data)) - pos > ev.MAX_LINE:
+            problems.append(
+                Problem(name, line_no, pos, f"the line is longer than the {ev.MAX_LINE >> 20} MiB limit; nbagent refuses to read it")
+            )
+            damaged = True
+            break
+        if nl < 0:
+            problems.append(
+                Problem(
+                    name,
+                    line_no,
+                    pos,
+                    f"torn tail: the last {len(data) - pos} bytes have no newline "
+                    "(a write was cut short); opening the session will cut them off and keep them in a .torn file",
+                )
+            )
+            break
+        try:
+            event = ev.decode(data[pos:nl])
+        except ev.BadLine as bad:
+            if _later_line_is_valid(data, nl + 1):
+                problems.append(Problem(name, line_no, pos, f"damaged line: {bad}"))
+                damaged = True
+            else:
+                problems.append(
+                    Problem(
+                        name,
+                        line_no,
+                        pos,
+                        f"torn tail: {bad} (nothing valid follows; opening the session will cut it off and keep it in a .torn file)",
+                    )
+                )
+            pos, line_no = nl + 1, line_no + 1
+            expected += 1
+            continue
+        version = event.get("v")
+        if not isinstance(version, int) or version > ev.SCHEMA_VERSION:
+            problems.append(
+                Problem(
+                    name,
+                    line_no,
+                    pos,
+                    f"schema version v{version} is newer than this nbagent reads (v{ev.SCHEMA_VERSION}); upgrade nbagent to check this log",
+                )
+            )
+            damaged = True
+            break
+        if event["seq"] != expected:
+            problems.append(Problem(name, line_no, pos, f"sequence break: expected seq {expected}, found seq {event['seq']}"))
+            damaged = True
+        shape = _check_event_shape(event)
+        if shape:
+            problems.append(Problem(name, line_no, pos, shape))
+        elif line_no == 1 and event["type"] != ev.SESSION_START:
+            problems.append(Problem(name, line_no, pos, f"first event is {event['type']!r}, not 'session_start'"))
+        if fold_ok:
+            try:
+                fold.apply(state, event)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                problems.append(Problem(name, line_no, pos, f"event does not fit schema v{ev.SCHEMA_VERSION}: {type(exc).__name__} {exc}"))
+                fold_ok = False
+        good.append(event)
+        line_starts[event["seq"]] = (pos, event["crc"])
+        expected = event["seq"] + 1
+        pos, line_no = nl + 1, line_no + 1
+    report.events = len(good)
+    report.trust = trust.check_log(data, user=trust.user_signer_or_none()).describe()
+    for side in sorted(log_path.parent.glob(log_path.name + ".torn-*")):
+        report.notes.append(f"{side.name}: a torn tail cut off by an earlier repair is kept here")
+    for side in sorted(log_path.parent.glob(log_path.name + ".damaged-*")):
+        report.notes.append(f"{side.name}: a copy of this log kept when damage was found on opening")
+    _verify_snapshot(log_path, data, good, line_starts, report, fold_ok and not damaged)
+    return report
+
+
+def _verify_snapshot(
+    log_path: Path, data: bytes, good: list[ev.Event], line_starts: dict[int, tuple[int, str]], report: Report, can_fold: bool
+) -> None:
+    target = snapshot.path_for(log_path)
+    if not target.exists():
+        report.notes.append("no snapshot (opening replays the whole log)")
+        return
+    name = str(target)
+    loaded, why = snapshot.load(log_path)
+    if loaded is None:
+        report.problems.append(Problem(name, 1, 0, f"snapshot header unusable: {why} (opening ignores it and replays the log)"))
+        return
+    header = loaded.header
+    for line, read in ((2, loaded.state_line), (3, loaded.messages_line)):
+        try:
+            read()
+        except (OSError, ValueError) as exc:
+            report.problems.append(Problem(name, line, None, f"{exc} (opening ignores it and replays the log)"))
+            return
+    seq, offset = loaded.seq, loaded.offset
+    where = line_starts.get(seq)
+    if where is None:
+        report.problems.append(Problem(name, 1, 0, f"snapshot is of event {seq}, which is not a valid event of the log"))
+        return
+    start, crc = where
+    line_end = data.find(b"\n", start) + 1
+    if start != header["line_start"] or line_end != offset or crc != header["line_crc"]:
+        report.problems.append(
+            Problem(
+                name,
+                1,
+                0,
+                f"snapshot says event {seq} is at bytes {header['line_start']}-{offset} "
+                f"with crc {header['line_crc']}, but the log has it at {start}-{line_end} with crc {crc}",
+            )
+        )
+        return
+    if not can_fold:
+        report.notes.append("snapshot state not compared: the log itself has problems")
+        return
+    try:
+        saved = loaded.state().to_dict()
+    except (ValueError, TypeError, KeyError) as exc:
+        report.problems.append(Problem(name, None, None, f"snapshot does not hold a state ({exc})"))
+        return
+    expected_state = fold.fold(e for e in good if e["seq"] <= seq)
+    expected = json.loads(json.dumps(expected_state.to_dict()))
+    if saved != expected:
+        differing = sorted(k for k in set(saved) | set(expected) if saved.get(k) != expected.get(k))
+        report.problems.append(
+            Problem(name, 2, None, f"snapshot state differs from a full fold of events 1-{seq} in: {', '.join(differing)}")
+        )
+        return
+    head = json.loads(json.dumps(snapshot.summary(expected_state)))
+    if header.get("summary") != head:
+        report.problems.append(Problem(name, 1, 0, "snapshot header summary differs from its state"))
+        return
+    after = len(good) - seq
+    report.notes.append(f"snapshot agrees with the log (events 1-{seq}" + (f"; {after} events after it" if after else "") + ")")
