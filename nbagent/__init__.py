@@ -18,7 +18,7 @@ from .errors import (
     NotALogError,
 )
 from .fold import State
-from .log import follow, read_events
+from .reader import follow, read_events
 from .session import Session, Subscriber
 
 if TYPE_CHECKING:

@@ -120,7 +120,7 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_tail(args: argparse.Namespace, out: TextIO) -> int:
     """``nbagent tail [-f]``."""
-    from .log import follow
+    from .reader import follow
 
     if args.since < 0:
         raise history.HistoryError("--since must be 0 or more.")
@@ -137,7 +137,6 @@ def cmd_tail(args: argparse.Namespace, out: TextIO) -> int:
     if args.follow:
         try:
             for event in follow(path, since=args.since, idle_timeout=args.idle_exit):
-                history.check_version(event, path)
                 emit(event)
         except KeyboardInterrupt:
             pass

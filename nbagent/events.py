@@ -13,12 +13,15 @@ from __future__ import annotations
 import json
 import time
 import zlib
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin, get_type_hints
+
+from typing_extensions import NotRequired, TypedDict, is_typeddict
 
 from . import redact
 
 if TYPE_CHECKING:
-    from .trust import SessionSigner
+    from .trust import LineSigner
 
 # v2: a line's signature also covers the previous line's (a MAC chain, see trust.py); v1 lines still read.
 SCHEMA_VERSION = 2
@@ -51,6 +54,199 @@ EVENT_TYPES = frozenset(
 DURABLE_TYPES = frozenset({SESSION_START, USER_MSG, ASSISTANT_MSG, MODEL_ERROR, APPROVAL, TOOL_RESULT, INTERRUPTED, NOTE, TRUST})
 
 
+USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+# The declared shape of each event type (docs/log-format.md says what the fields mean) ---------------------
+# Every event also has v, seq, ts, type (and crc once read).  The reader checks each line against its
+# declaration: required keys must be there, and every declared key that is there must have its type.
+class Block(TypedDict, total=False):
+    """A content block (text, tool_use, tool_result, image, thinking, ...); other keys are the API's."""
+
+    type: str
+    text: str
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class Usage(TypedDict, total=False):
+    """Token counts of one model reply."""
+
+    input_tokens: int | None
+    output_tokens: int | None
+    cache_creation_input_tokens: int | None
+    cache_read_input_tokens: int | None
+
+
+class SessionStart(TypedDict):
+    session_id: str
+    meta: NotRequired[dict[str, Any] | None]
+
+
+class UserMsg(TypedDict):
+    content: str | list[Block]
+    meta: NotRequired[dict[str, Any] | None]
+
+
+class ModelCall(TypedDict):
+    model: NotRequired[str | None]
+    attempt: NotRequired[int]
+
+
+class Delta(TypedDict):
+    index: NotRequired[int]
+    text: NotRequired[str]
+    partial_json: NotRequired[str]
+    thinking: NotRequired[str]
+
+
+class AssistantMsg(TypedDict):
+    content: list[Block]
+    message_id: NotRequired[str | None]
+    model: NotRequired[str | None]
+    stop_reason: NotRequired[str | None]
+    usage: NotRequired[Usage | None]
+
+
+class ModelErrorEvent(TypedDict):
+    message: NotRequired[str]
+    status: NotRequired[int | None]
+    kind: NotRequired[str]
+    retryable: NotRequired[bool]
+    attempt: NotRequired[int]
+
+
+class Approval(TypedDict):
+    tool_use_id: NotRequired[str]
+    reason: NotRequired[str]
+    decision: NotRequired[str]  # pending | approved | declined
+    question: NotRequired[str]
+    by: NotRequired[str]
+    note: NotRequired[str]
+
+
+class ToolStarted(TypedDict):
+    tool_use_id: str
+    name: NotRequired[str]
+    effect: NotRequired[str]
+    attempt: NotRequired[int]
+    idempotency_key: NotRequired[str]
+
+
+class ToolResult(TypedDict):
+    tool_use_id: str
+    content: str | list[Block]
+    is_error: NotRequired[bool]
+
+
+class InterruptedEvent(TypedDict):
+    during: NotRequired[str]
+    open_calls: NotRequired[list[str]]
+
+
+class Note(TypedDict):
+    kind: NotRequired[str]
+    text: NotRequired[str]
+
+
+class Trust(TypedDict):
+    vouches: NotRequired[int]
+    prefix_sha256: NotRequired[str]
+
+
+def _tool_uses_named(event: Event) -> bool:
+    return all(isinstance(b.get("id"), str) and isinstance(b.get("name"), str) for b in event["content"] if b.get("type") == "tool_use")
+
+
+SHAPES: dict[str, type] = {
+    SESSION_START: SessionStart, USER_MSG: UserMsg, MODEL_CALL: ModelCall, DELTA: Delta, ASSISTANT_MSG: AssistantMsg,
+    MODEL_ERROR: ModelErrorEvent, APPROVAL: Approval, TOOL_STARTED: ToolStarted, TOOL_RESULT: ToolResult,
+    INTERRUPTED: InterruptedEvent, NOTE: Note, TRUST: Trust,
+}  # fmt: skip
+# Rules a declaration cannot say: the one today is that a tool_use block names its id and tool.
+EXTRA_RULES: dict[str, Callable[[Event], bool]] = {ASSISTANT_MSG: _tool_uses_named}
+
+
+def _checker(declared: Any) -> Callable[[Any], bool]:
+    """A fast predicate for values of a declared type (the subset of typing the shapes above use)."""
+    origin, args = get_origin(declared), get_args(declared)
+    if declared is Any:
+        return lambda value: True
+    if declared is None or declared is type(None):
+        return lambda value: value is None
+    if declared is float:
+        return lambda value: isinstance(value, (int, float))
+    if is_typeddict(declared):
+        # Read NotRequired from the hints themselves: under postponed annotations __required_keys__ cannot see it.
+        hints = get_type_hints(declared, include_extras=True)
+        fields = tuple(
+            (
+                key,
+                declared.__total__ and get_origin(hint) is not NotRequired,
+                _checker(get_args(hint)[0] if get_origin(hint) is NotRequired else hint),
+            )
+            for key, hint in hints.items()
+        )
+        return lambda value: (
+            isinstance(value, dict)
+            and all(
+                (key in value and check(value[key])) if needed else (key not in value or check(value[key])) for key, needed, check in fields
+            )
+        )
+    if origin is Union or str(origin) == "<class 'types.UnionType'>":
+        options = tuple(_checker(a) for a in args)
+        return lambda value: any(check(value) for check in options)
+    if origin is list:
+        item = _checker(args[0]) if args else (lambda value: True)
+        return lambda value: isinstance(value, list) and all(item(v) for v in value)
+    if origin is dict:
+        return lambda value: isinstance(value, dict)
+    if origin is Literal:
+        return lambda value: value in args
+    if isinstance(declared, type):
+        return lambda value: isinstance(value, declared)
+    raise TypeError(f"no shape check for {declared!r}")
+
+
+_SHAPE_CHECKS = {kind: _checker(shape) for kind, shape in SHAPES.items()}
+
+
+def shape_problem(event: Event) -> str:
+    """Why an event with a valid checksum still cannot be folded (a hand-made or foreign log), or ''."""
+    kind = event["type"]
+    if not isinstance(kind, str) or not isinstance(event.get("ts"), (int, float)):
+        return "the event has no valid type or timestamp"
+    check = _SHAPE_CHECKS.get(kind)
+    if check is None:
+        return f"unknown event type {kind!r}"
+    if check(event) and EXTRA_RULES.get(kind, _always)(event):
+        return ""
+    return f"a {kind} event is missing fields or has fields of the wrong type"
+
+
+def _always(event: Event) -> bool:
+    return True
+
+
+# Reading older logs: one named step per schema version, applied in order (v1 -> v2 -> ...). -----------
+def v1_to_v2(event: Event) -> Event:
+    """v2 changed how a line is signed (its MAC also covers the previous line's), not what an event holds."""
+    return event
+
+
+MIGRATIONS: dict[int, Callable[[Event], Event]] = {1: v1_to_v2}
+
+
+def upgrade(event: Event) -> Event:
+    """An event of any known schema in the shape of the current one (``v`` still says how its line was written)."""
+    version = event["v"]
+    while version < SCHEMA_VERSION:
+        event = MIGRATIONS[version](event)
+        version += 1
+    return event
+
+
 def is_durable(event_type: str, payload: dict[str, Any]) -> bool:
     """Whether an event must reach the disk before the engine acts on it."""
     if event_type == TOOL_STARTED:
@@ -66,7 +262,7 @@ REDACTED = redact.REDACTED  # kept here too: other modules import it from events
 _ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 
 
-def encode(event: Event, signer: SessionSigner | None = None) -> tuple[bytes, Event]:
+def encode(event: Event, signer: LineSigner | None = None) -> tuple[bytes, Event]:
     """Serialize an event to one checksummed (and, with ``signer``, signed) line; return it with the event as it will read back.
 
     Secrets (see :mod:`nbagent.redact`) are replaced by ``[REDACTED]`` before anything is written.

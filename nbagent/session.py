@@ -14,8 +14,9 @@ from typing import Any, Protocol
 
 from . import events as ev
 from . import fold, snapshot, trust
-from .errors import LogCorruptError, LogError
-from .log import HEADER_LIMIT, EventLog, FileOps, FsyncPolicy, Repair, Scan, check_start, iter_events, scan
+from .errors import LogError
+from .log import EventLog, FileOps, FsyncPolicy, Repair
+from .reader import HEADER_LIMIT, Scan, check_start, iter_events, scan
 from .transcript import Transcript
 
 logger = logging.getLogger("nbagent")
@@ -157,9 +158,7 @@ class Session:
                 data = handle.read(base.offset)
         else:
             data = self._log.read(0, base.offset)
-        result = scan(data, path=str(self.path))
-        if result.torn:  # the snapshot pointed at a whole line, so this is damage, not a torn write
-            raise LogCorruptError(str(self.path), base.seq, result.end, result.torn_reason)
+        result = scan(data, path=str(self.path), mode="strict")  # the snapshot pointed at a whole line: a torn one is damage
         why_not = snapshot.disagreement(base.header, lambda start, end: data[start:end], len(data))
         if why_not:  # only possible if the log was changed after this session closed
             raise LogError(f"{self.path}: {why_not}; open the session again")
@@ -432,7 +431,7 @@ class Session:
                 last = event["seq"]
             # ... then take the few events appended meanwhile and go live, atomically.
             with self._lock:
-                for event in iter_events(self._log.read(end, self._log.size), path=str(self.path), since=last):
+                for event in iter_events(self._log.read(end, self._log.size), path=str(self.path), since=last, first_seq=None):
                     callback(event)
                 live = callback if since <= self._seq else _after(since, callback)
                 self._subscribers.append(live)

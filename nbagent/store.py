@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import NbagentError
-from .log import check_start
+from .reader import check_start
 
 STORE_DIR = ".nbagent"
 LOG_SUFFIX = ".jsonl"

@@ -25,10 +25,12 @@ import hmac
 import os
 import secrets
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from .reader import whole_lines
 
 SECRET_FILE = "secret"
 SECRET_BYTES = 32
@@ -172,9 +174,6 @@ class LineSigner:
         return "mine" if hmac.compare_digest(sig[KEY_ID_LEN + 1 :], self.mac(unsigned, prev)) else "altered"
 
 
-SessionSigner = LineSigner  # the name before the chain
-
-
 def split_sig(body: bytes) -> tuple[bytes, bytes | None]:
     """A JSON object's bytes without a trailing ``sig`` key, and the sig (``None`` if there is none)."""
     if len(body) > SIG_SUFFIX_LEN and body[-SIG_SUFFIX_LEN - 1 : -SIG_SUFFIX_LEN - 1 + len(SIG_PREFIX)] == SIG_PREFIX:
@@ -289,13 +288,6 @@ class Chain:
     prev: bytes = b""
 
 
-def _lines(data: bytes) -> Iterator[tuple[int, bytes]]:
-    pos = 0
-    while (nl := data.find(b"\n", pos)) >= 0:
-        yield pos, data[pos:nl]
-        pos = nl + 1
-
-
 def session_id_of(first_line: bytes) -> str:
     """The session id in a log's first line ('' if it has none)."""
     from . import events as ev
@@ -356,7 +348,7 @@ def check_log(
 
     prev = start.prev
     unbroken = report.trusted_upto == start.line  # every line so far is trusted
-    for number, (pos, line) in enumerate(_lines(data), start=start.line + 1):
+    for number, (pos, line) in enumerate(whole_lines(data), start=start.line + 1):
         report.lines += 1
         body = line[:-_CRC_SUFFIX_LEN] + b"}" if line[-_CRC_SUFFIX_LEN:].startswith(b',"crc":"') else line
         sig = split_sig(body)[1]

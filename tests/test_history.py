@@ -249,13 +249,13 @@ def test_a_newer_schema_and_a_sequence_gap_are_reported(recorded: Path, tmp_path
     _rechecksum(newer)
     report = history.verify(newer)
     assert len(report.problems) == 1 and report.problems[0].line == 3
-    assert "schema version v7 is newer" in report.problems[0].message
+    assert "log schema v7, newer than this nbagent reads" in report.problems[0].message
 
     gap = tmp_path / "gap.jsonl"
     lines = recorded.read_bytes().splitlines(keepends=True)
     gap.write_bytes(b"".join(lines[:4] + lines[5:]))
     report = history.verify(gap)
-    assert report.problems[0].line == 5 and "expected seq 5, found seq 6" in report.problems[0].message
+    assert report.problems[0].line == 5 and "expected seq 5 but found seq 6" in report.problems[0].message
 
 
 def test_snapshot_disagreement_is_reported(recorded: Path) -> None:

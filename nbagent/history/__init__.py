@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import HistoryError
 from ..render.text import Printer, clip, shorten, transcript, when
-from .find import NOTEBOOK_SUFFIX, check_version, find_logs, notebook_of, read_all, read_log, session_name
+from .find import NOTEBOOK_SUFFIX, find_logs, notebook_of, read_all, read_log, session_name
 from .resolve import resolve
 from .search import Match, grep, searchable
 from .summary import Summary, list_summaries, summarize, trust_of, write_table
@@ -24,7 +24,6 @@ __all__ = [
     "Problem",
     "Report",
     "Summary",
-    "check_version",
     "clip",
     "compact",
     "find_logs",

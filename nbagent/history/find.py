@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from .. import events as ev
 from .. import store
-from ..errors import HistoryError, LogVersionError
-from ..log import Scan, scan
+from ..errors import HistoryError
+from ..reader import Scan, scan
 
 NOTEBOOK_SUFFIX = ".ipynb"
 # Folders never searched for session logs (besides hidden ones other than .nbagent).
@@ -74,19 +74,3 @@ def read_log(path: Path) -> Scan:
 def read_all(path: Path) -> list[ev.Event]:
     """Every event of a log (raises LogCorruptError / LogVersionError on damage), without locking it."""
     return read_log(path).events
-
-
-def _checked(events: Iterable[ev.Event], path: Path) -> Iterator[ev.Event]:
-    for event in events:
-        check_version(event, path)
-        yield event
-
-
-def check_version(event: ev.Event, path: Path) -> None:
-    """Raise LogVersionError for an event from a newer log schema."""
-    version = event.get("v")
-    if not isinstance(version, int) or version > ev.SCHEMA_VERSION:
-        raise LogVersionError(
-            f"{path} line {event.get('seq')} uses log schema v{version}, but this nbagent reads up to "
-            f"v{ev.SCHEMA_VERSION}. Upgrade nbagent (pip install -U nbagent) to read it."
-        )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .. import store
 from ..errors import HistoryError, NotALogError
-from ..log import check_start
+from ..reader import check_start
 from .find import NOTEBOOK_SUFFIX, find_logs, session_name
 from .summary import list_summaries, summarize
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from .. import events as ev
 from ..errors import LogCorruptError, LogVersionError
-from ..log import iter_events
+from ..reader import iter_events
 from ..render.text import text_of as _text_of
-from .find import _checked, session_name
+from .find import session_name
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def grep(paths: Iterable[Path], needle: str) -> Iterator[Match]:
     for path in paths:
         try:
             data = path.read_bytes()
-            for event in _checked(iter_events(data, path=str(path)), path):
+            for event in iter_events(data, path=str(path)):
                 for where, text in searchable(event):
                     at = text.casefold().find(wanted)
                     if at >= 0:

@@ -11,9 +11,9 @@ from typing import Any, TextIO
 
 from .. import fold, snapshot, trust
 from ..errors import LogCorruptError, LogVersionError, NotALogError
-from ..log import iter_events, scan
+from ..reader import iter_events, scan
 from ..render.text import shorten, when
-from .find import _checked, find_logs, notebook_of, session_name
+from .find import find_logs, notebook_of, session_name
 
 
 @dataclass
@@ -160,7 +160,7 @@ def _summarize(path: Path, user: trust.Signer | None) -> Summary:
                 offset = int(header["offset"])
                 handle.seek(offset)
                 tail = handle.read()
-                tail_events = list(_checked(iter_events(tail, path=str(path)), path))
+                tail_events = list(iter_events(tail, path=str(path), first_seq=int(header["seq"]) + 1))
                 head = header["summary"]
                 if not tail_events:
                     summary.session_id, summary.title = head["session_id"], head.get("title", "")
@@ -182,7 +182,7 @@ def _summarize(path: Path, user: trust.Signer | None) -> Summary:
                         pass
             handle.seek(0)
             data = handle.read()
-        return _from_state(summary, fold.fold(_checked(scan(data, path=str(path)).events, path)))  # scan: the not-a-log rule too
+        return _from_state(summary, fold.fold(scan(data, path=str(path)).events))  # scan: the not-a-log rule too
     except LogCorruptError as exc:
         summary.pending = f"damaged log (line {exc.line}, byte {exc.offset}): run nbagent verify"
     except LogVersionError:

@@ -10,6 +10,7 @@ from pathlib import Path
 from .. import events as ev
 from .. import fold, snapshot, trust
 from ..errors import HistoryError
+from ..reader import Reader
 
 
 @dataclass(frozen=True)
@@ -47,27 +48,8 @@ class Report:
         return not self.problems
 
 
-def _later_line_is_valid(data: bytes, pos: int) -> bool:
-    while (nl := data.find(b"\n", pos)) >= 0:
-        try:
-            ev.decode(data[pos:nl])
-            return True
-        except ev.BadLine:
-            pos = nl + 1
-    return False
-
-
-def _check_event_shape(event: ev.Event) -> str:
-    kind = event.get("type")
-    if kind not in ev.EVENT_TYPES:
-        return f"unknown event type {kind!r}"
-    if not isinstance(event.get("ts"), (int, float)):
-        return "event has no timestamp"
-    return ""
-
-
 def verify(path: str | os.PathLike[str]) -> Report:
-    """Check a log and its snapshot without changing either: checksums, sequence, schema, torn tail, snapshot agreement."""
+    """Check a log and its snapshot without changing either: checksums, sequence, schema, shapes, torn tail, snapshot agreement."""
     log_path = Path(path)
     report = Report(str(log_path))
     try:
@@ -78,86 +60,29 @@ def verify(path: str | os.PathLike[str]) -> Report:
     except OSError as exc:
         raise HistoryError(f"cannot read {log_path}: {exc.strerror or exc}.") from None
     report.size = len(data)
-    problems, name = report.problems, str(log_path)
+    reader = Reader(str(log_path), "report")
     good: list[ev.Event] = []
     line_starts: dict[int, tuple[int, str]] = {}  # seq -> (line start, crc)
-    state = fold.State()
-    fold_ok, damaged = True, False
-    pos, line_no, expected = 0, 1, 1
-    while pos < len(data):
-        nl = data.find(b"\n", pos)
-        if (nl if nl >= 0 else len(data)) - pos > ev.MAX_LINE:
-            problems.append(
-                Problem(name, line_no, pos, f"the line is longer than the {ev.MAX_LINE >> 20} MiB limit; nbagent refuses to read it")
-            )
-            damaged = True
-            break
-        if nl < 0:
-            problems.append(
-                Problem(
-                    name,
-                    line_no,
-                    pos,
-                    f"torn tail: the last {len(data) - pos} bytes have no newline "
-                    "(a write was cut short); opening the session will cut them off and keep them in a .torn file",
-                )
-            )
-            break
-        try:
-            event = ev.decode(data[pos:nl])
-        except ev.BadLine as bad:
-            if _later_line_is_valid(data, nl + 1):
-                problems.append(Problem(name, line_no, pos, f"damaged line: {bad}"))
-                damaged = True
-            else:
-                problems.append(
-                    Problem(
-                        name,
-                        line_no,
-                        pos,
-                        f"torn tail: {bad} (nothing valid follows; opening the session will cut it off and keep it in a .torn file)",
-                    )
-                )
-            pos, line_no = nl + 1, line_no + 1
-            expected += 1
-            continue
-        version = event.get("v")
-        if not isinstance(version, int) or version > ev.SCHEMA_VERSION:
-            problems.append(
-                Problem(
-                    name,
-                    line_no,
-                    pos,
-                    f"schema version v{version} is newer than this nbagent reads (v{ev.SCHEMA_VERSION}); upgrade nbagent to check this log",
-                )
-            )
-            damaged = True
-            break
-        if event["seq"] != expected:
-            problems.append(Problem(name, line_no, pos, f"sequence break: expected seq {expected}, found seq {event['seq']}"))
-            damaged = True
-        shape = _check_event_shape(event)
-        if shape:
-            problems.append(Problem(name, line_no, pos, shape))
-        elif line_no == 1 and event["type"] != ev.SESSION_START:
-            problems.append(Problem(name, line_no, pos, f"first event is {event['type']!r}, not 'session_start'"))
-        if fold_ok:
+    state, fold_problem = fold.State(), ""
+    for event in reader.feed(data):
+        line_starts[event["seq"]] = (reader.last_start, event["crc"])
+        good.append(event)
+        if not fold_problem:
             try:
                 fold.apply(state, event)
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                problems.append(Problem(name, line_no, pos, f"event does not fit schema v{ev.SCHEMA_VERSION}: {type(exc).__name__} {exc}"))
-                fold_ok = False
-        good.append(event)
-        line_starts[event["seq"]] = (pos, event["crc"])
-        expected = event["seq"] + 1
-        pos, line_no = nl + 1, line_no + 1
+                fold_problem = f"event does not fit schema v{ev.SCHEMA_VERSION}: {type(exc).__name__} {exc}"
+                report.problems.append(Problem(str(log_path), event["seq"], reader.last_start, fold_problem))
+    report.problems[:0] = [Problem(str(log_path), p.line, p.offset, p.message) for p in reader.problems]
+    report.problems.sort(key=lambda p: p.line or 0)
     report.events = len(good)
     report.trust = trust.check_log(data, user=trust.user_signer_or_none()).describe()
     for side in sorted(log_path.parent.glob(log_path.name + ".torn-*")):
         report.notes.append(f"{side.name}: a torn tail cut off by an earlier repair is kept here")
     for side in sorted(log_path.parent.glob(log_path.name + ".damaged-*")):
         report.notes.append(f"{side.name}: a copy of this log kept when damage was found on opening")
-    _verify_snapshot(log_path, data, good, line_starts, report, fold_ok and not damaged)
+    damaged = any(not p.message.startswith("torn tail") for p in reader.problems)
+    _verify_snapshot(log_path, data, good, line_starts, report, not fold_problem and not damaged)
     return report
 
 
