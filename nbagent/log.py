@@ -58,7 +58,7 @@ class FileOps:
         finally:
             self.close(fd)
 
-    def write_all(self, fd: int, data: bytes) -> None:
+    def write_all(self, fd: int, data: bytes | memoryview) -> None:
         """Write all of ``data``, continuing after short writes."""
         view = memoryview(data)
         while view:
@@ -136,8 +136,7 @@ class EventLog:
         try:
             result = scan(self.read(start), path=str(self.path), first_seq=first_seq, base_offset=start)
         except LogCorruptError as err:
-            kept = self._keep_damaged()
-            raise LogCorruptError(err.path, err.line, err.offset, err.reason, kept=kept) from None
+            raise LogCorruptError(err.path, err.line, err.offset, err.reason, kept=self._keep_damaged()) from None
         if result.torn and self._failed is None:  # a log that refuses writes is only read, never repaired
             offset = start + result.end
             kept = self.path.with_name(f"{self.path.name}.torn-{offset}")

@@ -17,7 +17,7 @@ from .errors import ModelError, NbagentError
 try:  # the SDK's HTTP library; a connection dropped mid-stream surfaces as its error, unwrapped
     from httpx2 import TransportError
 except ImportError:  # older SDKs
-    from httpx import TransportError
+    from httpx import TransportError  # type: ignore[no-redef]
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 Reply = dict[str, Any]  # {"id", "model", "content": [blocks], "stop_reason", "usage"}
@@ -87,11 +87,11 @@ class AnthropicModel:
         except anthropic.APIStatusError as exc:
             raise _model_error(exc) from _scrubbed(exc)
         except anthropic.APIConnectionError as exc:  # includes timeouts
-            message = redact.text(f"could not reach the Anthropic API: {exc}")
-            raise ModelError(message, kind="connection_error", retryable=True) from _scrubbed(exc)
+            text = redact.text(f"could not reach the Anthropic API: {exc}")
+            raise ModelError(text, kind="connection_error", retryable=True) from _scrubbed(exc)
         except TransportError as exc:
-            message = redact.text(f"the connection to the Anthropic API broke mid-reply: {exc}")
-            raise ModelError(message, kind="connection_error", retryable=True) from _scrubbed(exc)
+            text = redact.text(f"the connection to the Anthropic API broke mid-reply: {exc}")
+            raise ModelError(text, kind="connection_error", retryable=True) from _scrubbed(exc)
         return {
             "id": message.id,
             "model": message.model,
@@ -109,7 +109,8 @@ def _block(block: Any) -> dict[str, Any]:
 
 def _model_error(exc: anthropic.APIStatusError) -> ModelError:
     body = exc.body if isinstance(exc.body, dict) else {}
-    error = body.get("error") if isinstance(body.get("error"), dict) else {}
+    raw = body.get("error")
+    error = raw if isinstance(raw, dict) else {}
     kind = str(error.get("type") or "api_error")
     message = str(error.get("message") or exc.message)
     status = exc.status_code if exc.status_code != 200 else None  # 200: the error arrived mid-stream

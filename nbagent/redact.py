@@ -167,14 +167,14 @@ def _held_values() -> tuple[str, ...]:
 
 
 try:
-    _ENV_KEYS: tuple[Any, ...] | None = tuple(os.environ.encodekey(name) for name in ENV_NAMES)  # type: ignore[attr-defined]
+    _ENV_KEYS: tuple[Any, ...] | None = tuple(os.environ.encodekey(name) for name in ENV_NAMES)
 except AttributeError:
     _ENV_KEYS = None
 
 
 @functools.lru_cache(maxsize=16)
 def _env_values(raw: tuple[Any, ...]) -> tuple[str, ...]:
-    decode = os.environ.decodevalue  # type: ignore[attr-defined]
+    decode = os.environ.decodevalue
     return tuple(v for v in (decode(r) for r in raw if r is not None) if len(v) >= MIN_LENGTH)
 
 

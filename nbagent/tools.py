@@ -72,7 +72,7 @@ class Tool:
             shown.__annotations__ = {k: v for k, v in func.__annotations__.items() if k != KEY_PARAMETER}
         self._sdk_tool = anthropic.beta_tool(shown, name=name, description=description)
         self.name: str = self._sdk_tool.name
-        functools.update_wrapper(self, func)  # type: ignore[arg-type]
+        functools.update_wrapper(self, func)
 
     def to_dict(self) -> dict[str, Any]:
         """The tool definition sent to the Messages API."""
