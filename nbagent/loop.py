@@ -11,7 +11,6 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import anthropic
@@ -20,55 +19,13 @@ from . import approval as approvals
 from . import events as ev
 from .deltas import DELTA_INTERVAL, DeltaWriter
 from .errors import Interrupted, ModelError, NbagentError
-from .model import DEFAULT_MODEL, AnthropicModel, Model, ModelRequest
+from .model import DEFAULT_MODEL, AnthropicModel, Model, ModelRequest, Reply
+from .rules import NOT_APPROVED, UNKNOWN_OUTCOME, Ask, Call, Offered, Refuse, changed, decide
+from .rules import UNTRUSTED as UNTRUSTED  # re-exported: callers import the refusals from the loop
 from .session import Session
 from .tools import Tool, Toolbox, fit_content, idempotency_key
 
 logger = logging.getLogger("nbagent")
-
-UNKNOWN_OUTCOME = "This call was interrupted while it was running, so its outcome is unknown; it was not repeated."
-UNTRUSTED = (
-    "This call was not run: it was recorded in a session log that this user did not write (unsigned or signed "
-    "by another key), and running it was not approved."
-)
-NOT_APPROVED = "The call was not approved."
-OUTSIDE_WORKSPACE = "Not run: the path is outside the workspace and the call was not approved."
-
-
-# The replay and approval rule --------------------------------------------------------------------
-@dataclass(frozen=True)
-class Run:
-    """Run the call now."""
-
-
-@dataclass(frozen=True)
-class Ask:
-    """Run the call only if approved for ``reason``; otherwise answer the model with ``refusal``."""
-
-    reason: approvals.Reason
-    refusal: str
-
-
-RUN = Run()
-
-
-def decide(*, trusted: bool, attempts: int, safe_to_repeat: bool, effect: str, guard: str | None) -> Run | Ask:
-    """What to do with an open call at the frontier (a pure rule: see the table in tests/test_decide.py).
-
-    ``trusted``: requested by a line in this user's trusted prefix (or by this process);
-    ``attempts``: how often it was started before; ``safe_to_repeat``: a read then and now,
-    or keyed then and now; ``guard``: the tool's per-call reason to ask (``outside_workspace``).
-    """
-    if not trusted:
-        return Ask("untrusted", UNTRUSTED)  # whatever the effect: a log from elsewhere runs nothing unasked
-    if attempts:
-        return RUN if safe_to_repeat else Ask("unknown_outcome", UNKNOWN_OUTCOME)  # the first attempt was approved
-    if effect == "irreversible":
-        return Ask("irreversible", "")
-    if guard == "outside_workspace":
-        return Ask("outside_workspace", OUTSIDE_WORKSPACE)
-    return RUN
-
 
 RESULT_BUDGET = ev.MAX_LINE - (64 << 10)  # room for the rest of a tool_result line
 
@@ -130,22 +87,16 @@ class Loop:
         while True:
             attempt += 1
             self.session.append(ev.MODEL_CALL, model=self.model.name, attempt=attempt)
-            deltas = DeltaWriter(self.session, self.delta_interval)
-            complete = False
-            try:
-                reply = self.model.stream(request, deltas)
-                complete = True
-            except ModelError as err:
-                deltas.close(complete=False)
+            reply = self._stream(request)
+            if isinstance(reply, ModelError):
+                err = reply
                 self.session.append(
                     ev.MODEL_ERROR, message=str(err), status=err.status, kind=err.kind, retryable=err.retryable, attempt=attempt
                 )
                 if err.retryable and attempt <= self.retries:
                     time.sleep(min(8.0, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.75, 1.0))
                     continue
-                raise
-            finally:
-                deltas.close(complete=complete)
+                raise err
             if not reply["content"]:
                 # The API refuses an empty assistant turn in a later request; record a placeholder.
                 reply["content"] = [{"type": "text", "text": "(the model replied with no content)"}]
@@ -159,45 +110,47 @@ class Loop:
             )
             return
 
+    def _stream(self, request: ModelRequest) -> Reply | ModelError:
+        """One model call; its deltas are written out before this returns (held-back runs only if the reply ended)."""
+        deltas = DeltaWriter(self.session, self.delta_interval)
+        complete = False
+        try:
+            reply = self.model.stream(request, deltas)
+            complete = True
+            return reply
+        except ModelError as err:
+            return err
+        finally:
+            deltas.close(complete=complete)
+
     # Tools ---------------------------------------------------------------------------------------
     def _run_call(self, tool_use_id: str, call: dict[str, Any]) -> None:
-        name, arguments, attempts = call["name"], call["input"], call["started"]
+        name, arguments = call["name"], call["input"]
+        recorded = Call(tool_use_id, name, call["started"], call.get("read"), call.get("keyed"))
         tool = self.toolbox.get(name)
-        if tool is None:
-            offered = ", ".join(self.toolbox.tools) or "none"
-            self._warn(
-                tool_use_id,
-                f"The recorded call {tool_use_id} of tool {name!r} was not run: no tool of that name is "
-                f"offered now (tools: {offered}); the model is told so.",
-            )
-            self._result(
-                tool_use_id,
-                f"Tool {name!r} is not available in this run (tools offered: {offered}); it may have been renamed "
-                "or removed since the call was recorded. The call was not run.",
-                is_error=True,
-            )
-            return
-        if attempts and "read" in call and _describe(call["read"], call["keyed"]) != _describe(tool.effect == "read", tool.takes_key):
-            self._warn(
-                tool_use_id,
-                f"Tool {name!r} changed since call {tool_use_id} started: it was recorded as "
-                f"{_describe(call['read'], call['keyed'])}, now it is {_describe(tool.effect == 'read', tool.takes_key)}; "
-                + ("it runs again." if _safe_to_repeat(call, tool) else "its outcome is treated as unknown."),
-            )
+        offered = None if tool is None else Offered(tool.effect, tool.takes_key)
+        warning = changed(recorded, offered)
+        if warning:
+            self._warn(tool_use_id, warning)
         verdict = decide(
+            recorded,
+            offered,
+            offered=list(self.toolbox.tools),
             trusted=self.session.call_trusted(tool_use_id),
-            attempts=attempts,
-            safe_to_repeat=_safe_to_repeat(call, tool),
-            effect=tool.effect,
-            guard=tool.guard(arguments) if tool.guard is not None else None,
+            guard=tool.guard(arguments) if tool is not None and tool.guard is not None else None,
         )
+        if isinstance(verdict, Refuse):
+            self._warn(tool_use_id, verdict.warning)
+            self._result(tool_use_id, verdict.text, is_error=True)
+            return
+        assert tool is not None  # only a missing tool is refused
         if isinstance(verdict, Ask):
             decision = self._approve(tool_use_id, tool, arguments, verdict.reason)
             if not decision.approved:
                 self._result(tool_use_id, f"{verdict.refusal} {decision.note}".strip() or NOT_APPROVED, is_error=True)
                 return
         key = idempotency_key(self.session.id, tool_use_id)
-        started: dict[str, Any] = {"tool_use_id": tool_use_id, "name": name, "effect": tool.effect, "attempt": attempts + 1}
+        started: dict[str, Any] = {"tool_use_id": tool_use_id, "name": name, "effect": tool.effect, "attempt": recorded.attempts + 1}
         if tool.takes_key:
             started["idempotency_key"] = key
         self.session.append(ev.TOOL_STARTED, **started)  # durable (for non-read tools) before the body runs
@@ -237,16 +190,6 @@ class Loop:
                 self._result(tool_use_id, f"{UNKNOWN_OUTCOME} The user moved on to a new request.", is_error=True)
             else:
                 self._result(tool_use_id, "Not run: the user moved on to a new request before this call started.", is_error=True)
-
-
-def _safe_to_repeat(call: dict[str, Any], tool: Tool) -> bool:
-    """Whether a started call may run again unasked: a read then and now, or given its key then and now."""
-    was_read, was_keyed = call.get("read", tool.effect == "read"), call.get("keyed", tool.takes_key)
-    return (tool.effect == "read" and was_read) or (tool.takes_key and was_keyed)
-
-
-def _describe(read: bool, keyed: bool) -> str:
-    return "a read" if read else ("a write with an idempotency key" if keyed else "a write without an idempotency key")
 
 
 def run(

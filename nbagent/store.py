@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import NbagentError
-from .reader import check_start
 
 STORE_DIR = ".nbagent"
 LOG_SUFFIX = ".jsonl"
@@ -75,31 +74,6 @@ def log_path(folder: Path, name: str) -> Path:
     if path.is_symlink():
         raise NbagentError(f"{path} is a symbolic link; nbagent does not follow links for session logs.")
     return path
-
-
-def resolve(spec: str, folder: Path, *, write: bool) -> Path:
-    """The log a SESSION argument names (the one resolver of the notebook; the CLI adds a search by name).
-
-    A name is a session in ``folder``.  A path is one only if it leads into ``folder``;
-    any other path is refused before anything is opened, unless ``write`` is false and it
-    is an existing, valid nbagent log (to replay, show or export it).  The log is not
-    required to exist here: the caller says what a missing one means.
-    """
-    if "/" not in spec and not spec.startswith("~") and not (spec.endswith(LOG_SUFFIX) and Path(spec).is_file()):
-        return log_path(folder, spec[: -len(LOG_SUFFIX)] if spec.endswith(LOG_SUFFIX) else spec)
-    candidate = Path(spec).expanduser().absolute()
-    if candidate.name.endswith(LOG_SUFFIX) and os.path.realpath(candidate.parent) == os.path.realpath(folder):
-        return log_path(folder, candidate.name[: -len(LOG_SUFFIX)])
-    if write:
-        raise NbagentError(
-            f"{spec} is not in this notebook's log folder {folder}, so it cannot be continued here; a session is "
-            "continued only from its own folder. To look at it without running anything: %agent_replay "
-            f"{spec} (or `nbagent show {spec}` in a terminal)."
-        )
-    if not candidate.is_file():
-        raise NbagentError(f"No session log at {spec}.")
-    check_start(candidate)
-    return candidate
 
 
 @dataclass(frozen=True)

@@ -3,15 +3,30 @@
 from __future__ import annotations
 
 import base64
+import logging
 from pathlib import Path
 
+import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
+from traitlets import TraitError
 
 import nbagent
 from nbagent import events as ev
 from nbagent import store
+from nbagent.errors import (
+    HistoryError,
+    LogCorruptError,
+    LogLockedError,
+    LogVersionError,
+    LogWriteError,
+    ModelError,
+    NbagentError,
+    NotALogError,
+)
 from nbagent.notebook import kernel as nbkernel
+from nbagent.notebook.magics import magics_for
+from nbagent.notebook.usage import usage_errors
 from tests.fake_anthropic import error, text, tool_use
 
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
@@ -296,3 +311,55 @@ def test_demo_model_needs_no_key(shell, fake, monkeypatch, capsys):
     assert run(shell, "%agent what is here").success
     assert "not Claude" in capsys.readouterr().out
     assert fake.requests == []
+
+
+def test_agent_tools_are_checked_when_set(shell, fake, caplog):
+    settings = magics_for(shell).settings
+    with caplog.at_level(logging.ERROR):
+        run(shell, "%config Agent.tools = ['pyton', 'python']")  # %config reports a TraitError and keeps the old value
+    assert "unknown names ['pyton']; choose from python, read_file" in caplog.text
+    assert "pyton" not in settings.tools and "shell" in settings.tools
+    with pytest.raises(TraitError, match=r"\['shel'\]; choose from .*list_files, shell"):
+        settings.tools = ["python", "shel"]
+    run(shell, "%config Agent.tools = ['python']")
+    assert settings.tools == ["python"]
+    fake.script(text("ok"))
+    assert run(shell, "%agent hi").success
+    assert [t["name"] for t in fake.requests[0].body["tools"]] == ["python"]
+    run(shell, "%unload_ext nbagent")
+    shell.config.Agent.tools = ["pyton"]  # a config file: refused when the extension loads
+    assert isinstance(run(shell, "%load_ext nbagent").error_in_exec, TraitError)
+    shell.config.Agent.tools = ["python"]
+    assert run(shell, "%load_ext nbagent").success
+
+
+NEW = "Start a new session with `%agent --new ...`; nothing was deleted."
+# the error raised, the hint of the place it was raised  ->  the UsageError's message
+ERRORS = [
+    (LogLockedError("The log is in use."), "", "The log is in use. (`%agent --new ...` starts a separate session.)"),
+    (LogCorruptError("s.jsonl", 3, 99, "checksum mismatch"), "", f"{LogCorruptError('s.jsonl', 3, 99, 'checksum mismatch')} {NEW}"),
+    (LogVersionError("Written by a newer nbagent."), "a hint", f"Written by a newer nbagent. {NEW}"),
+    (ModelError("Overloaded."), "", "Overloaded. The session is saved; run %agent again to retry."),
+    (NotALogError("notes.txt", "no header"), "", str(NotALogError("notes.txt", "no header"))),
+    (LogWriteError("The disk is full."), "", "The disk is full."),
+    (HistoryError("No such session."), "See %agent_sessions.", "No such session. See %agent_sessions."),
+    (NbagentError("Bad name."), "", "Bad name."),
+]
+
+
+@pytest.mark.parametrize("error, hint, message", ERRORS)
+def test_one_mapping_from_nbagent_errors_to_usage_errors(error: Exception, hint: str, message: str) -> None:
+    with pytest.raises(UsageError) as raised, usage_errors(hint):
+        raise error
+    assert str(raised.value) == message and raised.value.__cause__ is None
+
+
+def test_os_errors_are_usage_errors_only_where_the_caller_says_what_failed() -> None:
+    with pytest.raises(UsageError) as raised, usage_errors(oserror="Cannot write the log {a}: {reason}."):
+        raise PermissionError(13, "Permission denied")
+    assert str(raised.value) == "Cannot write the log {a}: Permission denied."
+    with pytest.raises(PermissionError), usage_errors():
+        raise PermissionError(13, "Permission denied")
+    with pytest.raises(UsageError) as raised, usage_errors(hints=()):
+        raise LogLockedError("The log is in use.")
+    assert str(raised.value) == "The log is in use."

@@ -12,21 +12,40 @@ from .find import NOTEBOOK_SUFFIX, find_logs, session_name
 from .summary import list_summaries, summarize
 
 
-def resolve(spec: str, *, root: str | os.PathLike[str] = ".", write: bool = False) -> Path:
-    """Turn a SESSION argument into the path of a valid log (``write``: one with at least its header line).
+def resolve(spec: str, *, root: str | os.PathLike[str] = ".", folder: Path | None = None, write: bool = False) -> Path:
+    """The one session resolver: turn a SESSION argument into the path of a log (``write``: to continue it).
 
-    The rule: an existing ``.jsonl`` file is that log; an existing notebook means
-    its most recently active session; anything else is a session name (the log
-    file name without ``.jsonl``), a unique prefix of one, or a unique prefix (at
-    least 4 characters) of a session id, searched for in every log folder under ``root``.
-    Whatever it names must begin like an nbagent log (:func:`nbagent.log.check_start`):
-    nothing else is read further or written.
+    From a terminal (``root``): an existing ``.jsonl`` file is that log; an existing
+    notebook means its most recently active session; anything else is a session name,
+    a unique prefix of one, or a unique prefix (4+ characters) of a session id, searched
+    for in every log folder under ``root``.  From a notebook (``folder``, its log
+    folder): a name is the session of that name there, which may not exist yet; a
+    path is continued only if it leads into ``folder``, and read (replayed) only if it
+    is a valid log.  Whatever exists must begin like an nbagent log
+    (:func:`nbagent.reader.check_start`): nothing else is read further or written.
     """
-    path = _resolve(spec, root)
+    path = _resolve(spec, root) if folder is None else _in_folder(spec, folder, write)
     check_start(path)
-    if write and path.stat().st_size == 0:
+    if write and folder is None and path.stat().st_size == 0:
         raise NotALogError(str(path), "it is empty")
     return path
+
+
+def _in_folder(spec: str, folder: Path, write: bool) -> Path:
+    if "/" not in spec and not spec.startswith("~") and not (spec.endswith(store.LOG_SUFFIX) and Path(spec).is_file()):
+        return store.log_path(folder, spec.removesuffix(store.LOG_SUFFIX))
+    candidate = Path(spec).expanduser().absolute()
+    if candidate.name.endswith(store.LOG_SUFFIX) and os.path.realpath(candidate.parent) == os.path.realpath(folder):
+        return store.log_path(folder, candidate.name.removesuffix(store.LOG_SUFFIX))
+    if write:
+        raise HistoryError(
+            f"{spec} is not in this notebook's log folder {folder}, so it cannot be continued here; a session is "
+            f"continued only from its own folder. To look at it without running anything: %agent_replay {spec} "
+            f"(or `nbagent show {spec}` in a terminal)."
+        )
+    if not candidate.is_file():
+        raise HistoryError(f"No session log at {spec}.")
+    return candidate
 
 
 def _resolve(spec: str, root: str | os.PathLike[str]) -> Path:

@@ -203,9 +203,9 @@ def list_summaries(path: str | os.PathLike[str]) -> list[Summary]:
     return sorted(summaries, key=lambda s: (s.last_ts, s.name))
 
 
-def write_table(summaries: Sequence[Summary], out: TextIO) -> None:
-    """The human listing: one row per session, grouped by notebook when there are several."""
-    header = ("SESSION", "TITLE", "CREATED", "LAST ACTIVITY", "TURNS", "TOKENS", "TRUST", "STATUS")
+def write_table(summaries: Sequence[Summary], out: TextIO, *, current: str | None = None) -> None:
+    """The session listing of the CLI and ``%agent_sessions``: a row per session, grouped by notebook; ``current`` is starred."""
+    header: tuple[str, ...] = ("SESSION", "TITLE", "CREATED", "LAST ACTIVITY", "TURNS", "TOKENS", "TRUST", "STATUS")
     by_notebook: dict[str, list[Summary]] = {}
     for summary in summaries:
         by_notebook.setdefault(summary.notebook, []).append(summary)
@@ -222,6 +222,9 @@ def write_table(summaries: Sequence[Summary], out: TextIO) -> None:
         ]
         for s in summaries
     ]
+    if current is not None:
+        header = ("", *header)
+        rows = [["*" if s.path == current else " ", *row] for s, row in zip(summaries, rows)]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
 
     def line(cells: Sequence[str]) -> str:

@@ -1,118 +1,44 @@
-"""The notebook front end: the ``Agent`` settings (traitlets) and the ``%agent``, ``%%agent``, ``%agent_sessions``, ``%agent_replay`` magics."""
+"""The notebook front end: the ``%agent``, ``%%agent``, ``%agent_sessions`` and ``%agent_replay`` magics, and loading the extension."""
 
 from __future__ import annotations
 
-import datetime
-import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-from traitlets import Bool, Enum, Int, List, Unicode
-from traitlets.config import Configurable
 
 from .. import approval as approvals
 from .. import events as ev
 from .. import history, store, toolkit, trust
 from ..approval import APPROVAL_MODES
-from ..errors import Interrupted, LogCorruptError, LogError, LogLockedError, LogVersionError, ModelError, NbagentError
-from ..log import make_folder
+from ..errors import Interrupted, NbagentError
+from ..log import FsyncPolicy, make_folder
 from ..loop import Loop
-from ..model import DEFAULT_MODEL, AnthropicModel, DemoModel, Model
+from ..model import AnthropicModel, DemoModel, Model
 from ..session import Session
 from ..tools import Tool
 from . import kernel as nbkernel
-from .python_tool import python_tool, run_code
+from . import python_tool as pytool
+from . import restart
+from .settings import Agent
+from .syntax import keep_question_marks, split_request
+from .usage import WRITABLE, usage_errors
 
-DEFAULT_SYSTEM_PROMPT = (
-    "You are an assistant working inside the user's Jupyter notebook. Use the `python` tool to run code in the "
-    "notebook's kernel (its variables are shared with the user's cells) and the file tools to look at files. "
-    "Be concise; show results rather than describing them."
-)
 RESTART_NOTE = (
     "[nbagent note: the Jupyter kernel was restarted since the previous turn, so variables, imports and "
     "functions defined earlier in the kernel (by you or by the user) are gone unless re-created.{restored}]"
 )
-BUILTIN_TOOLS = ("python", "read_file", "write_file", "edit_file", "list_files", "shell")
-_VALUE_OPTIONS = ("--session", "--model", "--approval", "--resume")
-
-
-class Agent(Configurable):
-    """Settings of the notebook agent: ``%config Agent.<name> = ...`` or ``c.Agent.<name> = ...`` in a config file."""
-
-    model = Unicode(DEFAULT_MODEL, help="Claude model name to use (overridden per cell by --model).").tag(config=True)
-    max_tokens = Int(8192, help="Maximum tokens in one model reply.").tag(config=True)
-    system_prompt = Unicode(DEFAULT_SYSTEM_PROMPT, help="System prompt sent with every model call.").tag(config=True)
-    approval = Enum(
-        APPROVAL_MODES,
-        "ask",
-        help="Who approves irreversible tool calls and repeats of interrupted calls: 'ask' (buttons in the panel; "
-        "declined where nobody can answer, e.g. nbclient/papermill), 'auto' (always yes), 'deny' (always no).",
-    ).tag(config=True)
-    fsync = Enum(
-        ("always", "turn", "never"),
-        "turn",
-        help="When the log is fsynced: every event, at each durable step of a turn (default), or never.",
-    ).tag(config=True)
-    log_dir = Unicode(
-        "",
-        help="Folder for session logs. Empty (default): '.nbagent/<notebook name>/' beside the notebook; "
-        "otherwise '<log_dir>/<notebook name>/'.",
-    ).tag(config=True)
-    demo = Bool(False, help="Use the offline demo model (not Claude) instead of the Anthropic API; for trying nbagent without a key.").tag(
-        config=True
-    )
-    tools = List(
-        Unicode(),
-        list(BUILTIN_TOOLS),
-        help=f"Built-in tools offered to the model, a subset of {', '.join(BUILTIN_TOOLS)}.",
-    ).tag(config=True)
-    user_tools = Bool(True, help="Also offer the @nbagent.tool functions defined in the notebook's namespace.").tag(config=True)
-    workspace = Unicode(
-        "",
-        help="Folder the file tools (read_file, write_file, edit_file, list_files) work in. Empty (default): the "
-        "notebook's folder. A path outside it asks first under 'ask', runs under 'auto', is refused under 'deny'; "
-        "the log folder .nbagent/ is never read or written by them. The python and shell tools are not confined.",
-    ).tag(config=True)
-    restore_kernel_state = Bool(
-        False,
-        help="After a kernel restart, re-run the agent's recorded `python` tool code (never other tools) "
-        "to restore the variables it made; per cell with --restore.",
-    ).tag(config=True)
-    retries = Int(2, help="Extra attempts for a model call that fails with a retryable error.").tag(config=True)
-
-
-def split_request(line: str) -> tuple[str, str]:
-    """Split ``--options`` at the start of a magic line from the free-text request after them.
-
-    The request is kept verbatim (quotes, apostrophes and all); ``--`` ends the options.
-    """
-    position = 0
-    expect_value = False
-    for match in re.finditer(r"\S+", line):
-        token = match.group()
-        if expect_value:
-            expect_value = False
-        elif token == "--":
-            return line[: match.start()], line[match.end() :].strip()
-        elif token.startswith("-") and len(token) > 1:
-            expect_value = token in _VALUE_OPTIONS
-        else:
-            return line[: match.start()], line[match.start() :].strip()
-        position = match.end()
-    return line[:position], ""
-
-
-def _age(ts: float) -> str:
-    return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M") if ts else "-"
 
 
 @magics_class
 class AgentMagics(Magics):
     """``%agent``, ``%%agent``, ``%agent_sessions`` and ``%agent_replay``."""
+
+    shell: InteractiveShell  # IPython types it optional; an extension is always loaded into a shell
 
     def __init__(self, shell: Any, settings: Agent) -> None:
         super().__init__(shell)
@@ -122,7 +48,7 @@ class AgentMagics(Magics):
         self.current: Path | None = None
         self.current_folder: Path | None = None
         self.indexes: dict[Path, nbkernel.TurnIndex] = {}
-        self.matchers: dict[Path, nbkernel.Matcher] = {}
+        self.claims: dict[Path, restart.Claims] = {}
         self.restored: dict[Path, set[int]] = {}
         self.replay: Any = None  # the last replay shown (its widgets stay live)
 
@@ -158,17 +84,12 @@ class AgentMagics(Magics):
             raise UsageError("The request is empty: write what you want the agent to do, e.g. `%agent summarize data.csv`.")
         if args.new and (args.session or args.resume):
             raise UsageError("--new starts a fresh session; it cannot be combined with --session or --resume.")
-        session = self._session(args)
-        try:
-            self._serve(session, args, request)
-        except Interrupted:
-            pass  # the panel shows the interruption; the next %agent continues the session
-        except ModelError as err:
-            raise UsageError(f"{err} The session is saved; run %agent again to retry.") from None
-        except (LogCorruptError, LogVersionError) as err:
-            raise UsageError(f"{err} Start a new session with `%agent --new ...`; nothing was deleted.") from None
-        except LogError as err:
-            raise UsageError(str(err)) from None
+        with usage_errors():
+            session = self._session(args)
+            try:
+                self._serve(session, args, request)
+            except Interrupted:
+                pass  # the panel shows the interruption; the next %agent continues the session
 
     @line_magic
     def agent_sessions(self, line: str = "") -> None:
@@ -179,26 +100,9 @@ class AgentMagics(Magics):
             print(f"No agent sessions yet in {folder}.")
             return
         user = trust.user_signer_or_none()
-        rows = [("", "session", "turns", "last activity", "status", "written by", "title")]
-        for stored in found:
-            # The CLI's listing: snapshot summary plus the events after it, not a fold of the whole log.
-            summary = history.summarize(stored.path, user=user)
-            readable = bool(summary.session_id)
-            rows.append(
-                (
-                    "*" if stored.path == self.current else "",
-                    stored.name,
-                    str(summary.turns) if readable else "?",
-                    _age(summary.last_ts or stored.modified),
-                    summary.status if readable else f"unreadable: {summary.pending}",
-                    summary.trust or "?",
-                    summary.title,
-                )
-            )
-        widths = [max(len(r[i]) for r in rows) for i in range(6)]
         print(f"Sessions in {folder} (* = current):")
-        for row in rows:
-            print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[6])
+        summaries = [history.summarize(stored.path, user=user) for stored in found]
+        history.write_table(summaries, sys.stdout, current=str(self.current) if self.current else "")
 
     @line_magic
     def agent_replay(self, line: str = "") -> None:
@@ -218,16 +122,11 @@ class AgentMagics(Magics):
                 raise UsageError(f"No agent sessions in {folder} to replay. Give a log path: `%agent_replay path/to/session.jsonl`.")
             path = found[-1].path
         else:
-            try:
+            with usage_errors("See %agent_sessions, or give the path of a .jsonl log."):
                 path = self._find(folder, name, write=False)
-            except NbagentError as err:
-                raise UsageError(f"{err} See %agent_sessions, or give the path of a .jsonl log.") from None
-        try:
+        # A damaged or newer-schema log, or one with no events yet: its own message says it all.
+        with usage_errors(hints=(), oserror=f"Cannot read the session log {path}: {{reason}}."):
             replay = Replay.from_path(path)
-        except NbagentError as err:  # a damaged or newer-schema log, or one with no events yet
-            raise UsageError(str(err)) from None
-        except OSError as err:
-            raise UsageError(f"Cannot read the session log {path}: {err.strerror or err}.") from None
         if self.replay is not None:
             self.replay.pause()
         self.replay = replay
@@ -237,28 +136,23 @@ class AgentMagics(Magics):
     def folder(self) -> Path:
         """The folder of this notebook's session logs (refused if it, or ``.nbagent``, is a symbolic link)."""
         notebook = nbkernel.notebook_path(self.shell)
-        try:
+        with usage_errors():
             return store.check_folder(store.log_dir_for(notebook, base=self.settings.log_dir or None))
-        except NbagentError as err:
-            raise UsageError(str(err)) from None
 
     def _session(self, args: Any) -> Session:
         folder = self.folder()
         if self.current is not None and self.current_folder != folder:
             self.current = None  # Agent.log_dir (or the notebook) changed: its own sessions apply
-        try:
-            if args.resume:
-                path = self._find(folder, args.resume, write=True)
-            elif args.session:
-                path = store.log_path(folder, args.session)
-            elif args.new or (self.current is None and not store.list_sessions(folder)):
-                path = store.log_path(folder, store.new_name())
-            elif self.current is not None:
-                path = self.current
-            else:
-                path = store.list_sessions(folder)[-1].path
-        except NbagentError as err:
-            raise UsageError(str(err)) from None
+        if args.resume:
+            path = self._find(folder, args.resume, write=True)
+        elif args.session:
+            path = store.log_path(folder, args.session)
+        elif args.new or (self.current is None and not store.list_sessions(folder)):
+            path = store.log_path(folder, store.new_name())
+        elif self.current is not None:
+            path = self.current
+        else:
+            path = store.list_sessions(folder)[-1].path
         session = self.sessions.get(path)
         if session is None or session.closed:
             session = self._open(path)
@@ -267,100 +161,86 @@ class AgentMagics(Magics):
         return session
 
     def _find(self, folder: Path, name: str, *, write: bool) -> Path:
-        path = store.resolve(name, folder, write=write)
+        with usage_errors():
+            path = history.resolve(name, folder=folder, write=write)
         if not path.is_file():
             known = ", ".join(s.name for s in store.list_sessions(folder)) or "none"
             raise UsageError(f"No session named {name!r} in {folder} (sessions: {known}). See %agent_sessions.")
         return path
 
     def _open(self, path: Path) -> Session:
-        try:
+        with usage_errors(oserror=f"Cannot create the log folder {path.parent}: {{reason}}. {WRITABLE}"):
             make_folder(path.parent)  # .nbagent too is owner-only (mkdir(parents=True) gives parents the umask's mode)
-        except OSError as err:
-            raise UsageError(
-                f"Cannot create the log folder {path.parent}: {err.strerror}. Choose a writable folder with "
-                "`%config Agent.log_dir = '/some/writable/folder'`."
-            ) from None
-        try:
-            session = Session.open(path, fsync=self.settings.fsync, meta={"notebook": str(nbkernel.notebook_path(self.shell) or "")})
-        except LogLockedError as err:
-            raise UsageError(f"{err} (`%agent --new ...` starts a separate session.)") from None
-        except (LogCorruptError, LogVersionError) as err:
-            raise UsageError(f"{err} Start a new session with `%agent --new ...`; nothing was deleted.") from None
-        except PermissionError as err:
-            raise UsageError(
-                f"Cannot write the session log {path}: {err.strerror}. Choose a writable folder with "
-                "`%config Agent.log_dir = '/some/writable/folder'`."
-            ) from None
-        except NbagentError as err:
-            raise UsageError(str(err)) from None
+        with usage_errors(oserror=f"Cannot write the session log {path}: {{reason}}. {WRITABLE}"):
+            session = Session.open(
+                path, fsync=cast(FsyncPolicy, self.settings.fsync), meta={"notebook": str(nbkernel.notebook_path(self.shell) or "")}
+            )
         if not session.trusted:
             print(untrusted_warning(session), file=sys.stdout, flush=True)
         return session
 
     # One cell ---------------------------------------------------------------------------------------
     def _serve(self, session: Session, args: Any, request: str) -> None:
+        """Do what the restart rule plans for this cell: show, restore, finish, switch session, ask."""
         path = session.path
-        index = self.indexes.setdefault(path, nbkernel.TurnIndex())
-        matcher = self.matchers.setdefault(path, nbkernel.Matcher())
-        turns = index.update(session)
-        restore = args.restore or self.settings.restore_kernel_state
-        foreign = not session.trusted  # continuing it would run or send another person's record: only after `nbagent trust`
-        if foreign and request and (args.resume or args.session):
+        turns = self.indexes.setdefault(path, nbkernel.TurnIndex()).update(session)
+        cell = restart.Cell(
+            request,
+            self.tracker.cell_id,
+            new=args.new,
+            resume=bool(args.resume),
+            session=bool(args.session),
+            restore=args.restore or self.settings.restore_kernel_state,
+        )
+        # A session not written by this user is never continued: that would run or send another person's record.
+        plan = restart.plan(
+            turns,
+            cell,
+            trusted=session.trusted,
+            frontier=session.state.frontier,
+            kernel=nbkernel.KERNEL_ID,
+            claims=self.claims.get(path, restart.Claims()),
+        )
+        if plan.refuse:
             raise UsageError(
                 f"{untrusted_warning(session)} To continue it, trust it first: `nbagent trust {path}` in a "
                 "terminal shows what it would run and asks you. Or start your own: `%agent --new ...`."
             )
+        self.claims[path] = plan.claims
         view = self._view(request or session.state.title or path.stem)
         try:
-            if args.resume:
-                for event in session.events():
-                    view(event)
-                matcher.claim_all(turns)
-                if restore:
-                    self._restore(session, turns, view)
-                if session.state.frontier in ("model", "tools") and not request:
-                    self._continue(session, args, view, foreign)
-                if request:
-                    self._ask(session, args, request, turns, view, restore=False)
-                return
-            matched = None if args.new or not request else matcher.match(turns, request, self.tracker.cell_id)
-            if matched is not None:
-                # A cell recorded before a restart: show what it did; no model call, no tool re-run.
-                for event in session.events(since=matched.seq - 1):
-                    if event["seq"] > matched.end:
-                        break
-                    view(event)
-                if restore:
-                    self._restore(session, [matched], view)
-                if matched is turns[-1] and session.state.frontier in ("model", "tools"):
-                    self._continue(session, args, view, foreign)  # an unfinished turn of the user's own continues, once
-                return
-            if foreign and request:
-                # Not a recorded turn: a new session of this user's, so nobody else's history reaches the model.
-                session = self._switch_to_new_session(session)
-                turns = self.indexes.setdefault(session.path, nbkernel.TurnIndex()).update(session)
-            restored = self._restore(session, turns, view) if restore else 0
-            if request:
-                self._ask(session, args, request, turns, view, restore=restore)
-            elif not restored:
+            self._show(session, plan, view)
+            calls = self._restore(session, plan.restore) if plan.restore else 0
+            if plan.unfinished == "continue":
+                self._run(session, None, args, view)  # an unfinished turn of the user's own continues, once
+            elif plan.unfinished == "explain":
+                print(
+                    f"nbagent: the recorded turns of {path.name} were shown, but its unfinished turn was not "
+                    f"continued: this session was not written by you. To continue it: `nbagent trust {path}` "
+                    "in a terminal, then run this cell again.",
+                    flush=True,
+                )
+            if plan.new_session:
+                session = self._switch_to_new_session(session)  # so nobody else's history reaches the model
+            if plan.ask:
+                self._ask(session, args, request, view, note=plan.note, mention_restore=plan.mention_restore)
+            elif plan.restore_only and not calls:
                 print("nbagent: nothing to restore (no python code recorded by an earlier kernel in this session).")
         finally:
             finish = getattr(view, "finish", None)
             if finish is not None:
                 finish()
 
-    def _continue(self, session: Session, args: Any, view: Any, foreign: bool) -> None:
-        """Finish an unfinished turn, unless the session is not the user's: then say how to continue it."""
-        if foreign:
-            print(
-                f"nbagent: the recorded turns of {session.path.name} were shown, but its unfinished turn was not "
-                f"continued: this session was not written by you. To continue it: `nbagent trust {session.path}` "
-                "in a terminal, then run this cell again.",
-                flush=True,
-            )
-            return
-        self._run(session, None, args, view)
+    def _show(self, session: Session, plan: restart.Plan, view: Any) -> None:
+        """Re-render recorded events: all of them, or one turn's (no model call, no tool re-run)."""
+        if plan.show_all:
+            for event in session.events():
+                view(event)
+        elif plan.show is not None:
+            for event in session.events(since=plan.show.seq - 1):
+                if event["seq"] > plan.show.end:
+                    break
+                view(event)
 
     def _switch_to_new_session(self, foreign: Session) -> Session:
         """Open a new session of this user's beside a foreign one, make it current, and say so."""
@@ -375,13 +255,13 @@ class AgentMagics(Magics):
         )
         return session
 
-    def _ask(self, session: Session, args: Any, request: str, turns: list[nbkernel.Turn], view: Any, *, restore: bool) -> None:
+    def _ask(self, session: Session, args: Any, request: str, view: Any, *, note: bool, mention_restore: bool) -> None:
         content: str | list[dict[str, Any]] = request
-        if nbkernel.recorded_by_another_kernel(turns):
+        if note:
             restored = len(self.restored.get(session.path, ()))
             detail = (
                 f" The kernel state was restored by re-running the agent's earlier python code ({restored} turn(s))."
-                if restore and restored
+                if mention_restore and restored
                 else ""
             )
             content = [{"type": "text", "text": RESTART_NOTE.format(restored=detail)}, {"type": "text", "text": request}]
@@ -408,10 +288,10 @@ class AgentMagics(Magics):
             self.tracker.paused = False
             unsubscribe()
 
-    def _restore(self, session: Session, turns: list[nbkernel.Turn], view: Any) -> int:
+    def _restore(self, session: Session, turns: tuple[restart.Turn, ...]) -> int:
         """Re-run the recorded python tool code of these turns (each turn once per kernel), in order."""
         done = self.restored.setdefault(session.path, set())
-        todo = [t for t in turns if t.kernel != nbkernel.KERNEL_ID and t.seq not in done]
+        todo = [t for t in turns if t.seq not in done]
         unsigned = _calls_not_signed_by_user(session)
         calls = failed = skipped = 0
         self.tracker.paused = True
@@ -425,7 +305,7 @@ class AgentMagics(Magics):
                         skipped += 1  # recorded in a line this user did not write: never run unasked
                         continue
                     calls += 1
-                    _, error = run_code(self.shell, code)
+                    _, error = pytool.run_code(self.shell, code)
                     failed += error is not None
         finally:
             self.tracker.paused = False
@@ -471,13 +351,10 @@ class AgentMagics(Magics):
         return approvals.auto(ask) if mode == "auto" else ask
 
     def _tools(self) -> list[Tool]:
-        wanted = set(self.settings.tools)
-        unknown = wanted - set(BUILTIN_TOOLS)
-        if unknown:
-            raise UsageError(f"Agent.tools has unknown names {sorted(unknown)}; choose from {', '.join(BUILTIN_TOOLS)}.")
+        wanted = set(self.settings.tools)  # known names only: Agent checks them when they are set
         chosen: dict[str, Tool] = {}
-        if "python" in wanted:
-            chosen["python"] = python_tool(self.shell)
+        if pytool.NAME in wanted:
+            chosen[pytool.NAME] = pytool.python_tool(self.shell)
         notebook = nbkernel.notebook_path(self.shell)
         root = Path(self.settings.workspace).expanduser() if self.settings.workspace else (notebook.parent if notebook else Path.cwd())
         protected = [Path(self.settings.log_dir).expanduser()] if self.settings.log_dir else []
@@ -518,30 +395,6 @@ def _calls_not_signed_by_user(session: Session) -> set[str]:
         for block in event.get("content") or []
         if isinstance(block, dict) and block.get("type") == "tool_use"
     }
-
-
-# Requests ending in '?' ----------------------------------------------------------------------------
-_QUESTION_LINE = re.compile(r"^(?P<indent>[ \t]*)%agent(?P<rest>[ \t]+\S.*?)[ \t]*$")
-
-
-def keep_question_marks(lines: list[str]) -> list[str]:
-    """Input transformer: ``%agent ... ?`` is a request, not a help lookup (only a bare ``%agent?`` is help).
-
-    IPython's help transformer runs before the magic one and would turn
-    ``%agent what is in data.csv?`` into ``help(data.csv)``; this runs first
-    (a cleanup transformer) and writes the magic call out in full.
-    """
-    if lines and lines[0].lstrip().startswith("%%"):
-        return lines  # a cell magic's body is its own business
-    out = []
-    for line in lines:
-        body = line.rstrip("\r\n")
-        match = _QUESTION_LINE.match(body)
-        if match and body.endswith("?"):
-            call = f"get_ipython().run_line_magic('agent', {match.group('rest').strip()!r})"
-            line = match.group("indent") + call + line[len(body) :]
-        out.append(line)
-    return out
 
 
 _state: dict[int, AgentMagics] = {}

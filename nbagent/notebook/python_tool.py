@@ -12,8 +12,7 @@ import ast
 import base64
 import re
 import traceback
-from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from anthropic.lib.tools import ToolError
 from IPython.core.interactiveshell import InteractiveShell
@@ -24,7 +23,7 @@ from ..tools import Tool
 MAX_TEXT = 20_000
 IMAGE_MIME = ("image/png", "image/jpeg", "image/gif", "image/webp")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-TOOL_NAME = "python"
+NAME = "python"  # the one name of this tool (the magics offer it, the restart reader finds its calls)
 DESCRIPTION = (
     "Run Python code in the user's Jupyter kernel. Variables, imports and functions persist between calls and "
     "are shared with the user's notebook cells (which the user may have run, so existing variables can be used). "
@@ -95,7 +94,7 @@ def run_code(shell: InteractiveShell, code: str) -> tuple[list[dict[str, Any]], 
     return blocks, error
 
 
-def python_tool(shell: InteractiveShell, *, on_run: Callable[[str], None] | None = None) -> Tool:
+def python_tool(shell: InteractiveShell) -> Tool:
     """The ``python`` tool bound to ``shell`` (effect "write": running code changes the kernel's state)."""
 
     def python(code: str) -> list[dict[str, Any]]:
@@ -104,11 +103,9 @@ def python_tool(shell: InteractiveShell, *, on_run: Callable[[str], None] | None
         Args:
             code: The code to run, as in a notebook cell; the value of its last line is returned.
         """
-        if on_run is not None:
-            on_run(code)
         blocks, error = run_code(shell, code)
         if error is not None:
-            raise ToolError(blocks)
+            raise ToolError(cast(Any, blocks))  # plain dicts of the shape of the SDK's block TypedDicts
         return blocks
 
-    return Tool(python, effect="write", name=TOOL_NAME, description=DESCRIPTION)
+    return Tool(python, effect="write", name=NAME, description=DESCRIPTION)

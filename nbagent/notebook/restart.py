@@ -1,0 +1,130 @@
+"""The restart rule: what an ``%agent`` cell does with the turns its session recorded (pure; see tests/test_restart.py).
+
+Each ``user_msg`` this kernel records carries the kernel's id, so a turn recorded
+under another id was recorded before a restart (or by another kernel).  The magic
+only adapts the rule: it reads the turns, calls :func:`plan`, then renders and runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+UNFINISHED = ("model", "tools")  # frontiers of a turn that stopped before the model ended it
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One recorded request: the seqs of its user_msg and its last event, its text, the cell and kernel that recorded it."""
+
+    seq: int
+    end: int
+    request: str
+    cell_id: str | None = None
+    kernel: str | None = None
+    python_calls: tuple[tuple[str, str], ...] = ()  # (tool_use_id, code) of the python tool, in order: what --restore re-runs
+    failed_calls: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Cell:
+    """The cell being run: its request (may be empty), its cellId and its options."""
+
+    request: str
+    cell_id: str | None = None
+    new: bool = False
+    resume: bool = False
+    session: bool = False  # --session NAME was given
+    restore: bool = False  # --restore, or Agent.restore_kernel_state
+
+
+@dataclass(frozen=True)
+class Claims:
+    """The recorded turns this kernel has matched to cells (each at most once), and where Run All has got to."""
+
+    seqs: frozenset[int] = frozenset()
+    cursor: int = 0  # index just after the last matched turn
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the cell does, in this order: show, restore, finish the unfinished turn, switch session, ask."""
+
+    claims: Claims = field(default_factory=Claims)
+    refuse: bool = False  # a request on a session the user did not write, by --resume or --session: a UsageError
+    show_all: bool = False  # re-render every event of the session (--resume)
+    show: Turn | None = None  # re-render this recorded turn: no model call, no tool re-run
+    restore: tuple[Turn, ...] = ()  # re-run the recorded python code of these turns (the adapter runs each once)
+    unfinished: Literal["leave", "continue", "explain"] = "leave"  # explain: the session is not the user's, say how
+    new_session: bool = False  # the request starts a new session of the user's own
+    ask: bool = False  # send the cell's request as a new turn
+    note: bool = False  # prefix the restart note: the first new turn since this session's kernel was restarted
+    mention_restore: bool = False  # the restart note says how many turns --restore re-ran
+    restore_only: bool = False  # the cell only restores: say so if there was nothing to restore
+
+
+def plan(turns: list[Turn], cell: Cell, *, trusted: bool, frontier: str, kernel: str, claims: Claims) -> Plan:
+    """What ``cell`` does with the ``turns`` of its session, as the kernel ``kernel`` that has made ``claims``.
+
+    ``--resume`` re-renders everything, then continues an unfinished turn or asks the request. Otherwise a
+    request matched to a turn of an earlier kernel re-renders that turn, and continues it only if it is the
+    last, unfinished one; anything else asks anew. A session the user did not write (``trusted`` false)
+    is never continued, and a new request on it starts a new session of the user's own.
+    """
+    finish: Literal["continue", "explain"] = "continue" if trusted else "explain"
+    if not trusted and cell.request and (cell.resume or cell.session):
+        return Plan(claims, refuse=True)
+    others = tuple(t for t in turns if t.kernel != kernel) if cell.restore else ()
+    if cell.resume:
+        return Plan(
+            Claims(claims.seqs | {t.seq for t in turns}, len(turns)),
+            show_all=True,
+            restore=others,
+            unfinished=finish if frontier in UNFINISHED and not cell.request else "leave",
+            ask=bool(cell.request),
+            note=bool(cell.request) and after_restart(turns, kernel),
+        )
+    matched, claims = match(turns, cell.request, cell.cell_id, kernel, claims) if cell.request and not cell.new else (None, claims)
+    if matched is not None:
+        last = matched == turns[-1] and frontier in UNFINISHED
+        return Plan(claims, show=matched, restore=(matched,) if cell.restore else (), unfinished=finish if last else "leave")
+    if not trusted and cell.request:
+        return Plan(claims, new_session=True, ask=True)
+    return Plan(
+        claims,
+        restore=others,
+        ask=bool(cell.request),
+        note=bool(cell.request) and after_restart(turns, kernel),
+        mention_restore=bool(cell.request) and cell.restore,
+        restore_only=not cell.request,
+    )
+
+
+def match(turns: list[Turn], request: str, cell_id: str | None, kernel: str, claims: Claims) -> tuple[Turn | None, Claims]:
+    """The earlier kernel's turn a re-run cell recorded (``None``: the cell asks anew), and the claims with it."""
+    candidates = [
+        (i, t) for i, t in enumerate(turns) if t.kernel != kernel and t.seq not in claims.seqs and same_request(t.request, request)
+    ]
+    chosen = None
+    if cell_id:
+        chosen = next(((i, t) for i, t in candidates if t.cell_id == cell_id), None)
+        if chosen is None:
+            # Recorded with another cell id: the cell was copied or edited; only a turn without an id may match.
+            candidates = [(i, t) for i, t in candidates if not t.cell_id]
+    if chosen is None:
+        # Run All re-runs the cells in order: the first candidate after the last match, else the first.
+        chosen = next(((i, t) for i, t in candidates if i >= claims.cursor), None) or next(iter(candidates), None)
+    if chosen is None:
+        return None, claims
+    index, turn = chosen
+    return turn, Claims(claims.seqs | {turn.seq}, index + 1)
+
+
+def after_restart(turns: list[Turn], kernel: str) -> bool:
+    """Whether the next turn is the first after a restart: turns from a kernel, none from this one."""
+    return any(t.kernel for t in turns) and not any(t.kernel == kernel for t in turns)
+
+
+def same_request(a: str, b: str) -> bool:
+    """Requests compare equal up to whitespace."""
+    return " ".join(a.split()) == " ".join(b.split())

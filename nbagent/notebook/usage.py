@@ -1,0 +1,36 @@
+"""The one error mapping of the magics: nbagent's errors become a ``UsageError`` that says what to do."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from IPython.core.error import UsageError
+
+from ..errors import LogCorruptError, LogLockedError, LogVersionError, ModelError, NbagentError
+
+Hints = tuple[tuple[type[Exception] | tuple[type[Exception], ...], str], ...]
+# What the user can do about an error, by its type (the first that matches); other errors get the caller's hint.
+HINTS: Hints = (
+    (LogLockedError, "(`%agent --new ...` starts a separate session.)"),
+    ((LogCorruptError, LogVersionError), "Start a new session with `%agent --new ...`; nothing was deleted."),
+    (ModelError, "The session is saved; run %agent again to retry."),
+)
+WRITABLE = "Choose a writable folder with `%config Agent.log_dir = '/some/writable/folder'`."
+
+
+@contextmanager
+def usage_errors(hint: str = "", *, hints: Hints = HINTS, oserror: str = "") -> Iterator[None]:
+    """Turn nbagent's errors into a ``UsageError`` that says what to do; an ``OSError`` too, given its message.
+
+    ``oserror`` may name the OS's reason as ``{reason}``; without it an ``OSError`` passes through.
+    """
+    try:
+        yield
+    except NbagentError as err:
+        extra = next((text for types, text in hints if isinstance(err, types)), hint)
+        raise UsageError(f"{err} {extra}".strip()) from None
+    except OSError as err:
+        if not oserror:
+            raise
+        raise UsageError(oserror.replace("{reason}", str(err.strerror or err))) from None  # not format(): a path may hold braces
