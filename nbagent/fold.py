@@ -5,7 +5,7 @@ Events and the messages built from them are shared, not copied: treat both as re
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
@@ -13,7 +13,7 @@ from . import events as ev
 from .transcript import Transcript
 
 Frontier = Literal["empty", "model", "tools", "done"]
-USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+USAGE_KEYS = ev.USAGE_KEYS
 
 
 @dataclass
@@ -82,59 +82,98 @@ def _add_user_content(state: State, blocks: list[dict[str, Any]], content: str |
         state.messages.append({"role": "user", "content": content})
 
 
+def _session_start(state: State, event: ev.Event) -> None:
+    state.session_id = event["session_id"]
+    state.created = event.get("ts", 0.0)
+    state.meta = dict(event.get("meta") or {})
+
+
+def _user_msg(state: State, event: ev.Event) -> None:
+    content = event["content"]
+    _add_user_content(state, as_blocks(content), content)
+    state.turns += 1
+    if not state.title:
+        text = content if isinstance(content, str) else " ".join(b.get("text", "") for b in content)
+        state.title = " ".join(text.split())[:80]
+    state.status, state.stop_reason = "model", None
+
+
+def _model_call(state: State, event: ev.Event) -> None:
+    state.status, state.partial = "model", []
+
+
+def _delta(state: State, event: ev.Event) -> None:
+    if "text" in event:
+        state.partial.append(event["text"])
+
+
+def _assistant_msg(state: State, event: ev.Event) -> None:
+    content = event["content"]
+    state.messages.append({"role": "assistant", "content": content})
+    state.open_calls = {
+        b["id"]: {"name": b["name"], "input": b.get("input", {}), "started": 0} for b in content if b.get("type") == "tool_use"
+    }
+    for key in USAGE_KEYS:
+        state.usage[key] += int((event.get("usage") or {}).get(key) or 0)
+    state.stop_reason = event.get("stop_reason")
+    state.partial = []
+    state.status = "tools" if state.open_calls else ("model" if state.stop_reason == "pause_turn" else "done")
+
+
+def _model_error(state: State, event: ev.Event) -> None:
+    state.model_errors += 1
+    state.status = "error"
+
+
+def _tool_started(state: State, event: ev.Event) -> None:
+    call = state.open_calls.get(event["tool_use_id"])
+    if call is not None:
+        call["started"] += 1
+        # What the attempts were recorded as, so a resume can tell if the tool changed since.
+        call["read"] = call.get("read", True) and event.get("effect") == "read"
+        call["keyed"] = call.get("keyed", True) and bool(event.get("idempotency_key"))
+    state.status = "tools"
+
+
+def _tool_result(state: State, event: ev.Event) -> None:
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": event["tool_use_id"], "content": event["content"]}
+    if event.get("is_error"):
+        block["is_error"] = True
+    _add_user_content(state, [block], [block])
+    state.open_calls.pop(event["tool_use_id"], None)
+    state.status = "tools" if state.open_calls else "model"
+
+
+def _interrupted(state: State, event: ev.Event) -> None:
+    state.status, state.partial = "interrupted", []
+
+
+def _nothing(state: State, event: ev.Event) -> None:
+    """Approvals, notes and trust lines change no state the loop reads (the rules read them from the log)."""
+
+
+# One small function per event type: the one place besides the renderers that knows every type.
+APPLY: dict[str, Callable[[State, ev.Event], None]] = {
+    ev.SESSION_START: _session_start,
+    ev.USER_MSG: _user_msg,
+    ev.MODEL_CALL: _model_call,
+    ev.DELTA: _delta,
+    ev.ASSISTANT_MSG: _assistant_msg,
+    ev.MODEL_ERROR: _model_error,
+    ev.APPROVAL: _nothing,
+    ev.TOOL_STARTED: _tool_started,
+    ev.TOOL_RESULT: _tool_result,
+    ev.INTERRUPTED: _interrupted,
+    ev.NOTE: _nothing,
+    ev.TRUST: _nothing,
+}
+
+
 def apply(state: State, event: ev.Event) -> State:
     """Fold one event into the state (in place, O(1)) and return it."""
-    kind = event["type"]
     state.seq = event["seq"]
     state.last_ts = event.get("ts", state.last_ts)
-    if kind == ev.SESSION_START:
-        state.session_id = event["session_id"]
-        state.created = event.get("ts", 0.0)
-        state.meta = dict(event.get("meta") or {})
-    elif kind == ev.USER_MSG:
-        content = event["content"]
-        _add_user_content(state, as_blocks(content), content)
-        state.turns += 1
-        if not state.title:
-            text = content if isinstance(content, str) else " ".join(b.get("text", "") for b in content)
-            state.title = " ".join(text.split())[:80]
-        state.status, state.stop_reason = "model", None
-    elif kind == ev.MODEL_CALL:
-        state.status, state.partial = "model", []
-    elif kind == ev.DELTA:
-        if "text" in event:
-            state.partial.append(event["text"])
-    elif kind == ev.ASSISTANT_MSG:
-        content = event["content"]
-        state.messages.append({"role": "assistant", "content": content})
-        state.open_calls = {
-            b["id"]: {"name": b["name"], "input": b.get("input", {}), "started": 0} for b in content if b.get("type") == "tool_use"
-        }
-        for key in USAGE_KEYS:
-            state.usage[key] += int((event.get("usage") or {}).get(key) or 0)
-        state.stop_reason = event.get("stop_reason")
-        state.partial = []
-        state.status = "tools" if state.open_calls else ("model" if state.stop_reason == "pause_turn" else "done")
-    elif kind == ev.MODEL_ERROR:
-        state.model_errors += 1
-        state.status = "error"
-    elif kind == ev.TOOL_STARTED:
-        call = state.open_calls.get(event["tool_use_id"])
-        if call is not None:
-            call["started"] += 1
-            # What the attempts were recorded as, so a resume can tell if the tool changed since.
-            call["read"] = call.get("read", True) and event.get("effect") == "read"
-            call["keyed"] = call.get("keyed", True) and bool(event.get("idempotency_key"))
-        state.status = "tools"
-    elif kind == ev.TOOL_RESULT:
-        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": event["tool_use_id"], "content": event["content"]}
-        if event.get("is_error"):
-            block["is_error"] = True
-        _add_user_content(state, [block], [block])
-        state.open_calls.pop(event["tool_use_id"], None)
-        state.status = "tools" if state.open_calls else "model"
-    elif kind == ev.INTERRUPTED:
-        state.status, state.partial = "interrupted", []
+    APPLY.get(event["type"], _nothing)(state, event)
     return state
 
 

@@ -8,12 +8,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nbagent import Session
 from nbagent import events as ev
-from nbagent.fold import State, apply, fold
+from nbagent.fold import APPLY, State, apply, fold
 
 
 class Log:
@@ -171,6 +172,15 @@ def test_model_errors_and_interruptions_leave_messages_alone() -> None:
         assert log.state().messages == before
 
 
+def test_the_fold_has_one_step_for_every_event_type_and_ignores_others() -> None:
+    assert set(APPLY) == set(ev.EVENT_TYPES)
+    log = Log()
+    log.add(ev.USER_MSG, content="q")
+    before = log.state()
+    after = apply(copy.deepcopy(before), {"v": 2, "seq": 3, "ts": 1_800_000_003.0, "type": "from_a_newer_nbagent", "content": "x"})
+    assert after.seq == 3 and after.messages == before.messages and after.status == before.status
+
+
 def test_fold_does_not_change_the_events() -> None:
     log = Log()
     log.add(ev.USER_MSG, content=[text("q")])
@@ -283,6 +293,7 @@ def assert_valid_for_the_api(events: list[ev.Event], state: State) -> None:
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.slow  # hypothesis-heavy
 @SETTINGS
 @given(sessions())
 def test_incremental_apply_equals_a_fresh_fold(events: list[ev.Event]) -> None:
@@ -295,6 +306,7 @@ def test_incremental_apply_equals_a_fresh_fold(events: list[ev.Event]) -> None:
         assert_valid_for_the_api(events[:k], state)
 
 
+@pytest.mark.slow  # hypothesis-heavy
 @SETTINGS
 @given(sessions())
 def test_state_round_trips_through_json(events: list[ev.Event]) -> None:
@@ -307,6 +319,7 @@ def test_state_round_trips_through_json(events: list[ev.Event]) -> None:
     assert state == before
 
 
+@pytest.mark.slow  # hypothesis-heavy: a reopen per crash point
 @settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sessions(), st.data())
 def test_every_crash_point_reopens_to_the_fold_of_its_prefix(events: list[ev.Event], data: st.DataObject) -> None:
@@ -333,6 +346,7 @@ def test_every_crash_point_reopens_to_the_fold_of_its_prefix(events: list[ev.Eve
                 assert session.state == fold(events[:k])
 
 
+@pytest.mark.slow  # hypothesis-heavy
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sessions(), st.data())
 def test_a_snapshot_plus_the_events_after_it_is_the_fold_of_every_event(events: list[ev.Event], data: st.DataObject) -> None:

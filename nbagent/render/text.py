@@ -1,58 +1,159 @@
-"""Events as terminal text: the transcript printer of ``nbagent show`` and ``tail``."""
+"""Events as terminal text: the one renderer of ``nbagent show`` and ``tail``, terminal IPython and the text/plain transcript.
+
+Each event type has one function in ``SHOW`` saying what it shows: a line, and text indented under it
+(or, for a delta, text streamed as it comes).  :class:`Printer` writes them through
+:func:`nbagent.terminal.wrap`, so no control character from a log reaches a terminal.
+"""
 
 from __future__ import annotations
 
-import json
-import time
-from collections.abc import Iterable
-from typing import Any, TextIO
+import io
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple, TextIO
 
 from .. import events as ev
+from .. import terminal
+from .parts import (
+    ToolNames,
+    clip,
+    content_blocks,
+    dumps,
+    gap,
+    indent,
+    kind_of,
+    note_text,
+    payload,
+    shorten,
+    text_of,
+    timestamp,
+    tool_name,
+    usage_text,
+    when,
+)
+
+__all__ = ["SHOW", "Printer", "Shown", "clip", "show", "shorten", "text_of", "transcript", "transcript_text", "when"]
+
+RESULT_LIMIT = 600  # characters of a tool result shown by ``show`` and ``tail``
+VIEW_LIMIT = 2000  # ... by terminal IPython and the text/plain transcript
+ARGUMENTS_LIMIT = 400
 
 
-def text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content or []:
-        if not isinstance(block, dict):
-            continue
-        if block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
+class Shown(NamedTuple):
+    """What one event shows as text."""
+
+    line: str = ""  # the event's own line
+    body: str = ""  # text shown indented under it
+    stream: str = ""  # text streamed as it arrives (deltas)
+
+    @property
+    def text(self) -> str:
+        """The line with its body indented under it (or the streamed text)."""
+        if not self.line:
+            return self.stream
+        return f"{self.line}\n{indent(self.body)}" if self.body else self.line
+
+
+@dataclass
+class Context:
+    """What showing an event depends on besides the event."""
+
+    names: Mapping[str, str]
+    result_limit: int = RESULT_LIMIT
+    streamed: bool = False  # the message's text was already streamed live
+
+
+def _session_start(e: Mapping[str, Any], c: Context) -> Shown:
+    return Shown(f"session {e.get('session_id', '')} started")
+
+
+def _user_msg(e: Mapping[str, Any], c: Context) -> Shown:
+    return Shown("request:", text_of(e.get("content")))
+
+
+def _model_call(e: Mapping[str, Any], c: Context) -> Shown:
+    attempt = e.get("attempt", 1)
+    return Shown(f"calling {e.get('model') or 'the model'}" + (f" (attempt {attempt})" if attempt != 1 else ""))
+
+
+def _delta(e: Mapping[str, Any], c: Context) -> Shown:
+    text = e.get("text")
+    return Shown(stream=text if isinstance(text, str) else "")
+
+
+def _assistant_msg(e: Mapping[str, Any], c: Context) -> Shown:
+    lines = []
+    for block in content_blocks(e.get("content")):
+        if block.get("type") == "text" and not c.streamed:
+            lines.append(str(block.get("text", "")))
         elif block.get("type") == "tool_use":
-            parts.append(f"{block.get('name')}({json.dumps(block.get('input'), ensure_ascii=False)})")
-        elif block.get("type") == "tool_result":
-            parts.append(text_of(block.get("content")))
-        elif block.get("type") == "image":
-            parts.append("[image]")
-    return "\n".join(parts)
+            lines.append(f"-> {block.get('name')}({clip(dumps(block.get('input')), ARGUMENTS_LIMIT)})")
+    return Shown(f"assistant ({e.get('stop_reason') or 'no stop reason'}; {usage_text(e.get('usage'))})", "\n".join(lines))
 
 
-def when(ts: float) -> str:
-    """A timestamp as local date and time."""
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
+def _model_error(e: Mapping[str, Any], c: Context) -> Shown:
+    return Shown(f"model error: {e.get('message', '')}" + (" (will retry)" if e.get("retryable") else ""))
 
 
-def clip(text: str, limit: int) -> str:
-    """At most ``limit`` characters, saying how much was left out."""
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"… [{len(text) - limit} more characters]"
+def _approval(e: Mapping[str, Any], c: Context) -> Shown:
+    name = tool_name(c.names, e.get("tool_use_id"))
+    if e.get("decision") == "pending":
+        return Shown(f"approval asked for {name}: {e.get('question', '')}")
+    note = f" ({e['note']})" if e.get("note") else ""
+    return Shown(f"approval {e.get('decision')} by {e.get('by', '?')} for {name}{note}")
 
 
-def shorten(text: str, limit: int) -> str:
-    """At most ``limit`` characters on one line, ending in an ellipsis when cut."""
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _tool_started(e: Mapping[str, Any], c: Context) -> Shown:
+    key = " [idempotency key]" if e.get("idempotency_key") else ""
+    attempt = e.get("attempt", 1)
+    again = f" (attempt {attempt}: an earlier attempt left no result, e.g. the process was killed)" if attempt != 1 else ""
+    return Shown(f"running {e.get('name')} ({e.get('effect')}){key}{again}")
 
 
-def _indent(text: str, prefix: str = "    ") -> str:
-    return "\n".join(prefix + line for line in text.splitlines() or [""])
+def _tool_result(e: Mapping[str, Any], c: Context) -> Shown:
+    label = "error from" if e.get("is_error") else "result of"
+    return Shown(f"{label} {tool_name(c.names, e.get('tool_use_id'))}:", clip(text_of(e.get("content")), c.result_limit))
 
 
-def _content_preview(content: Any, limit: int) -> str:
-    text = text_of(content)
-    return clip(text, limit)
+def _interrupted(e: Mapping[str, Any], c: Context) -> Shown:
+    pending = e.get("open_calls") or []
+    extra = f", {len(pending)} tool call(s) open" if pending else ""
+    return Shown(f"interrupted (during {e.get('during', '?')}{extra})")
+
+
+def _note(e: Mapping[str, Any], c: Context) -> Shown:
+    return Shown(f"note: {clip(note_text(e), c.result_limit)}")
+
+
+def _trust(e: Mapping[str, Any], c: Context) -> Shown:
+    return Shown(f"trusted: this user vouched for the events up to {e.get('vouches', '?')} (nbagent trust)")
+
+
+def _unknown(e: Mapping[str, Any], c: Context) -> Shown:
+    return Shown(f"{e.get('type')}: {clip(dumps(payload(e)), ARGUMENTS_LIMIT)}")
+
+
+SHOW: dict[str, Callable[[Mapping[str, Any], Context], Shown]] = {
+    ev.SESSION_START: _session_start,
+    ev.USER_MSG: _user_msg,
+    ev.MODEL_CALL: _model_call,
+    ev.DELTA: _delta,
+    ev.ASSISTANT_MSG: _assistant_msg,
+    ev.MODEL_ERROR: _model_error,
+    ev.APPROVAL: _approval,
+    ev.TOOL_STARTED: _tool_started,
+    ev.TOOL_RESULT: _tool_result,
+    ev.INTERRUPTED: _interrupted,
+    ev.NOTE: _note,
+    ev.TRUST: _trust,
+}
+
+
+def show(
+    event: Mapping[str, Any], names: Mapping[str, str] | None = None, *, result_limit: int = RESULT_LIMIT, streamed: bool = False
+) -> Shown:
+    """What ``event`` shows as text (not yet escaped for a terminal: :class:`Printer` and :func:`transcript_text` do that)."""
+    return SHOW.get(kind_of(event), _unknown)(event, Context(names or {}, result_limit, streamed))
 
 
 class Printer:
@@ -60,99 +161,51 @@ class Printer:
 
     Call it with each event in order (it is a session subscriber).  ``deltas``
     says whether streamed text is shown live; when it was, the finished
-    assistant message does not repeat it.
+    assistant message does not repeat it.  ``stamps`` puts each event's time first.
     """
 
-    def __init__(self, out: TextIO, *, result_limit: int = 600, deltas: bool = True, stamps: bool = True) -> None:
-        self.out = out
+    def __init__(self, out: TextIO, *, result_limit: int = RESULT_LIMIT, deltas: bool = True, stamps: bool = True) -> None:
+        self.out = terminal.wrap(out)
         self.result_limit = result_limit
         self.deltas = deltas
         self.stamps = stamps
-        self._streamed = False  # text deltas were printed since the last model_call
+        self.names = ToolNames()
+        self._streamed = False  # text was streamed since the last event line
         self._mid_line = False
         self._last_ts = 0.0
-        self._names: dict[str, str] = {}
 
-    def _line(self, text: str, ts: float | None = None) -> None:
-        self._end_stream_line()
-        stamp = ""
-        if self.stamps and ts:
-            gap = f" +{ts - self._last_ts:.1f}s" if self._last_ts and ts - self._last_ts >= 1 else ""
-            stamp = f"[{time.strftime('%H:%M:%S', time.localtime(ts))}{gap}] "
-            self._last_ts = ts
-        self.out.write(stamp + text + "\n")
+    def __call__(self, event: ev.Event) -> None:
+        """Write one event."""
+        self.names.learn(event)
+        shown = show(event, self.names, result_limit=self.result_limit, streamed=self._streamed)
+        if shown.stream:
+            self._stream(shown.stream)
+        elif shown.line:
+            self._end_stream_line()
+            self.out.write(self._stamp(event) + shown.text + "\n")
+            self._streamed = False
         self.out.flush()
+
+    def _stream(self, text: str) -> None:
+        if not self.deltas:
+            return
+        if not self._mid_line:
+            self.out.write("  assistant> ")
+        self.out.write(text)
+        self._streamed = self._mid_line = True
+
+    def _stamp(self, event: ev.Event) -> str:
+        ts = timestamp(event)
+        if not self.stamps or ts is None:
+            return ""
+        since = f" {gap(ts - self._last_ts)}" if self._last_ts and ts - self._last_ts >= 1 else ""
+        self._last_ts = ts
+        return f"[{when(ts, date=False)}{since}] "
 
     def _end_stream_line(self) -> None:
         if self._mid_line:
             self.out.write("\n")
             self._mid_line = False
-
-    def __call__(self, event: ev.Event) -> None:
-        kind, ts = event["type"], event.get("ts")
-        if kind == ev.SESSION_START:
-            self._line(f"session {event.get('session_id', '')[:12]} started", ts)
-        elif kind == ev.USER_MSG:
-            self._line("request:", ts)
-            self.out.write(_indent(text_of(event.get("content"))) + "\n")
-        elif kind == ev.MODEL_CALL:
-            self._streamed = False
-            attempt = event.get("attempt", 1)
-            self._line(f"calling {event.get('model', 'the model')}" + (f" (attempt {attempt})" if attempt != 1 else ""), ts)
-        elif kind == ev.DELTA:
-            if self.deltas and event.get("text"):
-                if not self._mid_line:
-                    self.out.write("  assistant> ")
-                self.out.write(event["text"])
-                self.out.flush()
-                self._streamed = self._mid_line = True
-        elif kind == ev.ASSISTANT_MSG:
-            self._assistant(event, ts)
-        elif kind == ev.MODEL_ERROR:
-            self._line(f"model error: {event.get('message', '')}" + (" (will retry)" if event.get("retryable") else ""), ts)
-        elif kind == ev.APPROVAL:
-            name = self._names.get(event.get("tool_use_id", ""), "tool")
-            if event.get("decision") == "pending":
-                self._line(f"approval asked for {name}: {event.get('question', '')}", ts)
-            else:
-                note = f" ({event['note']})" if event.get("note") else ""
-                self._line(f"approval {event.get('decision')} by {event.get('by', '?')} for {name}{note}", ts)
-        elif kind == ev.TOOL_STARTED:
-            self._names[event.get("tool_use_id", "")] = str(event.get("name"))
-            key = " [idempotency key]" if event.get("idempotency_key") else ""
-            attempt = event.get("attempt", 1)
-            again = f" (attempt {attempt}: an earlier attempt left no result, e.g. the process was killed)" if attempt != 1 else ""
-            self._line(f"running {event.get('name')} ({event.get('effect')}){key}{again}", ts)
-        elif kind == ev.TOOL_RESULT:
-            name = self._names.get(event.get("tool_use_id", ""), "tool")
-            label = "error from" if event.get("is_error") else "result of"
-            self._line(f"{label} {name}:", ts)
-            self.out.write(_indent(_content_preview(event.get("content"), self.result_limit)) + "\n")
-        elif kind == ev.INTERRUPTED:
-            pending = event.get("open_calls") or []
-            extra = f", {len(pending)} tool call(s) open" if pending else ""
-            self._line(f"interrupted (during {event.get('during', '?')}{extra})", ts)
-        elif kind == ev.NOTE:
-            body = {k: v for k, v in event.items() if k not in ("v", "seq", "ts", "type", "crc")}
-            self._line(f"note: {clip(json.dumps(body, ensure_ascii=False), 200)}", ts)
-        else:
-            self._line(f"{kind} (event {event['seq']})", ts)
-        self.out.flush()
-
-    def _assistant(self, event: ev.Event, ts: float | None) -> None:
-        streamed = self._streamed and self.deltas
-        self._end_stream_line()
-        usage = event.get("usage") or {}
-        tokens = f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens"
-        self._line(f"assistant ({event.get('stop_reason') or 'no stop reason'}; {tokens})", ts)
-        for block in event.get("content") or []:
-            if block.get("type") == "text" and not streamed:
-                self.out.write(_indent(str(block.get("text", ""))) + "\n")
-            elif block.get("type") == "tool_use":
-                self._names[block.get("id", "")] = str(block.get("name"))
-                arguments = clip(json.dumps(block.get("input"), ensure_ascii=False), 400)
-                self.out.write(f"    -> {block.get('name')}({arguments})\n")
-        self._streamed = False
 
     def finish(self) -> None:
         """End a half-written streamed line."""
@@ -160,10 +213,18 @@ class Printer:
         self.out.flush()
 
 
-def transcript(events: Iterable[ev.Event], out: TextIO, *, result_limit: int = 600) -> None:
+def transcript(events: Iterable[ev.Event], out: TextIO, *, result_limit: int = RESULT_LIMIT, stamps: bool = True) -> None:
     """Write a finished session's transcript (streamed text shown once, from the final messages)."""
-    printer = Printer(out, result_limit=result_limit, deltas=False)
+    printer = Printer(out, result_limit=result_limit, deltas=False, stamps=stamps)
     for event in events:
-        if event["type"] != ev.DELTA:
-            printer(event)
+        printer(event)
     printer.finish()
+
+
+def transcript_text(events: Iterable[ev.Event], *, title: str = "", status: str = "", result_limit: int = VIEW_LIMIT) -> str:
+    """A whole transcript as plain text without times, under a title line (the text/plain of a cell's output)."""
+    buffer = io.StringIO()
+    if title or status:
+        terminal.wrap(buffer).write(f"{title} — {status}\n" if status else f"{title}\n")
+    transcript(events, buffer, result_limit=result_limit, stamps=False)
+    return buffer.getvalue().rstrip("\n")

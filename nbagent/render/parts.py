@@ -1,0 +1,196 @@
+"""What every renderer shares: escaping, the text of content blocks, tool names, clipping, times and token counts."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime
+import html
+import json
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .. import redact
+
+Event = Mapping[str, Any]
+HEADER_KEYS = frozenset({"v", "seq", "ts", "type", "crc"})
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+
+
+def kind_of(event: Event) -> str:
+    """The event's type ('' when a hostile log gives something else than a string)."""
+    kind = event.get("type")
+    return kind if isinstance(kind, str) else ""
+
+
+def esc(text: Any) -> str:
+    """``text`` escaped for HTML text and attribute values."""
+    return html.escape(str(text), quote=True)
+
+
+def dumps(value: Any) -> str:
+    """JSON on one line, non-ASCII kept readable; never fails on an odd value."""
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def payload(event: Event) -> dict[str, Any]:
+    """The event without its header keys."""
+    return {k: v for k, v in event.items() if k not in HEADER_KEYS}
+
+
+# Content ------------------------------------------------------------------------------------------------
+def content_blocks(content: Any) -> list[dict[str, Any]]:
+    """Message or tool-result content as a list of blocks: a string is one text block, anything else becomes text."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        return [b if isinstance(b, dict) else {"type": "text", "text": str(b)} for b in content]
+    return [] if content is None else [{"type": "text", "text": dumps(content)}]
+
+
+def text_of(content: Any, *, only_text: bool = False) -> str:
+    """Content as plain text: text as is, tool calls as name(arguments), images as [image TYPE], other blocks as JSON.
+
+    ``only_text`` keeps text blocks alone.  Thinking blocks are left out (the HTML view shows them, redacted).
+    """
+    parts = []
+    for block in content_blocks(content):
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(str(block.get("text", "")))
+        elif only_text or kind in redact.VERBATIM_BLOCK_TYPES:
+            continue
+        elif kind == "tool_use":
+            parts.append(f"{block.get('name')}({dumps(block.get('input'))})")
+        elif kind == "tool_result":
+            parts.append(text_of(block.get("content")))
+        elif kind == "image":
+            source = block.get("source")
+            parts.append(f"[image {source.get('media_type', '')}]" if isinstance(source, dict) else "[image]")
+        else:
+            parts.append(dumps(block))
+    return "\n".join(parts)
+
+
+def image_data(block: Mapping[str, Any]) -> tuple[str, str] | None:
+    """An image block's media type and base64 data, re-encoded from checked base64; None unless a PNG, JPEG, GIF or WebP."""
+    source = block.get("source")
+    if not isinstance(source, dict) or source.get("type") != "base64" or source.get("media_type") not in IMAGE_TYPES:
+        return None
+    data = source.get("data")
+    if not isinstance(data, str):
+        return None
+    try:  # re-encoded, so nothing but base64 can follow "data:...;base64," wherever it is put
+        return str(source["media_type"]), base64.b64encode(base64.b64decode(data, validate=True)).decode("ascii")
+    except (binascii.Error, ValueError):
+        return None
+
+
+def note_text(event: Event) -> str:
+    """What a note says: its text (or message), else its payload as JSON."""
+    text = event.get("text") or event.get("message")
+    return str(text) if text else dumps(payload(event))
+
+
+class ToolNames(dict[str, str]):
+    """Tool-use id -> tool name, learned from the events seen so far."""
+
+    def learn(self, event: Event) -> None:
+        """Note the names of the event's tool_use blocks (and of a started call: a tail may begin there)."""
+        content = event.get("content")
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "tool_use":
+                    self[str(block.get("id"))] = str(block.get("name"))
+        if "tool_use_id" in event and "name" in event:
+            self[str(event["tool_use_id"])] = str(event["name"])
+
+    @classmethod
+    def of_events(cls, events: Iterable[Event]) -> ToolNames:
+        """The names learned from all of ``events``."""
+        names = cls()
+        for event in events:
+            names.learn(event)
+        return names
+
+
+def tool_name(names: Mapping[str, str] | None, tool_use_id: Any) -> str:
+    """The name of the call ``tool_use_id`` ('tool' if unknown)."""
+    return (names or {}).get(str(tool_use_id), "tool")
+
+
+# Clipping ------------------------------------------------------------------------------------------------
+def clip(text: str, limit: int, *, note: str = "more characters") -> str:
+    """At most ``limit`` characters, then how many were left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit} {note}]"
+
+
+def shorten(text: str, limit: int) -> str:
+    """At most ``limit`` characters on one line, ending in an ellipsis when cut."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def indent(text: str, prefix: str = "    ") -> str:
+    """Every line of ``text`` indented (only newlines break lines: a carriage return stays in, to be shown escaped)."""
+    return "\n".join(prefix + line for line in text.split("\n"))
+
+
+# Times and tokens ----------------------------------------------------------------------------------------
+def timestamp(event: Event) -> float | None:
+    """The event's time, or None if the log has no usable one."""
+    ts = event.get("ts")
+    if isinstance(ts, (int, float)) and not isinstance(ts, bool) and math.isfinite(ts) and 0 < ts < 1e11:
+        return float(ts)
+    return None
+
+
+def when(ts: float | None, *, date: bool = True, ms: bool = False) -> str:
+    """Local time of ``ts``: date and time, or the time alone; to the millisecond with ``ms``; '-' when unknown."""
+    if not ts:
+        return "-"
+    try:
+        moment = datetime.datetime.fromtimestamp(ts)
+    except (OverflowError, OSError, ValueError):
+        return "-"
+    text = moment.strftime(("%Y-%m-%d " if date else "") + ("%H:%M:%S.%f" if ms else "%H:%M:%S"))
+    return text[:-3] if ms else text
+
+
+def gap(seconds: float | None) -> str:
+    """A time between two events, short: '+0.004 s', '+1.5 s', '+3 min 20 s', '+2 h 5 min', '+3 d 4 h'."""
+    if seconds is None:
+        return "+?"
+    if seconds < 0:
+        return f"-{gap(-seconds)[1:]}"
+    if seconds < 10:
+        return f"+{seconds:.3f} s" if seconds < 1 else f"+{seconds:.1f} s"
+    whole = int(round(seconds))
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"+{days} d {hours} h"
+    if hours:
+        return f"+{hours} h {minutes} min"
+    return f"+{minutes} min {secs} s" if minutes else f"+{secs} s"
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def usage_text(usage: Any) -> str:
+    """Token counts in one short line."""
+    usage = usage if isinstance(usage, Mapping) else {}
+    cached = _count(usage.get("cache_read_input_tokens"))
+    text = f"{_count(usage.get('input_tokens')):,} in / {_count(usage.get('output_tokens')):,} out tokens"
+    return text + (f" ({cached:,} read from cache)" if cached else "")
+
+
+def with_usage(status: str, usage: Mapping[str, int]) -> str:
+    """A status line, with the tokens used so far once there are any."""
+    return f"{status} · {usage_text(usage)}" if any(usage.values()) else status
