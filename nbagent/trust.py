@@ -48,13 +48,18 @@ LineTrust = Literal["mine", "legacy", "foreign", "altered", "unsigned"]
 
 
 def data_dir() -> Path:
-    """Where nbagent keeps per-user data: ``$NBAGENT_DATA_DIR``, else ``$XDG_DATA_HOME/nbagent``, else ``~/.local/share/nbagent``."""
+    """Where nbagent keeps per-user data: ``$NBAGENT_DATA_DIR``, else where a secret already is, else the platform's user data folder."""
     configured = os.environ.get("NBAGENT_DATA_DIR")
     if configured:
         return Path(configured).expanduser()
+    # Before platformdirs the folder was always the XDG one: a secret there stays in use, or its logs would read as "other key".
     xdg = os.environ.get("XDG_DATA_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
-    return base / "nbagent"
+    for old in ([Path(xdg).expanduser()] if xdg else []) + [Path.home() / ".local" / "share"]:
+        if os.path.lexists(old / "nbagent" / SECRET_FILE):
+            return old / "nbagent"
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("nbagent", appauthor=False))
 
 
 def secret_path() -> Path:
