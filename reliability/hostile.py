@@ -44,7 +44,11 @@ from nbagent import events as ev
 from nbagent.approval import ApprovalRequest
 from nbagent.errors import LogError, NotALogError
 from nbagent.loop import UNKNOWN_OUTCOME, UNTRUSTED
+from nbagent.tools import Effect
 from tests.fake_anthropic import FakeAnthropic, RecordedRequest, Reply, text, tool_use
+
+from . import payloads
+from .attacker import call_events, write_log
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTCOMES = ("refused", "asked", "inert", "ran")
@@ -200,51 +204,36 @@ class Effects:
     def __init__(self, effects_file: Path | None = None) -> None:
         self.runs: list[tuple[str, dict[str, Any]]] = []
         self.file = effects_file
+        self.tools = [
+            self._recorded("read_note", "read", "Read a note.", "the note"),
+            self._recorded("write_note", "write", "Write a note.", "written"),
+            self._recorded("launch", "irreversible", "Launch something that cannot be undone.", "launched"),
+            self._recorded("append_line", "write", "Append a line to the effects file (no idempotency key).", "appended", self._append),
+        ]
 
-        @nbagent.tool(effect="read")
-        def read_note(text: str) -> str:
-            """Read a note.
+    def _append(self, text: str) -> None:
+        """Append a line to the effects file, if there is one."""
+        if self.file is not None:
+            with self.file.open("a") as f:
+                f.write(text + "\n")
 
-            Args:
-                text: Which note.
-            """
-            self.runs.append(("read_note", {"text": text}))
-            return "the note"
+    def _recorded(
+        self, name: str, effect: Effect, description: str, answer: str, then: Callable[[str], None] | None = None
+    ) -> nbagent.Tool:
+        """A tool of one ``text`` argument that records each run of its body, then does ``then(text)``."""
 
-        @nbagent.tool(effect="write")
-        def write_note(text: str) -> str:
-            """Write a note.
-
-            Args:
-                text: The note.
-            """
-            self.runs.append(("write_note", {"text": text}))
-            return "written"
-
-        @nbagent.tool(effect="irreversible")
-        def launch(text: str) -> str:
-            """Launch something that cannot be undone.
+        def body(text: str) -> str:
+            """Act on a text.
 
             Args:
-                text: What.
+                text: The note, the line, or what to launch.
             """
-            self.runs.append(("launch", {"text": text}))
-            return "launched"
+            self.runs.append((name, {"text": text}))
+            if then is not None:
+                then(text)
+            return answer
 
-        @nbagent.tool(effect="write")
-        def append_line(text: str) -> str:
-            """Append a line to the effects file (no idempotency key).
-
-            Args:
-                text: The line.
-            """
-            self.runs.append(("append_line", {"text": text}))
-            if self.file is not None:
-                with self.file.open("a") as f:
-                    f.write(text + "\n")
-            return "appended"
-
-        self.tools = [read_note, write_note, launch, append_line]
+        return nbagent.tool(effect=effect, name=name, description=description)(body)
 
 
 class Recorder:
@@ -274,23 +263,8 @@ def own_log(
     path: Path, steps: str, *, tool: str = "write_note", arguments: dict[str, Any] | None = None, call_id: str = "toolu_own"
 ) -> None:
     """The victim's own signed log: a request and a call; ``steps`` says how far it got (open/started/finished)."""
-    with nbagent.Session.open(path, fsync="never", snapshot_every=0) as session:
-        session.append(ev.USER_MSG, content="please write the note")
-        session.append(ev.MODEL_CALL, model="claude-test", attempt=1)
-        session.append(
-            ev.ASSISTANT_MSG,
-            message_id="msg_1",
-            model="claude-test",
-            stop_reason="tool_use",
-            usage={},
-            content=[{"type": "tool_use", "id": call_id, "name": tool, "input": arguments or {"text": "the victim's own"}}],
-        )
-        if steps in ("started", "finished"):
-            session.append(ev.TOOL_STARTED, tool_use_id=call_id, name=tool, effect="write", attempt=1)
-        if steps == "finished":
-            session.append(ev.TOOL_RESULT, tool_use_id=call_id, content="written")
-            session.append(ev.ASSISTANT_MSG, stop_reason="end_turn", usage={}, content=[{"type": "text", "text": "done"}])
-        session.snapshot()
+    events = call_events(tool, arguments or {"text": "the victim's own"}, steps=steps, call_id=call_id)
+    write_log(path, events, snapshot=True, snapshot_every=0)
 
 
 # Attack 1: files that are not logs ----------------------------------------------------------------
@@ -572,19 +546,9 @@ def unknown_outcome(tally: Tally, fake: FakeAnthropic, folder: Path, quick: bool
 
 
 # Attack 6: terminal escapes through the CLI ------------------------------------------------------------
-def unsafe_bytes(data: bytes) -> list[str]:
-    """Control characters a terminal would act on (ESC, BEL, CR, other C0 but \\n \\t, DEL, C1)."""
-    found = set()
-    for ch in data.decode("utf-8", "replace"):
-        code = ord(ch)
-        if (code < 0x20 and ch not in "\n\t") or 0x7F <= code <= 0x9F:
-            found.add(f"U+{code:04X}")
-    return sorted(found)
-
-
 def escapes(tally: Tally, folder: Path, quick: bool) -> None:
     attacker(folder, "escapes")
-    named = next(p for p in folder.iterdir() if p.name.startswith("esc\x1b") and p.name.endswith(".jsonl"))
+    named = folder / f"esc{payloads.NAME}.jsonl"
     runs = [
         ["show", "escapes.jsonl"],
         ["show", "escapes.jsonl", "--full"],
@@ -612,7 +576,7 @@ def escapes(tally: Tally, folder: Path, quick: bool) -> None:
     for argv in runs:
         before = listing(folder, skip=("out",))
         result = cli(argv, folder)
-        bad = unsafe_bytes(result.stdout + result.stderr)
+        bad = payloads.controls(result.stdout + result.stderr)
         problems = [f"control characters reached the terminal: {bad}"] if bad else []
         err = result.stderr.decode("utf-8", "replace")
         if "Traceback" in err:
@@ -634,20 +598,18 @@ def escapes(tally: Tally, folder: Path, quick: bool) -> None:
 def hostile_exports(tally: Tally, folder: Path, quick: bool, rng: random.Random) -> None:
     import nbformat
 
-    from tests.test_exports_hostile import PAYLOADS, assert_no_live_remote_or_script
-
-    payloads = list(PAYLOADS)
+    markdown = list(payloads.MARKDOWN)
     if not quick:  # seeded variants: random case, entity and %-encoding of the scheme, random nesting
         for _ in range(20):
             scheme = rng.choice(["javascript", "vbscript", "data", "file"])
             spelled = "".join(rng.choice([c, c.upper(), f"&#{ord(c)};", f"&#x{ord(c):x};", f"%{ord(c):02x}"]) for c in scheme)
             sep = rng.choice([":", "\\:", "&colon;", "&#58;", "%3a"])
-            payloads.append(
+            markdown.append(
                 rng.choice(["[a]({})", "![a]({})", "[a][r]\n\n[r]: {}", "<{}>", "> - [a]({})"]).format(f"{spelled}{sep}alert(1)")
             )
     spec = folder / "payloads.json"
     folder.mkdir(parents=True, exist_ok=True)
-    spec.write_text(json.dumps(payloads))
+    spec.write_text(json.dumps(markdown))
     attacker(folder, "exports", str(spec))
     logs = [folder / "export-all.jsonl"] + ([] if quick else sorted(folder.glob("export-[0-9]*.jsonl")))
     if quick:
@@ -664,14 +626,14 @@ def hostile_exports(tally: Tally, folder: Path, quick: bool, rng: random.Random)
             live = False
             try:
                 if fmt == "md":
-                    hrefs, _ = assert_no_live_remote_or_script(out.read_text(encoding="utf-8"))
+                    hrefs, _ = payloads.assert_no_live_remote_or_script(out.read_text(encoding="utf-8"))
                     if "https://example.org/docs" not in hrefs:
                         problems.append("an ordinary link did not stay a link: the check would be vacuous")
                 else:
                     notebook = nbformat.read(out, as_version=4)
                     for cell in notebook.cells:
                         if cell.cell_type == "markdown":
-                            assert_no_live_remote_or_script(cell.source)
+                            payloads.assert_no_live_remote_or_script(cell.source)
                         for output in cell.get("outputs", []):
                             kinds = set(output.get("data", {})) - {"text/plain", "image/png", "image/jpeg", "image/gif", "image/webp"}
                             if output.get("output_type") not in ("stream", "display_data") or kinds:
@@ -931,12 +893,12 @@ def notebook_attacks(tally: Tally, fake: FakeAnthropic, folder: Path, quick: boo
 
 def kernel_attacks(tally: Tally, fake: FakeAnthropic, folder: Path, notebook: Path, marker: Path) -> None:
     """The same cloned and spliced sessions under a real ipykernel (jupyter_client): Run All, --resume, --restore."""
-    from reliability.locks import _Kernel
+    from tests.kernels import Kernel, kernel_env
 
-    env = {**os.environ, "ANTHROPIC_BASE_URL": fake.base_url, "ANTHROPIC_API_KEY": "test-key", "JPY_SESSION_NAME": str(notebook)}
-    kernel = _Kernel(folder, env)
+    cell: dict[str, Any] = {"allow_stdin": True, "timeout": 120}
+    kernel = Kernel(folder, kernel_env(fake.base_url, JPY_SESSION_NAME=str(notebook)), timeout=120)
     try:
-        status, shown = kernel.run("%load_ext nbagent")
+        status, shown = kernel.try_run("%load_ext nbagent", **cell)
         tally.check(status == "ok", f"%load_ext nbagent in a real kernel: {shown[-300:]}")
         for source in (
             "%agent make z",
@@ -949,8 +911,8 @@ def kernel_attacks(tally: Tally, fake: FakeAnthropic, folder: Path, notebook: Pa
             "%agent_replay " + str(folder / "elsewhere" / "binary.jsonl"),
         ):
             requests = len(fake.requests)
-            status, shown = kernel.run(source)
-            _, probe = kernel.run("print('PWNED' if 'pwned_by_attacker' in globals() else 'CLEAN')")
+            status, shown = kernel.try_run(source, **cell)
+            _, probe = kernel.try_run("print('PWNED' if 'pwned_by_attacker' in globals() else 'CLEAN')", **cell)
             problems = []
             if marker.exists() or "PWNED" in probe:
                 problems.append("the attacker's code ran in the kernel")
@@ -964,7 +926,7 @@ def kernel_attacks(tally: Tally, fake: FakeAnthropic, folder: Path, notebook: Pa
                 "real kernel: cloned / spliced session", "ran" if ran else ("refused" if status != "ok" else "inert"), problems, source
             )
     finally:
-        kernel.stop()
+        kernel.shutdown()
 
 
 # The rows -------------------------------------------------------------------------------------------------

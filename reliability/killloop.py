@@ -36,12 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from nbagent import fold
-from nbagent.log import read_events, scan
 from nbagent.loop import UNKNOWN_OUTCOME
+from nbagent.reader import read_events, scan
 from nbagent.tools import idempotency_key
+from tests.crash_tools import read_effects
 from tests.fake_anthropic import FakeAnthropic, RecordedRequest, Reply, text, tool_uses
-
-from .child import read_effects
 
 ROOT = Path(__file__).resolve().parent.parent
 WAIT = 60.0  # generous; every wait ends as soon as its condition holds

@@ -21,9 +21,11 @@ from typing import Any
 import nbagent
 from nbagent.errors import LogLockedError
 from tests.fake_anthropic import FakeAnthropic, text
+from tests.kernels import Kernel
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCKED_WORDS = "is open for writing in another process"
+CELL: dict[str, Any] = {"allow_stdin": True, "timeout": 120}  # a frontend that could answer input(), on a loaded machine
 
 # A second writer in its own process: tries to open the log, prints what happened as JSON.
 TRY_OPEN = """
@@ -132,48 +134,6 @@ def process_cases(folder: Path, tally: Tally, round_: int) -> None:
     tally.check(notes == ["holder was here", "second writer"], f"the crashed holder's log reads {notes}")
 
 
-class _Kernel:
-    """A real ipykernel (jupyter_client) that runs cells and returns what they showed."""
-
-    def __init__(self, cwd: Path, env: dict[str, str]) -> None:
-        from jupyter_client.manager import KernelManager
-
-        self.km = KernelManager(kernel_name="python3")
-        self.km.start_kernel(cwd=str(cwd), env=env)
-        self.kc = self.km.client()
-        self.kc.start_channels()
-        self.kc.wait_for_ready(timeout=120)
-
-    def run(self, code: str, timeout: float = 120) -> tuple[str, str]:
-        """(status, everything shown) of one cell."""
-        msg_id = self.kc.execute(code)
-        shown: list[str] = []
-        while True:
-            msg = self.kc.get_iopub_msg(timeout=timeout)
-            if msg["parent_header"].get("msg_id") != msg_id:
-                continue
-            kind, content = msg["msg_type"], msg["content"]
-            if kind == "stream":
-                shown.append(content["text"])
-            elif kind in ("display_data", "update_display_data", "execute_result"):
-                shown.append(content["data"].get("text/plain", ""))
-            elif kind == "error":
-                shown.append(f"{content['ename']}: {content['evalue']}")
-            elif kind == "status" and content["execution_state"] == "idle":
-                break
-        reply = self.kc.get_shell_msg(timeout=timeout)
-        return reply["content"]["status"], "\n".join(shown)
-
-    def stop(self, kill: bool = False) -> None:
-        self.kc.stop_channels()
-        if kill:
-            self.km.signal_kernel(signal.SIGKILL)
-            deadline = time.monotonic() + 60
-            while self.km.is_alive() and time.monotonic() < deadline:
-                time.sleep(0.02)
-        self.km.shutdown_kernel(now=True)
-
-
 def kernel_cases(folder: Path, tally: Tally) -> None:
     """Two ipykernels on one notebook, ``%agent`` in both: the second gets a UsageError naming the lock."""
     with FakeAnthropic() as fake:
@@ -186,19 +146,19 @@ def kernel_cases(folder: Path, tally: Tally) -> None:
         }
         first = second = None
         try:
-            first, second = _Kernel(folder, env), _Kernel(folder, env)
+            first, second = Kernel(folder, env, timeout=120), Kernel(folder, env, timeout=120)
             for kernel in (first, second):
-                kernel.run("%load_ext nbagent")
-            status, shown = first.run("%agent say hello")
+                kernel.try_run("%load_ext nbagent", **CELL)
+            status, shown = first.try_run("%agent say hello", **CELL)
             tally.check(status == "ok" and "Hello from the fake Claude." in shown, f"the first kernel's %agent: {status} {shown[-500:]}")
-            status, shown = second.run("%agent say hello too")
+            status, shown = second.try_run("%agent say hello too", **CELL)
             tally.check(
                 status == "error" and "UsageError" in shown and LOCKED_WORDS in shown and "Traceback" not in shown,
                 f"the second kernel's %agent was not refused with a UsageError naming the lock: {status} {shown[-800:]}",
             )
-            first.stop(kill=True)
+            first.kill()
             first = None
-            status, shown = second.run("%agent say hello too")
+            status, shown = second.try_run("%agent say hello too", **CELL)
             tally.check(
                 status == "ok" and "Hello from the fake Claude." in shown,
                 f"after the first kernel was SIGKILLed, the second still could not write: {status} {shown[-500:]}",
@@ -206,7 +166,7 @@ def kernel_cases(folder: Path, tally: Tally) -> None:
         finally:
             for kernel in (first, second):
                 if kernel is not None:
-                    kernel.stop()
+                    kernel.shutdown()
 
 
 def run_locks(quick: bool, seed: int) -> dict[str, Any]:

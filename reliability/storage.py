@@ -27,9 +27,10 @@ from typing import Any
 from nbagent import events as ev
 from nbagent import fold
 from nbagent.errors import LogCorruptError, LogError, LogWriteError, NotALogError
-from nbagent.log import FileOps, read_events, scan
+from nbagent.log import FileOps
 from nbagent.loop import Loop
 from nbagent.model import ModelRequest
+from nbagent.reader import read_events, scan
 from nbagent.session import Session
 from nbagent.tools import Tool, tool
 from tests.faults import NO_SYNC, Crash, Fault, FaultyFiles

@@ -27,6 +27,7 @@ from pathlib import Path
 import nbagent
 from nbagent import events as ev
 from nbagent import trust
+from reliability.attacker import write_log
 
 HUGE = 2**60
 # name -> what it is; every one is a .jsonl log in FOLDER (some with a hostile .snapshot beside it)
@@ -90,10 +91,7 @@ def tamper(path: str, number: str, old: str, new: str) -> None:
 
 
 def session(out: str, spec: str) -> None:
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    with nbagent.Session.open(out, fsync="never") as opened:
-        for event_type, payload in json.loads(spec):
-            opened.append(event_type, **payload)
+    write_log(Path(out), json.loads(spec))
 
 
 def _valid_log(path: Path) -> None:

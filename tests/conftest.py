@@ -1,11 +1,12 @@
-"""Shared fixtures: a fake Anthropic server on 127.0.0.1 and a real SDK client pointed at it."""
+"""Shared fixtures (a fake Anthropic server on 127.0.0.1, a real SDK client, real kernels) and the markers' part checks."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,45 @@ for _name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
 # it starts, which inherit os.environ) uses a throwaway per-user data folder.
 _DATA_DIR = tempfile.mkdtemp(prefix="nbagent-test-data-")
 os.environ["NBAGENT_DATA_DIR"] = _DATA_DIR
+
+
+def missing_part(marker: str, environ: Mapping[str, str] = os.environ) -> str | None:
+    """Why this machine lacks the part a ``kernel``, ``browser`` or ``postgres`` test needs (None: it has it)."""
+    path = environ.get("PATH", "")
+    if marker == "kernel":
+        for package in ("jupyter_client", "ipykernel"):
+            if importlib.util.find_spec(package) is None:
+                return f"needs a Jupyter kernel: {package} is not installed"
+        from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+        try:
+            KernelSpecManager().get_kernel_spec("python3")
+        except NoSuchKernel:
+            return "needs a Jupyter kernel: no python3 kernelspec"
+    elif marker == "browser":
+        if not any(shutil.which(name, path=path) for name in ("chromium", "chromium-browser", "google-chrome", "chrome")):
+            if importlib.util.find_spec("playwright") is None:
+                return "needs Chromium: neither a chromium on PATH nor playwright is installed"
+        if importlib.util.find_spec("jupyter_server") is None:
+            return "needs a Jupyter server: jupyter_server is not installed"
+    elif marker == "postgres":
+        if not environ.get("NBAGENT_TEST_POSTGRES") and not (shutil.which("initdb", path=path) and shutil.which("pg_ctl", path=path)):
+            return "needs PostgreSQL: set NBAGENT_TEST_POSTGRES to a server's DSN, or put initdb and pg_ctl on PATH"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip a test whose part is missing here, with a one-line reason; under CI=true fail instead (CI runs everything)."""
+    for marker in ("kernel", "browser", "postgres"):
+        if item.get_closest_marker(marker) is None:
+            continue
+        reason = missing_part(marker)
+        if reason is None:
+            continue
+        if os.environ.get("CI", "").lower() in ("true", "1"):
+            pytest.fail(f"CI=true, so a {marker} test may not be skipped: it {reason}", pytrace=False)
+        pytest.skip(reason)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -67,3 +107,19 @@ def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeAnthropic) 
     for name in [n for n, v in ip.user_ns.items() if isinstance(v, nbagent.Tool)]:
         del ip.user_ns[name]
     ip.config.pop("Agent", None)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeAnthropic]:
+    """A fake Messages API server shared by a module's tests (for a kernel that outlives one test)."""
+    with FakeAnthropic() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def kernel(server: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real ipykernel (``tests.kernels.Kernel``) shared by a module's tests, in its own folder, its API at ``server``."""
+    from tests.kernels import Kernel, kernel_env
+
+    with Kernel(tmp_path_factory.mktemp("kernel"), kernel_env(server.base_url)) as started:
+        yield started

@@ -31,8 +31,11 @@ import nbagent
 from nbagent import events as ev
 from nbagent import history
 from nbagent.errors import LogError
+from reliability.attacker import dangling_call, python_turn, write_log
 from tests.fake_anthropic import FakeAnthropic, text, tool_use
 from tests.test_security import Effects
+
+pytestmark = pytest.mark.slow  # a campaign: almost every test starts the attacker's process, many the CLI's (15 s in all)
 
 ROOT = Path(__file__).resolve().parents[1]
 ATTACKER = Path(__file__).with_name("attacker_proc.py")
@@ -92,58 +95,21 @@ def tree(folder: Path) -> dict[str, bytes | None]:
 # The victim's own logs -----------------------------------------------------------------------------
 
 
-def own_dangling_call(path: Path) -> str:
-    """The victim's own log whose last line asks for a write_note call with no result; returns its session id."""
-    with nbagent.Session.open(path, fsync="never") as session:
-        session.append(ev.USER_MSG, content="please write the note")
-        session.append(ev.MODEL_CALL, model="claude-test", attempt=1)
-        session.append(
-            ev.ASSISTANT_MSG,
-            message_id="msg_1",
-            model="claude-test",
-            stop_reason="tool_use",
-            usage={},
-            content=[{"type": "tool_use", "id": "toolu_1", "name": "write_note", "input": {"text": "hello"}}],
-        )
+@pytest.fixture
+def victim(tmp_path: Path) -> Path:
+    """The victim's own log (mine/s.jsonl) whose last line asks for a write_note call with no result."""
+    path = tmp_path / "mine" / "s.jsonl"
+    dangling_call(path)
+    with nbagent.Session.open(path) as session:
         assert session.trusted and session.call_trusted("toolu_1")
-        return session.id
-
-
-def python_turn(request: str, code: str, *, tool_use_id: str = "toolu_1", finished: bool = True) -> list[list[Any]]:
-    """The events of one notebook turn recorded by an earlier kernel: a python call, and (if finished) its result and a reply."""
-    events: list[list[Any]] = [
-        [ev.USER_MSG, {"content": request, "meta": {"request": request, "kernel": "old-kernel"}}],
-        [
-            ev.ASSISTANT_MSG,
-            {
-                "stop_reason": "tool_use",
-                "usage": {},
-                "content": [{"type": "tool_use", "id": tool_use_id, "name": "python", "input": {"code": code}}],
-            },
-        ],
-    ]
-    if finished:
-        events += [
-            [ev.TOOL_STARTED, {"tool_use_id": tool_use_id, "name": "python", "effect": "write", "attempt": 1}],
-            [ev.TOOL_RESULT, {"tool_use_id": tool_use_id, "content": "ran"}],
-            [ev.ASSISTANT_MSG, {"stop_reason": "end_turn", "usage": {}, "content": [{"type": "text", "text": "done: " + request}]}],
-        ]
-    return events
-
-
-def write_own(path: Path, events: list[list[Any]]) -> None:
-    with nbagent.Session.open(path, fsync="never") as session:
-        for event_type, payload in events:
-            session.append(event_type, **payload)
+    return path
 
 
 # 1. The splice attack --------------------------------------------------------------------------------
 @pytest.mark.parametrize("first", ["unsigned", "signed"])
 def test_a_forged_first_line_before_the_victims_signed_lines_runs_nothing(
-    tmp_path: Path, fake: FakeAnthropic, client: anthropic.Anthropic, first: str
+    tmp_path: Path, victim: Path, fake: FakeAnthropic, client: anthropic.Anthropic, first: str
 ) -> None:
-    victim = tmp_path / "mine" / "s.jsonl"
-    session_id = own_dangling_call(victim)
     crafted = {mode: tmp_path / mode / "s.jsonl" for mode in ("auto", "callable")}
     for path in crafted.values():
         attacker(tmp_path, "splice", victim, path, first)
@@ -153,24 +119,22 @@ def test_a_forged_first_line_before_the_victims_signed_lines_runs_nothing(
     effects = Effects()
     fake.script(text("understood"), text("understood"))
     with nbagent.Session.open(crafted["auto"]) as session:
-        assert session.id == session_id and "toolu_1" in session.state.open_calls
+        assert session.id == next(nbagent.read_events(victim))["session_id"] and "toolu_1" in session.state.open_calls
         assert not session.trusted and not session.call_trusted("toolu_1")
-        nbagent.run(session, tools=[effects.tool], client=client, model="claude-test", approval="auto")
+        effects.resume(session, client, "auto")
     assert effects.runs == [] and effects.questions == []
 
     with nbagent.Session.open(crafted["callable"]) as session:
         assert not session.call_trusted("toolu_1")
-        nbagent.run(session, tools=[effects.tool], client=client, model="claude-test", approval=effects.policy(False))
+        effects.resume(session, client, effects.policy(False))
     assert effects.runs == []
     assert [q.reason for q in effects.questions] == ["untrusted"]
     assert effects.questions[0].tool_name == "write_note" and effects.questions[0].input == {"text": "hello"}
 
 
 def test_nbagent_trust_makes_a_spliced_log_run_its_call_exactly_once(
-    tmp_path: Path, fake: FakeAnthropic, client: anthropic.Anthropic
+    tmp_path: Path, victim: Path, fake: FakeAnthropic, client: anthropic.Anthropic
 ) -> None:
-    victim = tmp_path / "mine" / "s.jsonl"
-    own_dangling_call(victim)
     crafted = tmp_path / "crafted" / "s.jsonl"
     attacker(tmp_path, "splice", victim, crafted, "unsigned")
     with nbagent.Session.open(crafted) as session:
@@ -182,25 +146,23 @@ def test_nbagent_trust_makes_a_spliced_log_run_its_call_exactly_once(
     fake.script(text("written"))
     with nbagent.Session.open(crafted) as session:
         assert session.trusted and session.call_trusted("toolu_1")
-        nbagent.run(session, tools=[effects.tool], client=client, model="claude-test", approval="auto")
-        nbagent.run(session, tools=[effects.tool], client=client, model="claude-test", approval="auto")
+        effects.resume(session, client, "auto")
+        effects.resume(session, client, "auto")
     with nbagent.Session.open(crafted) as session:
-        nbagent.run(session, tools=[effects.tool], client=client, model="claude-test", approval="auto")
+        effects.resume(session, client, "auto")
     assert effects.runs == [{"text": "hello"}] and effects.questions == [] and len(fake.requests) == 1
 
 
 def test_signed_lines_moved_within_the_victims_own_logs_are_not_trusted(
-    tmp_path: Path, fake: FakeAnthropic, client: anthropic.Anthropic
+    tmp_path: Path, victim: Path, fake: FakeAnthropic, client: anthropic.Anthropic
 ) -> None:
-    victim = tmp_path / "mine" / "a.jsonl"
-    own_dangling_call(victim)
     # Lines 2 and 3 swapped, their seqs fixed to the new places (and crcs made valid): the assistant_msg
     # line with the call is untouched, but it no longer follows the lines it was signed after.
-    reordered = tmp_path / "reordered" / "a.jsonl"
+    reordered = tmp_path / "reordered" / "s.jsonl"
     attacker(tmp_path, "resequence", victim, reordered, 2, 3)
     # The victim's other session B (user_msg, model_call), with session A's signed call line appended (seq 4 fits).
     other = tmp_path / "mine" / "b.jsonl"
-    write_own(other, [[ev.USER_MSG, {"content": "please write the note"}], [ev.MODEL_CALL, {"model": "claude-test", "attempt": 1}]])
+    write_log(other, [[ev.USER_MSG, {"content": "please write the note"}], [ev.MODEL_CALL, {"model": "claude-test", "attempt": 1}]])
     grafted = tmp_path / "grafted" / "b.jsonl"
     attacker(tmp_path, "graft", victim, other, grafted, 4)
     effects = Effects()
@@ -209,14 +171,14 @@ def test_signed_lines_moved_within_the_victims_own_logs_are_not_trusted(
         with nbagent.Session.open(path) as session:
             assert "toolu_1" in session.state.open_calls
             assert not session.trusted and not session.call_trusted("toolu_1"), path
-            nbagent.run(session, tools=[effects.tool], client=client, model="claude-test", approval="auto")
+            effects.resume(session, client, "auto")
     assert effects.runs == []
 
 
 @pytest.mark.parametrize("first", ["unsigned", "signed"])
 def test_restore_does_not_rerun_python_code_from_a_spliced_log(shell, fake: FakeAnthropic, tmp_path: Path, capsys, first: str) -> None:
     source = tmp_path / "mine" / "nb.jsonl"
-    write_own(source, python_turn("make the spliced variable", "spliced_var = 42"))
+    write_log(source, python_turn("make the spliced variable", "spliced_var = 42"))
     folder = tmp_path / ".nbagent" / "untitled"
     attacker(tmp_path, "splice", source, folder / "crafted.jsonl", first)
     before = (folder / "crafted.jsonl").read_bytes()
@@ -234,7 +196,7 @@ def test_restore_does_not_rerun_python_code_from_a_spliced_log(shell, fake: Fake
 
 def test_restore_does_not_rerun_a_tampered_line_under_the_victims_own_snapshot(shell, fake: FakeAnthropic, tmp_path: Path) -> None:
     own = tmp_path / ".nbagent" / "untitled" / "own.jsonl"
-    write_own(own, python_turn("make the variable", "tampered_var = 1111"))
+    write_log(own, python_turn("make the variable", "tampered_var = 1111"))
     assert own.with_name("own.jsonl.snapshot").exists()  # the victim's own signed snapshot, written at close
     attacker(tmp_path, "tamper", own, 3, "tampered_var = 1111", "tampered_var = 6666")
     assert shell.run_cell("%agent --resume own --restore").success
@@ -248,7 +210,7 @@ def hostile_folder(tmp_path: Path) -> Path:
     """``.nbagent/untitled`` under tmp_path with three good sessions of this user's and the attacker's hostile files."""
     folder = tmp_path / ".nbagent" / "untitled"
     for name in GOOD:
-        write_own(
+        write_log(
             folder / f"{name}.jsonl",
             [
                 [ev.USER_MSG, {"content": f"request of {name}"}],
@@ -510,7 +472,7 @@ NOTE2 = _line({"v": ev.SCHEMA_VERSION, "seq": 2, "ts": 2.0, "type": ev.NOTE, "te
     ],
 )
 def test_start_problem_is_the_not_a_log_rule(head: bytes, is_log: bool) -> None:
-    from nbagent.log import start_problem
+    from nbagent.reader import start_problem
 
     assert (start_problem(head) == "") is is_log, start_problem(head)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import nbagent
 from benchmarks import cases, naive, run
 from benchmarks.scripted import DELTAS_PER_REPLY
@@ -33,6 +35,7 @@ def test_naive_loop_and_engine_write_the_same_transcript(tmp_path: Path) -> None
     assert by_name["naive"].events == 2 * (1 + 2 * DELTAS_PER_REPLY + 1 + 1 + 1)
 
 
+@pytest.mark.slow  # every benchmark, on tiny sizes
 def test_the_whole_report_runs_on_tiny_sizes(tmp_path: Path) -> None:
     tiny = run.Sizes(requests=2, naive_requests=1, appends=30, append_rounds=1, resume_sizes=(40, 120), resume_repeats=1, memory_size=0)
     report = run.run(tiny, tmp_path, progress=False)

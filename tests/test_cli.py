@@ -207,6 +207,7 @@ with nbagent.Session.open(sys.argv[1]) as session:
 """
 
 
+@pytest.mark.slow
 def test_tail_follow_prints_events_another_process_writes(tmp_path: Path, client: anthropic.Anthropic, fake: FakeAnthropic) -> None:
     log = record_session(tmp_path / "live.jsonl", client, fake)
     start = len(list(nbagent.read_events(log)))

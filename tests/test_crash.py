@@ -25,21 +25,24 @@ import pytest
 import nbagent
 from nbagent.loop import UNKNOWN_OUTCOME
 from nbagent.tools import idempotency_key
+from tests.crash_tools import read_effects
 from tests.fake_anthropic import FakeAnthropic, RecordedRequest, Reply, text, tool_use
 
-CHILD = Path(__file__).with_name("crash_child.py")
+ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "Charge 500, note it, then check the balance."
 DENY_NOTE = "Approval is set to 'deny', so this call was not run."
 WAIT = 30.0  # generous: a loaded CI machine; the tests end as soon as the condition holds
 
 # The reply to a request with this many messages.
 REPLIES: dict[int, Callable[[], Reply]] = {
-    1: lambda: tool_use("charge", {"amount": 500}, id="toolu_charge", text="Starting the job: first the charge."),
+    1: lambda: tool_use("charge", {"order": "order-1", "amount": 500}, id="toolu_charge", text="Starting the job: first the charge."),
     3: lambda: tool_use("append_note", {"text": "charged 500"}, id="toolu_note"),
     5: lambda: tool_use("lookup", {"name": "balance"}, id="toolu_lookup"),
     7: lambda: text("All done: charged, noted, and the balance is 42."),
 }
 FINAL = "All done: charged, noted, and the balance is 42."
+
+pytestmark = pytest.mark.slow  # a crash campaign: real processes killed with SIGKILL
 
 
 def responder(hang: dict[int, int] | None = None) -> Callable[[RecordedRequest], Reply]:
@@ -82,10 +85,12 @@ class Lines:
 
 
 class Zygote:
-    """tests/crash_child.py --zygote: one Popen'd process that has imported the SDK and forks a fresh process per run."""
+    """python -m tests.crash_child --zygote: one Popen'd process that has imported the SDK and forks a fresh process per run."""
 
     def __init__(self) -> None:
-        proc = subprocess.Popen([sys.executable, str(CHILD), "--zygote"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.crash_child", "--zygote"], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         self.out = Lines(proc)
 
     def spawn(self, argv: list[str], stderr: Path) -> Child:
@@ -164,8 +169,7 @@ def count(log: Path, kind: str) -> int:
 
 
 def effects_of(path: Path, tool: str, kind: str) -> list[dict[str, Any]]:
-    lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-    return [e for e in lines if e["tool"] == tool and e["kind"] == kind]
+    return [e for e in read_effects(path) if e["tool"] == tool and e["kind"] == kind]
 
 
 @dataclass
@@ -247,7 +251,7 @@ def check_effects(run: Run, *, charge_attempts: int, notes: int = 1) -> None:
     """Keyed effects exactly once, every attempt with this call's one key; un-keyed writes as many as stated."""
     key = idempotency_key(run.session_id, "toolu_charge")
     applied = effects_of(run.effects, "charge", "applied")
-    assert [(e["key"], e["args"]) for e in applied] == [(key, {"amount": 500})]
+    assert [(e["key"], e["args"]) for e in applied] == [(key, {"order": "order-1", "amount": 500})]
     assert [e["key"] for e in effects_of(run.effects, "charge", "attempt")] == [key] * charge_attempts
     assert [e["args"] for e in effects_of(run.effects, "append_note", "applied")] == [{"text": "charged 500"}] * notes
 
@@ -287,7 +291,7 @@ def test_b_killed_after_the_assistant_message_before_the_tool(crash: Callable[..
 
 def test_c_killed_inside_a_keyed_tool(crash: Callable[..., Run], baseline: Run) -> None:
     def in_charge(run: Run, child: Child) -> None:
-        child.wait_until(lambda: "READY tool charge" in child.lines, "the charge tool to run")
+        child.wait_until(lambda: "READY in charge" in child.lines, "the charge tool to run")
         assert count(run.log, "tool_started") == 1 and count(run.log, "tool_result") == 0
 
     run = crash(in_charge, "--block-in", "charge")
@@ -304,7 +308,7 @@ def test_c_killed_inside_a_keyed_tool(crash: Callable[..., Run], baseline: Run) 
 
 def test_c_killed_inside_an_unkeyed_write_is_not_repeated(crash: Callable[..., Run], baseline: Run) -> None:
     def in_note(run: Run, child: Child) -> None:
-        child.wait_until(lambda: "READY tool append_note" in child.lines, "the append_note tool to run")
+        child.wait_until(lambda: "READY in append_note" in child.lines, "the append_note tool to run")
 
     run = crash(in_note, "--block-in", "append_note")  # both processes run with approval="deny"
     assert bodies(run.before) == bodies(baseline.after[:2])
@@ -329,7 +333,7 @@ def test_c_killed_inside_an_unkeyed_write_is_not_repeated_under_auto(crash: Call
     """SIGKILL inside a write without an idempotency key, resumed with approval="auto": the write is not done twice."""
 
     def in_note(run: Run, child: Child) -> None:
-        child.wait_until(lambda: "READY tool append_note" in child.lines, "the append_note tool to run")
+        child.wait_until(lambda: "READY in append_note" in child.lines, "the append_note tool to run")
 
     run = crash(in_note, "--block-in", "append_note", resume_args=("--approval", "auto"))
     check_effects(run, charge_attempts=1, notes=1)  # "auto" approves the user's own new calls, never this repeat
@@ -342,7 +346,7 @@ def test_c_killed_inside_an_unkeyed_write_is_not_repeated_under_auto(crash: Call
 
 def test_c_killed_inside_a_read_tool_reruns_it(crash: Callable[..., Run], baseline: Run) -> None:
     def in_lookup(run: Run, child: Child) -> None:
-        child.wait_until(lambda: "READY tool lookup" in child.lines, "the lookup tool to run")
+        child.wait_until(lambda: "READY in lookup" in child.lines, "the lookup tool to run")
 
     run = crash(in_lookup, "--block-in", "lookup")
     assert bodies(run.before) == bodies(baseline.after[:3])

@@ -49,6 +49,7 @@ def check_what_is_on_disk(folder: Path) -> list[dict[str, object]]:
     return events
 
 
+@pytest.mark.slow  # python -m nbagent demo in a subprocess
 def test_demo_offline_is_labelled_and_leaves_a_sound_log(tmp_path: Path) -> None:
     folder = tmp_path / "demo"
     done = run_demo(folder, clean_env())
@@ -83,6 +84,7 @@ def test_demo_refuses_a_folder_it_did_not_make(tmp_path: Path, capsys: pytest.Ca
     assert [p.name for p in folder.iterdir()] == ["thesis.tex"]
 
 
+@pytest.mark.slow
 def test_demo_talks_to_claude_when_a_key_is_set(tmp_path: Path, fake: FakeAnthropic) -> None:
     fake.script(
         tool_use("list_files", {"path": "."}, text="Let me look."),
@@ -115,6 +117,7 @@ def test_help_mentions_the_demo(argv: list[str], capsys: pytest.CaptureFixture[s
     assert "demo" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_demo_with_a_rejected_key_is_a_one_line_error(tmp_path: Path, fake: FakeAnthropic) -> None:
     fake.script(error(401))
     env = clean_env() | {"ANTHROPIC_API_KEY": "wrong-key", "ANTHROPIC_BASE_URL": fake.base_url}

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from nbagent import LogCorruptError, LogVersionError, LogWriteError, NotALogError, Session, read_events
 from nbagent import events as ev
-from nbagent.log import EventLog, iter_events, scan
+from nbagent.log import EventLog
+from nbagent.reader import iter_events, scan
 from reliability import storage
 from tests.faults import NO_SYNC, Crash, Fault, FaultyFiles
 
@@ -22,6 +23,7 @@ FIXTURE = Path(__file__).parent / "fixtures" / "v1_session.jsonl"
 
 
 # The quick campaign --------------------------------------------------------------------------------------
+@pytest.mark.slow  # the storage campaign, quick: 1-2 s a scenario
 @pytest.mark.parametrize("name", list(storage.SCENARIOS))
 def test_quick_storage_scenario_passes(name: str) -> None:
     row = storage.SCENARIOS[name](True, 5)
@@ -183,6 +185,7 @@ def _log_bytes(draw: st.DrawFn) -> bytes:
     return bytes(data)
 
 
+@pytest.mark.slow  # hypothesis-heavy: 400 fuzzed logs
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(data=_log_bytes())
 def test_fuzzed_bytes_never_raise_anything_but_the_documented_log_errors(tmp_path: Path, data: bytes) -> None:

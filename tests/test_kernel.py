@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import os
-import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from jupyter_client.manager import KernelManager
 
 import nbagent
 from nbagent import events as ev
 from nbagent import store
 from tests.fake_anthropic import text, tool_use
+from tests.kernels import Kernel, wait_for
 
 SETUP = "%load_ext nbagent\n%config Agent.tools = ['python', 'shell']"
+pytestmark = [pytest.mark.kernel, pytest.mark.slow]  # real ipykernels, started and SIGKILLed
+
 CHARGE_TOOL = '''
 import pathlib, time
 import nbagent
@@ -34,69 +34,6 @@ def charge(amount: int, idempotency_key: str) -> str:
         time.sleep(0.02)
     return f"charged {amount}"
 '''
-
-
-class Kernel:
-    """A real ipykernel child process and a client that sends cells the way JupyterLab does (with a cellId)."""
-
-    def __init__(self, cwd: Path, env: dict[str, str]) -> None:
-        self.km = KernelManager(kernel_name="python3")
-        self.km.start_kernel(cwd=str(cwd), env=env)
-        self.kc = self.km.client()
-        self.kc.start_channels()
-        self.kc.wait_for_ready(timeout=60)
-
-    def send(self, code: str, cell_id: str | None = None, *, allow_stdin: bool = False) -> str:
-        content = {
-            "code": code,
-            "silent": False,
-            "store_history": True,
-            "user_expressions": {},
-            "allow_stdin": allow_stdin,
-            "stop_on_error": True,
-        }
-        msg = self.kc.session.msg("execute_request", content)
-        if cell_id:
-            msg["metadata"]["cellId"] = cell_id
-        self.kc.shell_channel.send(msg)
-        return msg["header"]["msg_id"]
-
-    def wait(self, msg_id: str, timeout: float = 60) -> tuple[dict[str, Any], str]:
-        """The execute_reply content and all text the cell showed (streams, displays, their updates, errors)."""
-        shown: list[str] = []
-        deadline = time.monotonic() + timeout
-        while True:
-            msg = self.kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
-            if msg["parent_header"].get("msg_id") != msg_id:
-                continue
-            kind, content = msg["msg_type"], msg["content"]
-            if kind == "stream":
-                shown.append(content["text"])
-            elif kind in ("display_data", "update_display_data", "execute_result"):
-                shown.append(content["data"].get("text/plain", ""))
-            elif kind == "error":
-                shown.append("\n".join(content["traceback"]))
-            elif kind == "status" and content["execution_state"] == "idle":
-                break
-        while True:
-            reply = self.kc.get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))
-            if reply["parent_header"].get("msg_id") == msg_id:
-                return reply["content"], "\n".join(shown)
-
-    def run(self, code: str, cell_id: str | None = None, **kw: Any) -> str:
-        reply, shown = self.wait(self.send(code, cell_id, **kw))
-        assert reply["status"] == "ok", (reply, shown)
-        return shown
-
-    def kill(self) -> None:
-        """SIGKILL, no shutdown: what a crash or the OOM killer does."""
-        self.kc.stop_channels()
-        self.km.signal_kernel(signal.SIGKILL)
-        wait_for(lambda: not self.km.is_alive())
-
-    def shutdown(self) -> None:
-        self.kc.stop_channels()
-        self.km.shutdown_kernel(now=True)
 
 
 @pytest.fixture
@@ -118,13 +55,6 @@ def kernels(tmp_path: Path, fake) -> Iterator[Any]:
     for kernel in started:
         if kernel.km.is_alive():
             kernel.shutdown()
-
-
-def wait_for(condition, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.02)
 
 
 def session_log(tmp_path: Path) -> Path:

@@ -17,6 +17,8 @@ from tests.fake_anthropic import text, tool_use, tool_uses
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
+pytestmark = [pytest.mark.kernel, pytest.mark.slow]  # each runs a notebook with nbclient in a real kernel
+
 
 def execute(name: str, folder: Path, fake, **env: str):
     """Run All on a fresh kernel whose working folder is ``folder``; return the executed notebook."""

@@ -2,77 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from jupyter_client.manager import KernelManager
 
 from tests.fake_anthropic import FakeAnthropic, text, tool_use
-from tests.kernels import run_cell
+from tests.kernels import TIMEOUT, Kernel, button_id, click, errors, stdout
 
-TIMEOUT = 60
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as fake:
-        yield fake
+pytestmark = pytest.mark.kernel
 
 
-@pytest.fixture(scope="module")
-def kernel_manager(server: FakeAnthropic) -> Iterator[KernelManager]:
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel(env={"ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "test-key", "PATH": "/usr/bin:/bin"})
-    try:
-        yield km
-    finally:
-        km.shutdown_kernel(now=True)
-
-
-@pytest.fixture(scope="module")
-def kernel(kernel_manager: KernelManager) -> Iterator[Any]:
-    kc = kernel_manager.blocking_client()
-    kc.start_channels()
-    kc.wait_for_ready(timeout=TIMEOUT)
-    try:
-        yield kc
-    finally:
-        kc.stop_channels()
-
-
-def stdout(messages: list[dict[str, Any]]) -> str:
-    return "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream" and m["content"]["name"] == "stdout")
-
-
-def errors(messages: list[dict[str, Any]]) -> list[str]:
-    return ["\n".join(m["content"]["traceback"]) for m in messages if m["msg_type"] == "error"]
-
-
-def button_id(msg: dict[str, Any], description: str) -> str | None:
-    """The comm id of a Button widget with this description, if ``msg`` opens one."""
-    if msg["msg_type"] != "comm_open":
-        return None
-    state = msg["content"]["data"].get("state", {})
-    if state.get("_model_name") == "ButtonModel" and state.get("description") == description:
-        return msg["content"]["comm_id"]
-    return None
-
-
-def click(kc: Any, comm_id: str) -> None:
-    """What a frontend sends when the user clicks a Button (ipywidgets protocol)."""
-    msg = kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": {"event": "click"}}})
-    kc.shell_channel.send(msg)
-
-
+@pytest.mark.slow
 def test_streamed_text_arrives_as_widget_updates_and_finish_updates_the_static_fallback(
-    kernel: Any, server: FakeAnthropic, tmp_path: Path
+    kernel: Kernel, server: FakeAnthropic, tmp_path: Path
 ) -> None:
     answer = "Here is a **long** answer. " * 200
     server.script(text(answer, chunks=2000, delay=0.0005))  # a 2,000-delta answer
-    messages, reply = run_cell(
-        kernel,
+    messages, reply = kernel.execute(
         f"""
         import anthropic, nbagent
         from nbagent.notebook.panel import Panel
@@ -110,7 +57,7 @@ def test_streamed_text_arrives_as_widget_updates_and_finish_updates_the_static_f
     assert "write a long answer" in update["content"]["data"]["text/plain"]
 
 
-def test_approval_button_click_is_handled_while_the_cell_runs_and_a_queued_cell_runs_after(kernel: Any) -> None:
+def test_approval_button_click_is_handled_while_the_cell_runs_and_a_queued_cell_runs_after(kernel: Kernel) -> None:
     clicked: list[str] = []
     queued: list[str] = []
 
@@ -118,12 +65,11 @@ def test_approval_button_click_is_handled_while_the_cell_runs_and_a_queued_cell_
         comm_id = button_id(msg, "Approve")
         if comm_id and not clicked:
             # Another cell is submitted while this one waits: it must run after, not be lost.
-            queued.append(kernel.execute("print('second cell ran', answer.approved)"))
-            click(kernel, comm_id)
+            queued.append(kernel.kc.execute("print('second cell ran', answer.approved)"))
+            click(kernel.kc, comm_id)
             clicked.append(comm_id)
 
-    messages, reply = run_cell(
-        kernel,
+    messages, reply = kernel.execute(
         """
         from nbagent import ApprovalRequest
         from nbagent.notebook.panel import Panel
@@ -138,13 +84,13 @@ def test_approval_button_click_is_handled_while_the_cell_runs_and_a_queued_cell_
     assert reply["content"]["status"] == "ok", errors(messages)
     assert "decision True panel" in stdout(messages)
     # The queued cell was held during the wait and then ran, seeing the answer.
-    second = kernel.get_shell_msg(timeout=TIMEOUT)
+    second = kernel.kc.get_shell_msg(timeout=TIMEOUT)
     assert second["parent_header"]["msg_id"] == queued[0]
     assert second["content"]["status"] == "ok"
 
 
 def test_decline_in_a_real_run_gives_the_model_an_error_result_and_the_tool_never_runs(
-    kernel: Any, server: FakeAnthropic, tmp_path: Path
+    kernel: Kernel, server: FakeAnthropic, tmp_path: Path
 ) -> None:
     server.script(tool_use("wipe", {"target": "db"}), text("Understood, I did not wipe it."))
     marker = tmp_path / "wiped"
@@ -152,10 +98,9 @@ def test_decline_in_a_real_run_gives_the_model_an_error_result_and_the_tool_neve
     def act(msg: dict[str, Any]) -> None:
         comm_id = button_id(msg, "Decline")
         if comm_id:
-            click(kernel, comm_id)
+            click(kernel.kc, comm_id)
 
-    messages, reply = run_cell(
-        kernel,
+    messages, reply = kernel.execute(
         f"""
         import anthropic, nbagent, pathlib
         from nbagent.notebook.panel import Panel
@@ -184,17 +129,16 @@ def test_decline_in_a_real_run_gives_the_model_an_error_result_and_the_tool_neve
     assert "declined by panel" in update["content"]["data"]["text/plain"]
 
 
-def test_interrupting_a_pending_approval_stops_the_cell_and_the_kernel_stays_usable(kernel: Any, kernel_manager: KernelManager) -> None:
+def test_interrupting_a_pending_approval_stops_the_cell_and_the_kernel_stays_usable(kernel: Kernel) -> None:
     interrupted: list[bool] = []
 
     def act(msg: dict[str, Any]) -> None:
         state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_msg" else {}
         if "waiting for approval" in str(state.get("value", "")) and not interrupted:
-            kernel_manager.interrupt_kernel()  # the panel is now waiting for the click
+            kernel.km.interrupt_kernel()  # the panel is now waiting for the click
             interrupted.append(True)
 
-    messages, reply = run_cell(
-        kernel,
+    messages, reply = kernel.execute(
         """
         from nbagent import ApprovalRequest
         from nbagent.notebook.panel import Panel
@@ -211,5 +155,5 @@ def test_interrupting_a_pending_approval_stops_the_cell_and_the_kernel_stays_usa
         if m["msg_type"] == "comm_msg" and "value" in m["content"]["data"].get("state", {})
     ]
     assert any("not answered (interrupted)" in v for v in updates), [m["msg_type"] for m in messages]
-    messages, reply = run_cell(kernel, "print('still alive')")
+    messages, reply = kernel.execute("print('still alive')")
     assert reply["content"]["status"] == "ok" and "still alive" in stdout(messages)

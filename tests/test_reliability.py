@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 from reliability import killloop, locks, replay, report
-from reliability.child import read_effects
+from tests.crash_tools import read_effects
 from tests.fake_anthropic import FakeAnthropic
 
 ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.slow  # quick runs of the reliability campaign: seconds each
 
 
 def assert_passed(row: dict) -> None:
@@ -75,6 +77,7 @@ def test_kill_plans_are_seeded() -> None:
     assert first == [killloop.choose_plan(random.Random("7:1"), counts, 0.5) for _ in range(3)]
 
 
+@pytest.mark.kernel  # two ipykernels on one notebook
 def test_locks_quick() -> None:
     row = locks.run_locks(quick=True, seed=0)
     assert_passed(row)

@@ -4,46 +4,23 @@ from __future__ import annotations
 
 import queue
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anthropic
 import pytest
-from jupyter_client.manager import KernelManager
 
 import nbagent
 from tests.fake_anthropic import FakeAnthropic, text, tool_use
-from tests.kernels import run_cell
+from tests.kernels import TIMEOUT, Kernel, click, send_update
 
-TIMEOUT = 60
+pytestmark = [pytest.mark.kernel, pytest.mark.slow]  # the replay plays for seconds
 
 
 @nbagent.tool
 def add(a: int, b: int) -> int:
     """Add two numbers."""
     return a + b
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as fake:
-        yield fake
-
-
-@pytest.fixture(scope="module")
-def kernel(server: FakeAnthropic) -> Iterator[Any]:
-    # The kernel could reach the fake server (with a key), so a replay that called the model would show up there.
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel(env={"ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "test-key", "PATH": "/usr/bin:/bin"})
-    kc = km.blocking_client()
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=TIMEOUT)
-        yield kc
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
 
 
 def comm_states(messages: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -56,18 +33,6 @@ def comm_states(messages: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         elif msg["msg_type"] == "comm_msg" and content["data"].get("method") == "update" and content["comm_id"] in states:
             states[content["comm_id"]].update(content["data"]["state"])
     return states
-
-
-def send_update(kc: Any, comm_id: str, state: dict[str, Any]) -> None:
-    """What a frontend sends when the user changes a widget value (ipywidgets protocol)."""
-    kc.shell_channel.send(
-        kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"method": "update", "state": state, "buffer_paths": []}})
-    )
-
-
-def click(kc: Any, comm_id: str) -> None:
-    """What a frontend sends when the user clicks a Button."""
-    kc.shell_channel.send(kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": {"event": "click"}}}))
 
 
 def collect_until(kc: Any, states: dict[str, dict[str, Any]], done: Any) -> list[dict[str, Any]]:
@@ -87,7 +52,7 @@ def collect_until(kc: Any, states: dict[str, dict[str, Any]], done: Any) -> list
     return seen
 
 
-def test_replay_in_a_real_kernel_scrubs_and_plays_through_comm_messages(kernel: Any, server: FakeAnthropic, tmp_path: Path) -> None:
+def test_replay_in_a_real_kernel_scrubs_and_plays_through_comm_messages(kernel: Kernel, server: FakeAnthropic, tmp_path: Path) -> None:
     # The log comes from a real run in this process; the second answer streams for about 2.5 s.
     server.script(
         tool_use("add", {"a": 2, "b": 3}, text="Let me add."),
@@ -102,7 +67,7 @@ def test_replay_in_a_real_kernel_scrubs_and_plays_through_comm_messages(kernel: 
     events = list(nbagent.read_events(path))
     recorded_requests = len(server.requests)
 
-    messages, reply = run_cell(kernel, f"%load_ext nbagent\n%agent_replay {path}")
+    messages, reply = kernel.execute(f"%load_ext nbagent\n%agent_replay {path}")
     assert reply["content"]["status"] == "ok", [m["content"] for m in messages if m["msg_type"] == "error"]
     states = comm_states(messages)
     [slider] = [c for c, s in states.items() if s.get("_model_name") == "IntSliderModel"]
@@ -118,30 +83,30 @@ def test_replay_in_a_real_kernel_scrubs_and_plays_through_comm_messages(kernel: 
 
     # Scrub: the frontend moves the slider to the first assistant message.
     answer = next(i for i, e in enumerate(events) if e["type"] == "assistant_msg") + 1
-    send_update(kernel, slider, {"value": answer})
-    collect_until(kernel, states, lambda s: "Let me add." in s[current]["value"])
+    send_update(kernel.kc, slider, {"value": answer})
+    collect_until(kernel.kc, states, lambda s: "Let me add." in s[current]["value"])
     assert "🔧 <b>add</b>" in states[current]["value"]
     [position] = [c for c, s in htmls.items() if s["value"].startswith('<div style="color:#333">event ')]
     assert f"event {answer} of {len(events)}" in states[position]["value"]
 
     # Play from the second turn: the kernel stays free for cells while the slider moves on a thread.
     second = [i for i, e in enumerate(events) if e["type"] == "user_msg"][1] + 1
-    send_update(kernel, slider, {"value": second})
+    send_update(kernel.kc, slider, {"value": second})
     states[slider]["value"] = second  # the frontend's own copy (the kernel sends no echo of it)
-    collect_until(kernel, states, lambda s: f"event {second} of" in s[position]["value"])
-    click(kernel, buttons["▶ Play"])
-    collect_until(kernel, states, lambda s: s[slider]["value"] > second + 2)
-    out, reply = run_cell(
-        kernel, "from nbagent.notebook.magics import magics_for\nprint('playing', magics_for(get_ipython()).replay.playing)"
+    collect_until(kernel.kc, states, lambda s: f"event {second} of" in s[position]["value"])
+    click(kernel.kc, buttons["▶ Play"])
+    collect_until(kernel.kc, states, lambda s: s[slider]["value"] > second + 2)
+    out, reply = kernel.execute(
+        "from nbagent.notebook.magics import magics_for\nprint('playing', magics_for(get_ipython()).replay.playing)"
     )
     assert reply["content"]["status"] == "ok"
     assert "playing True" in "".join(m["content"].get("text", "") for m in out if m["msg_type"] == "stream")
-    click(kernel, buttons["▶ Play"])  # the same button, now labelled Pause
-    out, _ = run_cell(kernel, "r = magics_for(get_ipython()).replay\nprint('paused', r.playing, r.index + 1)")
+    click(kernel.kc, buttons["▶ Play"])  # the same button, now labelled Pause
+    out, _ = kernel.execute("r = magics_for(get_ipython()).replay\nprint('paused', r.playing, r.index + 1)")
     printed = "".join(m["content"].get("text", "") for m in out if m["msg_type"] == "stream").split()
     assert printed[:2] == ["paused", "False"] and second < int(printed[2]) < len(events)
     stopped_at = int(printed[2])
-    out, _ = run_cell(kernel, "import time; time.sleep(0.3); print('still', r.index + 1)")
+    out, _ = kernel.execute("import time; time.sleep(0.3); print('still', r.index + 1)")
     assert f"still {stopped_at}" in "".join(m["content"].get("text", "") for m in out if m["msg_type"] == "stream")
 
     assert len(server.requests) == recorded_requests  # the replay called no model

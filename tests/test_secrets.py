@@ -21,11 +21,11 @@ import pytest
 
 import nbagent
 from nbagent import events as ev
-from nbagent import export, history, redact, snapshot, trust
+from nbagent import export, history, redact, render, snapshot, trust
 from nbagent.cli import main as cli
 from nbagent.errors import ModelError
-from nbagent.notebook import render
 from nbagent.session import Session
+from reliability.attacker import write_log
 from tests.fake_anthropic import FakeAnthropic, auth_error_echoing_key
 
 R = random.Random(20240601)
@@ -100,20 +100,16 @@ SURVIVORS = [
 
 
 def _session_with(path: Path, value: str) -> None:
-    with Session.open(path, fsync="never", snapshot_every=0) as session:
-        session.append(ev.USER_MSG, content=f"please use {value} now")
-        session.append(
-            ev.ASSISTANT_MSG,
-            stop_reason="tool_use",
-            usage={},
-            content=[
-                {"type": "text", "text": "running it"},
-                {"type": "tool_use", "id": "toolu_1", "name": "python", "input": {"code": "print(secret)"}},
-            ],
-        )
-        session.append(ev.TOOL_RESULT, tool_use_id="toolu_1", content=[{"type": "text", "text": f"out:\n{value}\n"}])
-        session.append(ev.MODEL_ERROR, message=f"failed with {value}", status=400, kind="invalid_request_error", retryable=False, attempt=1)
-        session.snapshot()
+    """The value in a request, a tool result and a model error (a python call prints it), then a snapshot."""
+    call = {"type": "tool_use", "id": "toolu_1", "name": "python", "input": {"code": "print(secret)"}}
+    error = {"message": f"failed with {value}", "status": 400, "kind": "invalid_request_error", "retryable": False, "attempt": 1}
+    events = [
+        (ev.USER_MSG, {"content": f"please use {value} now"}),
+        (ev.ASSISTANT_MSG, {"stop_reason": "tool_use", "usage": {}, "content": [{"type": "text", "text": "running it"}, call]}),
+        (ev.TOOL_RESULT, {"tool_use_id": "toolu_1", "content": [{"type": "text", "text": f"out:\n{value}\n"}]}),
+        (ev.MODEL_ERROR, error),
+    ]
+    write_log(path, events, snapshot=True, snapshot_every=0)
 
 
 @pytest.mark.parametrize(("text", "secret", "keep"), [f[1:] for f in FORMATS], ids=[f[0] for f in FORMATS])

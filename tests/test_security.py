@@ -11,7 +11,6 @@ import shutil
 import stat
 import threading
 from collections.abc import Iterator
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -28,10 +27,11 @@ from nbagent import events as ev
 from nbagent.cli import main as cli
 from nbagent.errors import LogError, NbagentError
 from nbagent.loop import UNTRUSTED
+from reliability.attacker import cloned_notebook_log, dangling_call, markdown_log
+from reliability.payloads import MARKDOWN, start_tags
 from tests.fake_anthropic import FakeAnthropic, text
 
 FIXTURES = Path(__file__).parent / "fixtures"
-PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 
 
 @contextlib.contextmanager
@@ -44,23 +44,6 @@ def as_another_user(tmp_path: Path) -> Iterator[Path]:
         yield other
     finally:
         os.environ["NBAGENT_DATA_DIR"] = mine
-
-
-def dangling_call(path: Path, name: str = "write_note", arguments: dict[str, Any] | None = None, *, started: bool = False) -> None:
-    """A log whose last assistant message asks for a tool call that has no result (what a crash leaves)."""
-    with nbagent.Session.open(path, fsync="never") as session:
-        session.append(ev.USER_MSG, content="please write the note")
-        session.append(ev.MODEL_CALL, model="claude-test", attempt=1)
-        session.append(
-            ev.ASSISTANT_MSG,
-            message_id="msg_1",
-            model="claude-test",
-            stop_reason="tool_use",
-            usage={},
-            content=[{"type": "tool_use", "id": "toolu_1", "name": name, "input": arguments or {"text": "hello"}}],
-        )
-        if started:
-            session.append(ev.TOOL_STARTED, tool_use_id="toolu_1", name=name, effect="write", attempt=1)
 
 
 class Effects:
@@ -89,6 +72,10 @@ class Effects:
 
         return ask
 
+    def resume(self, session: nbagent.Session, client: anthropic.Anthropic, how: Any) -> str:
+        """``nbagent.run`` on ``session`` with only this write tool and approval ``how``, against the fake model."""
+        return nbagent.run(session, tools=[self.tool], client=client, model="claude-test", approval=how)
+
 
 # The secret -----------------------------------------------------------------------------------------
 def test_the_secret_is_made_once_owner_only_in_the_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -107,10 +94,10 @@ def test_the_secret_is_made_once_owner_only_in_the_data_dir(tmp_path: Path, monk
 
 def test_the_default_place_follows_xdg_and_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NBAGENT_DATA_DIR")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # a real ~/.local/share/nbagent/secret would be kept (tests/test_data_dir.py)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     assert trust.secret_path() == tmp_path / "xdg" / "nbagent" / "secret"
     monkeypatch.delenv("XDG_DATA_HOME")
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert trust.secret_path() == tmp_path / "home" / ".local" / "share" / "nbagent" / "secret"
 
 
@@ -216,7 +203,7 @@ def test_an_own_dangling_call_runs_without_asking(log_path: Path, fake: FakeAnth
     fake.script(text("done"))
     with nbagent.Session.open(log_path) as session:
         assert session.call_trusted("toolu_1")
-        nbagent.run(session, tools=[effects.tool], client=client, model="claude-test", approval=effects.policy(False))
+        effects.resume(session, client, effects.policy(False))
     assert effects.runs == [{"text": "hello"}] and effects.questions == []
 
 
@@ -231,7 +218,7 @@ def test_a_dangling_call_in_another_users_log_needs_approval(
     fake.script(text("understood"))
     with nbagent.Session.open(path) as session:
         assert not session.trusted and not session.call_trusted("toolu_1")
-        nbagent.run(session, tools=[effects.tool], client=client, model="claude-test", approval=effects.policy(False))
+        effects.resume(session, client, effects.policy(False))
         events = list(session.events())
     assert effects.runs == []
     assert [q.reason for q in effects.questions] == ["untrusted"]
@@ -249,8 +236,8 @@ def test_an_approved_untrusted_call_runs_once(tmp_path: Path, fake: FakeAnthropi
     effects = Effects()
     fake.script(text("done"))
     with nbagent.Session.open(path) as session:
-        nbagent.run(session, tools=[effects.tool], client=client, model="claude-test", approval=effects.policy(True))
-        nbagent.run(session, tools=[effects.tool], client=client, model="claude-test", approval=effects.policy(True))
+        effects.resume(session, client, effects.policy(True))
+        effects.resume(session, client, effects.policy(True))
     assert effects.runs == [{"text": "hello"}] and len(effects.questions) == 1
 
 
@@ -265,7 +252,7 @@ def test_unsigned_logs_and_headless_resume_decline(tmp_path: Path, fake: FakeAnt
     fake.script(text("ok"))
     with nbagent.Session.open(path) as session:
         assert session.trust.verdict == "unsigned"
-        nbagent.run(session, tools=[effects.tool], client=client, model="claude-test", approval="ask")  # nobody can answer here
+        effects.resume(session, client, "ask")  # nobody can answer here
     assert effects.runs == []
 
 
@@ -280,7 +267,7 @@ def test_a_signed_line_cannot_be_spliced_into_another_session(tmp_path: Path, fa
     fake.script(text("ok"))
     with nbagent.Session.open(victim) as session:
         assert session.trust.altered == 1 and not session.call_trusted("toolu_1")
-        nbagent.run(session, tools=[effects.tool], client=client, model="claude-test", approval="deny")
+        effects.resume(session, client, "deny")
     assert effects.runs == []
 
 
@@ -313,7 +300,7 @@ def test_a_forged_snapshot_cannot_vouch_for_a_call(log_path: Path, fake: FakeAnt
         # Not signed by this user: the snapshot is ignored and the log decides (there is no open call).
         assert session.state.frontier == "done" and session.trusted and "not signed by you" in session.snapshot_note
         assert not session.call_trusted("toolu_x")
-        nbagent.run(session, tools=[effects.tool], client=client, model="claude-test", approval="deny")
+        effects.resume(session, client, "deny")
     assert effects.runs == []
 
 
@@ -339,28 +326,10 @@ def test_opening_and_reading_an_untrusted_log_runs_nothing(tmp_path: Path) -> No
 
 
 # The notebook and the command line say who wrote a log --------------------------------------------
-def cloned_notebook_log(tmp_path: Path, folder: Path, code: str) -> Path:
-    """A finished turn with a python call, recorded by another user's kernel (a cloned repository)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "cloned.jsonl"
-    with as_another_user(tmp_path):
-        with nbagent.Session.open(path, fsync="never") as session:
-            session.append(ev.USER_MSG, content="make z", meta={"kernel": "their-kernel", "request": "make z"})
-            session.append(
-                ev.ASSISTANT_MSG,
-                stop_reason="tool_use",
-                usage={},
-                content=[{"type": "tool_use", "id": "toolu_1", "name": "python", "input": {"code": code}}],
-            )
-            session.append(ev.TOOL_STARTED, tool_use_id="toolu_1", name="python", effect="write", attempt=1)
-            session.append(ev.TOOL_RESULT, tool_use_id="toolu_1", content="ran")
-            session.append(ev.ASSISTANT_MSG, stop_reason="end_turn", usage={}, content=[{"type": "text", "text": "made z"}])
-    return path
-
-
 def test_the_notebook_warns_and_does_not_restore_from_an_untrusted_log(shell, tmp_path: Path, capsys) -> None:
     folder = tmp_path / ".nbagent" / "untitled"
-    cloned_notebook_log(tmp_path, folder, "z = 5; open('pwned', 'w').write('x')")
+    with as_another_user(tmp_path):  # a finished turn with a python call, recorded by another user's kernel (a cloned repository)
+        cloned_notebook_log(folder / "cloned.jsonl", "z = 5; open('pwned', 'w').write('x')")
     assert shell.run_cell("%agent --resume cloned --restore").success
     out = capsys.readouterr().out
     assert "WARNING: the session log cloned.jsonl was not written by you" in out and "unsigned" not in out.split("WARNING")[0]
@@ -370,7 +339,8 @@ def test_the_notebook_warns_and_does_not_restore_from_an_untrusted_log(shell, tm
 
 def test_the_notebook_restores_from_its_own_log_without_a_warning(shell, tmp_path: Path, capsys) -> None:
     folder = tmp_path / ".nbagent" / "untitled"
-    path = cloned_notebook_log(tmp_path, folder, "z = 5")
+    with as_another_user(tmp_path):
+        path = cloned_notebook_log(folder / "cloned.jsonl", "z = 5")
     # The same records written by this user: re-sign them by appending through a session of ours.
     events = [e for e in nbagent.read_events(path)][1:]
     path.unlink()
@@ -538,55 +508,9 @@ def test_keys_reach_neither_the_snapshot_nor_exports(tmp_path: Path, monkeypatch
 
 
 # Hostile output through the real export path -------------------------------------------------------
-HOSTILE = [
-    "<script>alert(1)</script>",
-    '<img src=x onerror="alert(1)">',
-    "[click](javascript:alert(1))",
-    "[click](JaVaScRiPt:alert(1))",
-    "[click](java&#09;script:alert(1))",
-    "[click](&#106;avascript:alert(1))",
-    "<javascript:alert(1)>",
-    '<a href="javascript:alert(1)">x</a>',
-    "<svg onload=alert(1)><circle/></svg>",
-    '<svg><a xlink:href="javascript:alert(1)"><text>x</text></a></svg>',
-    '<a id="config" name="config" href="https://x.org">clobber</a>',
-    '<form id="Jupyter"><input name="notebook"></form>',
-    '<iframe srcdoc="<script>alert(1)</script>"></iframe>',
-    "[data](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
-    '<div style="background:url(javascript:alert(1))">x</div>',
-    "<math><mtext><table><mglyph><style><img src=x onerror=alert(1)>",
-    "<details open ontoggle=alert(1)>x</details>",
-    "[ref]\n\n[ref]: javascript:alert(4)",
-    "<!-- --><script>alert(1)</script><!-- -->",
-    "```\n</code></pre><script>alert(1)</script>\n```",
-    "    <script>indented code</script>\n\n<script>alert(1)</script>",
-    "<style>body{display:none}</style>",
-    "<base href='https://evil.example/'>",
-    "<meta http-equiv=refresh content='0;url=javascript:alert(1)'>",
-    "$$\\href{javascript:alert(1)}{x}$$",
-    "<object data=javascript:alert(1)>",
-    "<embed src=javascript:alert(1)>",
-    "<p onmouseover=alert(1)>hover</p>",
-    "<x-tag onclick=alert(1)>x</x-tag>",
-    "<ScRiPt>alert(1)</sCrIpT>",
-    "<scr<script>ipt>alert(1)</script>",
-    "`` <script>alert(1)</script> ``",
-    "\u2028<script>alert(1)</script>",
-]
 SAFE_TAGS = {"p", "strong", "em", "code", "pre", "a", "h1", "h2", "h3", "ul", "ol", "li", "blockquote", "br", "hr", "img"}
 BAD_CHARS = "\t\n\r\x00 "
 SCRIPT_SCHEMES = {"javascript", "vbscript", "data", "file", "blob"}
-
-
-class Tags(HTMLParser):
-    """Every start tag and its attributes, as a browser would see them."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.found: list[tuple[str, dict[str, str]]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.found.append((tag, {k: v or "" for k, v in attrs}))
 
 
 def scheme(url: str) -> str:
@@ -598,12 +522,9 @@ def scheme(url: str) -> str:
 def assert_markdown_inert(markdown: str) -> None:
     """Render as Jupyter does (raw HTML allowed) and check every tag, attribute and URL that comes out."""
     html = MarkdownIt("commonmark", {"html": True}).render(markdown)
-    parser = Tags()
-    parser.feed(html)
-    parser.close()
-    for tag, attrs in parser.found:
+    for tag, attrs in start_tags(html):
         assert tag in SAFE_TAGS, (tag, html)
-        for name, value in attrs.items():
+        for name, value in attrs:
             assert not name.startswith("on") and name not in ("id", "name", "style", "srcdoc", "action", "formaction"), (name, html)
             if name in ("href", "src", "xlink:href"):
                 assert scheme(value) not in SCRIPT_SCHEMES or name == "src", (value, html)
@@ -612,57 +533,10 @@ def assert_markdown_inert(markdown: str) -> None:
                     base64.b64decode(value.split(",", 1)[1], validate=True)
 
 
-def hostile_log(path: Path, payload: str) -> None:
-    """A log with the payload in every place an export shows text: title, request, reply, tool name, arguments, results, notes."""
-    with nbagent.Session.open(path, fsync="never") as session:
-        session.append(ev.USER_MSG, content=payload)
-        session.append(
-            ev.ASSISTANT_MSG,
-            model=payload,
-            stop_reason="tool_use",
-            usage={},
-            content=[
-                {"type": "text", "text": payload},
-                {"type": "tool_use", "id": "t1", "name": payload, "input": {"q": payload}},
-                {"type": "tool_use", "id": "t2", "name": "python", "input": {"code": payload}},
-                {"type": "tool_use", "id": "t3", "name": "read_file", "input": {"path": payload}},
-            ],
-        )
-        session.append(ev.APPROVAL, tool_use_id="t1", reason="irreversible", decision="declined", by=payload, note=payload)
-        session.append(ev.TOOL_RESULT, tool_use_id="t1", content=[{"type": "text", "text": payload}], is_error=True)
-        session.append(
-            ev.TOOL_RESULT,
-            tool_use_id="t2",
-            content=[
-                {"type": "text", "text": payload},
-                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG + ")" + payload}},
-                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
-            ],
-        )
-        session.append(
-            ev.TOOL_RESULT,
-            tool_use_id="t3",
-            content=[
-                {
-                    "type": "image",
-                    "source": {
-                        "type": "base64",
-                        "media_type": "image/svg+xml",
-                        "data": base64.b64encode(b"<svg onload=alert(1)/>").decode(),
-                    },
-                },
-                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": f'{PNG}"><script>alert(1)</script>'}},
-                {"type": "image", "source": {"type": "url", "url": "javascript:alert(1)"}},
-            ],
-        )
-        session.append(ev.MODEL_ERROR, message=payload, status=500, kind=payload, retryable=False, attempt=1)
-        session.append(ev.INTERRUPTED, during=payload, open_calls=[])
-
-
-@pytest.mark.parametrize("payload", HOSTILE)
+@pytest.mark.parametrize("payload", MARKDOWN)
 def test_hostile_payloads_are_inert_in_exported_markdown_and_notebooks(tmp_path: Path, payload: str) -> None:
     path = tmp_path / "s.jsonl"
-    hostile_log(path, payload)
+    markdown_log(path, payload)
     os.chdir(tmp_path)
     for out in ("s.md", "s.ipynb"):
         err = io.StringIO()
@@ -683,13 +557,13 @@ def test_hostile_payloads_are_inert_in_exported_markdown_and_notebooks(tmp_path:
         assert "trusted" not in cell.metadata  # Jupyter must not treat any output as trusted
 
 
-@pytest.mark.parametrize("payload", HOSTILE)
+@pytest.mark.parametrize("payload", MARKDOWN)
 def test_hostile_payloads_are_inert_in_the_live_text_and_html_views(payload: str, tmp_path: Path) -> None:
-    from nbagent.notebook import render
+    from nbagent import render
     from tests.test_render import assert_safe
 
     path = tmp_path / "s.jsonl"
-    hostile_log(path, payload)
+    markdown_log(path, payload)
     events = list(nbagent.read_events(path))
     assert_safe(render.transcript_html(events, title=payload, status=payload))
     for event in events:
@@ -808,16 +682,31 @@ def test_an_edited_snapshot_behaves_exactly_like_no_snapshot(
     assert outcomes[0] == outcomes[1]
 
 
-@pytest.mark.parametrize("secret", [b"k" * 32, b"\x00\xff" * 40, b"short-secret-16b"])
+@pytest.mark.parametrize("secret", [b"k" * 32, b"\x00\xff" * 40, b"short-secret-16b", b"b" * 64, b"c" * 65])
 def test_the_hand_written_hmac_is_hmac_sha256(secret: bytes) -> None:
-    """A known-answer test: the pre-keyed hash states give exactly hmac.new(secret, ..., sha256)."""
+    """A known-answer test: the pre-keyed hash states give exactly hmac.new(secret, ..., sha256), keys up to and past a block."""
     import hashlib
     import hmac
 
     user = trust.Signer(secret)
     body = b'{"v":2,"seq":2,"ts":1.0,"type":"note","text":"x"}'
-    for domain, prev in ((trust.LOG_V2, b"a" * 32), (trust.LOG_V2, b""), (trust.LOG_V1, b"ignored"), (trust.SNAPSHOT, b"")):
+    cases = (
+        (trust.LOG_V2, b"a" * 32),
+        (trust.LOG_V2, b""),
+        (trust.LOG_V1, b"ignored"),
+        (trust.SNAPSHOT, b""),
+        (trust.SNAPSHOT, b"ignored"),
+    )
+    for domain, prev in cases:
         signer = user.keyed(domain, "sess")
         chained = b"" if domain != trust.LOG_V2 else prev + b"\0"
         expected = hmac.new(secret, domain + b"sess\0" + chained + body, hashlib.sha256).hexdigest()[: trust.MAC_LEN]
         assert signer.mac(body, prev).decode() == expected
+    # The chain as the writer builds it: each signed line's mac covers the mac of the line before it.
+    writer, prev = user.for_session("sess"), b""
+    for line in (body, body.replace(b'"seq":2', b'"seq":3'), body.replace(b'"seq":2', b'"seq":4')):
+        signed = writer.sign(line)
+        writer.commit()
+        mac = hmac.new(secret, trust.LOG_V2 + b"sess\0" + prev + b"\0" + line, hashlib.sha256).hexdigest()[: trust.MAC_LEN].encode()
+        assert signed == line[:-1] + b',"sig":"' + user.key_id.encode() + b":" + mac + b'"}'
+        prev = mac

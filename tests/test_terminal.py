@@ -2,8 +2,8 @@
 
 Every human and JSON output of the real ``nbagent`` command (run as a subprocess, raw bytes
 checked) and the terminal IPython view, on a log whose every text field carries hostile
-payloads: OSC 52 clipboard writes, window titles, OSC 8 hidden links, concealed text,
-C1 controls, CR, BEL, backspace, DEL and bidi overrides.
+payloads (``TERMINAL`` of reliability/payloads.py): OSC 52 clipboard writes, window titles,
+OSC 8 hidden links, concealed text, C1 controls, CR, BEL, backspace, DEL, NUL and bidi overrides.
 """
 
 from __future__ import annotations
@@ -19,48 +19,21 @@ import pytest
 
 import nbagent
 from nbagent import events as ev
-
-# (payload, how it must show in human output)
-PAYLOADS = [
-    ("\x1b]52;c;ZXZpbA==\x07", "\\x1b]52;c;ZXZpbA==\\x07"),  # OSC 52: write the clipboard
-    ("\x1b]0;pwned\x07", "\\x1b]0;pwned\\x07"),  # OSC 0: window title
-    ("\x1b]8;;http://evil.example/\x1b\\click\x1b]8;;\x1b\\", "\\x1b]8;;http://evil.example/\\x1b\\click\\x1b]8;;\\x1b\\"),  # OSC 8 link
-    ("\x1b[8mhidden\x1b[0m", "\\x1b[8mhidden\\x1b[0m"),  # SGR 8: concealed text
-    ("\x9b31m", "\\x9b31m"),  # C1 CSI (one character)
-    ("\x9d0;c1-title\x9c", "\\x9d0;c1-title\\x9c"),  # C1 OSC ... ST
-    ("a\rb", "a\\rb"),  # carriage return: overwrite the line
-    ("\x07", "\\x07"),  # BEL
-    ("x\x08y", "x\\x08y"),  # backspace
-    ("x\x7fy", "x\\x7fy"),  # DEL
-    ("\x1b[2J\x1b[H", "\\x1b[2J\\x1b[H"),  # clear the screen
-    ("\x1bP+q\x1b\\", "\\x1bP+q\\x1b\\"),  # DCS
-    ("\u202eevil\u202c", "\\u202eevil\\u202c"),  # RLO ... PDF (Trojan Source)
-    ("\u2066iso\u2069", "\\u2066iso\\u2069"),  # LRI ... PDI
-]
-# What the log file is called: a cloned repository chooses its file names too.
-NAME_PAYLOAD = "s\x1b]0;name\x07\x9b1m\u202ea\rb\x08\x7f"
-NAME_SHOWN = "s\\x1b]0;name\\x07\\x9b1m\\u202ea\\rb\\x08\\x7f"
-
-FORBIDDEN_BYTES = {*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F}
-FORBIDDEN_CHARS = {*map(chr, range(0x80, 0xA0)), *map(chr, range(0x202A, 0x202F)), *map(chr, range(0x2066, 0x206A))}
+from reliability.payloads import ESCAPES, NAME, NAME_SHOWN, TERMINAL, controls
 
 
 def assert_no_controls(data: bytes, what: str) -> str:
-    """The output as text; fails on any C0 control but newline and tab, DEL, C1 control or bidi override."""
-    bad = sorted({b for b in data if b in FORBIDDEN_BYTES})
-    assert not bad, f"{what}: raw control bytes {[hex(b) for b in bad]} in {data[:2000]!r}"
-    text = data.decode("utf-8")
-    chars = sorted({c for c in text if c in FORBIDDEN_CHARS})
-    assert not chars, f"{what}: raw C1/bidi characters {[hex(ord(c)) for c in chars]} in {text[:2000]!r}"
-    return text
+    """The output as text; fails on any C0 control but newline and tab, DEL, C1 control, bidi override or non-UTF-8 byte."""
+    bad = controls(data)
+    assert not bad, f"{what}: raw control characters {bad} in {data[:2000]!r}"
+    return data.decode("utf-8")
 
 
 def hostile_log(path: Path) -> None:
     """Every payload in the title, requests, replies, streamed text, tool names, inputs and results, notes and model errors."""
-    everything = "".join(p for p, _ in PAYLOADS)
     with nbagent.Session.open(path, fsync="never") as session:
-        session.append(ev.USER_MSG, content=f"needle {everything}")  # the session title
-        for number, (payload, _shown) in enumerate(PAYLOADS):
+        session.append(ev.USER_MSG, content=f"needle {ESCAPES}")  # the session title
+        for number, (payload, _shown) in enumerate(TERMINAL):
             tool_id = f"toolu_{number}"
             session.append(ev.USER_MSG, content=f"needle {payload} request")
             session.append(ev.MODEL_CALL, model="claude-test", attempt=1)
@@ -91,7 +64,7 @@ def place(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     old = os.environ["NBAGENT_DATA_DIR"]
     os.environ["NBAGENT_DATA_DIR"] = str(data)
     try:
-        log = root / "logs" / (NAME_PAYLOAD + ".jsonl")
+        log = root / "logs" / (NAME + ".jsonl")
         log.parent.mkdir()
         hostile_log(log)
     finally:
@@ -124,21 +97,22 @@ MACHINE = {
 }
 
 
-def _argv(place: dict[str, Path], template: tuple[str, ...]) -> list[str]:
-    return [a.format(log=place["log"]) for a in template]
+def run_clean(place: dict[str, Path], command: str, template: tuple[str, ...]) -> str:
+    """Run ``nbagent`` with these arguments ({log}: the hostile log); it must succeed with no raw control in stdout or stderr."""
+    result = run(place, *[a.format(log=place["log"]) for a in template])
+    assert result.returncode == 0, result.stderr
+    assert_no_controls(result.stderr, f"{command} stderr")
+    return assert_no_controls(result.stdout, f"{command} stdout")
 
 
 @pytest.mark.parametrize("command", list(HUMAN))
 def test_human_output_shows_control_characters_escaped(place: dict[str, Path], command: str) -> None:
-    result = run(place, *_argv(place, HUMAN[command]))
-    assert result.returncode == 0, result.stderr
-    stdout = assert_no_controls(result.stdout, f"{command} stdout")
-    assert_no_controls(result.stderr, f"{command} stderr")
+    stdout = run_clean(place, command, HUMAN[command])
     assert NAME_SHOWN in stdout or command.startswith("tail"), stdout  # tail prints no file name
     if command in ("sessions", "verify"):
         return  # they show the file name (above), not the contents
     # (a search result shows its snippet on one line: there "a\rb" is "a b", like any whitespace)
-    expected = [shown for payload, shown in PAYLOADS if command != "sessions --grep" or payload.split() == [payload]]
+    expected = [shown for payload, shown in TERMINAL if command != "sessions --grep" or payload.split() == [payload]]
     missing = [shown for shown in expected if shown not in stdout]
     assert not missing, (missing, stdout)
     if command != "sessions --grep":
@@ -147,10 +121,7 @@ def test_human_output_shows_control_characters_escaped(place: dict[str, Path], c
 
 @pytest.mark.parametrize("command", list(MACHINE))
 def test_json_output_has_no_raw_controls_and_keeps_the_data(place: dict[str, Path], command: str) -> None:
-    result = run(place, *_argv(place, MACHINE[command]))
-    assert result.returncode == 0, result.stderr
-    stdout = assert_no_controls(result.stdout, f"{command} stdout")
-    assert_no_controls(result.stderr, f"{command} stderr")
+    stdout = run_clean(place, command, MACHINE[command])
     log, events = place["log"], list(nbagent.read_events(place["log"]))
     if command == "tail --json":
         assert [json.loads(line) for line in stdout.splitlines()] == events  # the very same strings, escaped as JSON
@@ -159,16 +130,16 @@ def test_json_output_has_no_raw_controls_and_keeps_the_data(place: dict[str, Pat
         assert entry["path"] == str(log) and entry["title"] == " ".join(events[1]["content"].split())[:80]
     elif command == "sessions --grep --json":
         matches = json.loads(stdout)
-        assert {m["name"] for m in matches} == {NAME_PAYLOAD}
+        assert {m["name"] for m in matches} == {NAME}
         found = " ".join(m["snippet"] for m in matches)
-        assert all(" ".join(p.split()) in found for p, _ in PAYLOADS)
+        assert all(" ".join(p.split()) in found for p, _ in TERMINAL)
     else:
         assert json.loads(stdout)["path"] == str(log)
 
 
 def test_error_messages_show_control_characters_escaped(place: dict[str, Path], tmp_path: Path) -> None:
     # A damaged log under a hostile name: the one-line error on stderr names it.
-    damaged = tmp_path / (NAME_PAYLOAD + "-damaged.jsonl")
+    damaged = tmp_path / (NAME + "-damaged.jsonl")
     lines = place["log"].read_bytes().splitlines(keepends=True)
     lines[2] = lines[2].replace(b"needle", b"NEEDLE")  # checksum no longer matches
     damaged.write_bytes(b"".join(lines))
@@ -191,14 +162,14 @@ def test_the_terminal_ipython_view_shows_control_characters_escaped(place: dict[
                 view(event)
         text = stream.getvalue()
         assert_no_controls(text.encode("utf-8"), "TextView")
-        missing = [shown for _payload, shown in PAYLOADS if shown not in text]
+        missing = [shown for _payload, shown in TERMINAL if shown not in text]
         assert not missing, (missing, text)
 
 
 def test_safe_escapes_exactly_the_dangerous_characters() -> None:
     from nbagent.terminal import SafeWriter, json_dumps, safe
 
-    for payload, shown in PAYLOADS:
+    for payload, shown in TERMINAL:
         assert safe(payload) == shown
         assert json.loads(json_dumps({"k": payload})) == {"k": payload}
         assert_no_controls(json_dumps(payload).encode(), "json_dumps")
