@@ -11,7 +11,7 @@ from typing import Literal
 import filelock
 
 from .errors import LogCorruptError, LogLockedError, LogWriteError
-from .reader import Scan, iter_events, read_events, scan, start_problem  # noqa: F401 - TEMPORARY re-exports until importers move
+from .reader import Scan, scan
 
 FsyncPolicy = Literal["always", "turn", "never"]
 FSYNC_POLICIES: tuple[str, ...] = ("always", "turn", "never")
