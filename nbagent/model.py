@@ -17,7 +17,7 @@ from .errors import ModelError, NbagentError
 try:  # the SDK's HTTP library; a connection dropped mid-stream surfaces as its error, unwrapped
     from httpx2 import TransportError
 except ImportError:  # older SDKs
-    from httpx import TransportError  # type: ignore[no-redef]
+    from httpx import TransportError  # type: ignore[no-redef,assignment,unused-ignore]
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 Reply = dict[str, Any]  # {"id", "model", "content": [blocks], "stop_reason", "usage"}

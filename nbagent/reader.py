@@ -83,7 +83,7 @@ class Reader:
                 self._torn(data[pos:], "the last line has no newline (a write was cut short)", line_no, at)
                 return
             line = data[pos:nl]
-            seq = ev.line_seq(line)
+            seq = ev.line_seq(line) if self.since else None
             if seq is not None and seq <= self.since and seq == self.expected:  # already seen: skipped unparsed
                 self._advance(at, base + nl + 1, seq)
                 pos = nl + 1

@@ -155,8 +155,8 @@ def test_a_v1_log_is_read_through_the_migration_chain_and_keeps_its_version() ->
 def test_read_events_refuses_a_newer_schema(tmp_path: Path) -> None:
     """The intended change: the public reader used to yield events of a newer schema without complaint."""
     path = tmp_path / "newer.jsonl"
-    path.write_bytes(good_log()[0] + resealed({"v": 3, "seq": 2, "ts": 1.0, "type": "user_msg", "content": "x"}))
-    with pytest.raises(LogVersionError, match="v3, newer than this nbagent reads"):
+    path.write_bytes(good_log()[0] + resealed({"v": ev.SCHEMA_VERSION + 1, "seq": 2, "ts": 1.0, "type": "user_msg", "content": "x"}))
+    with pytest.raises(LogVersionError, match=f"v{ev.SCHEMA_VERSION + 1}, newer than this nbagent reads"):
         list(nbagent.read_events(path))
 
 
