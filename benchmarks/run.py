@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import cases
+from . import cases, rerun
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 NOTES_MARKER = "<!-- notes: kept by --write -->"
@@ -35,6 +35,8 @@ class Sizes:
     resume_sizes: tuple[int, ...]
     resume_repeats: int
     memory_size: int  # 0: skip the memory measurement
+    rerun_sizes: tuple[int, ...]  # notebooks of this many %agent cells, re-run after a restart (): skip
+    rerun_repeats: int
 
 
 FULL = Sizes(
@@ -45,10 +47,21 @@ FULL = Sizes(
     resume_sizes=(1_000, 10_000, 100_000),
     resume_repeats=7,
     memory_size=100_000,
+    rerun_sizes=(50, 300),
+    rerun_repeats=5,
 )
 QUICK = Sizes(
-    requests=60, naive_requests=10, appends=200, append_rounds=2, resume_sizes=(1_000, 10_000, 100_000), resume_repeats=2, memory_size=0
+    requests=60,
+    naive_requests=10,
+    appends=200,
+    append_rounds=2,
+    resume_sizes=(1_000, 10_000, 100_000),
+    resume_repeats=2,
+    memory_size=0,
+    rerun_sizes=(10, 50),
+    rerun_repeats=1,
 )
+RERUN_TARGET = (50, 300)  # the issue's sizes: the targets need both
 
 
 # The machine ----------------------------------------------------------------------------------------
@@ -158,6 +171,12 @@ def run(sizes: Sizes, workdir: Path, progress: bool = True) -> str:
             "with snapshot": cases.resume_memory(with_snapshot, True),
             "without snapshot (full replay)": cases.resume_memory(without, False),
         }
+    reruns = []
+    if sizes.rerun_sizes:
+        say(
+            f"notebook re-runs after a restart: {', '.join(map(str, sizes.rerun_sizes))} cells, {sizes.rerun_repeats} repeats (real kernels)"
+        )
+        reruns = rerun.bench_rerun(sizes.rerun_sizes, sizes.rerun_repeats, workdir)
 
     # 1
     out.append("### 1. Harness overhead per model turn (scripted model, 20 streamed deltas per reply, one trivial tool call per request)\n")
@@ -253,6 +272,31 @@ def run(sizes: Sizes, workdir: Path, progress: bool = True) -> str:
             out.append(f"| {name} | {m['traced_peak_mib']:.1f} MiB | {m['peak_rss_mib']:.1f} MiB | {m['rss_growth_mib']:.1f} MiB |")
         out.append("")
 
+    # 5
+    if reruns:
+        out.append(
+            f"### 5. Re-running a notebook after a kernel restart: `%agent` cells re-rendered from the log vs `print()` cells (median of {sizes.rerun_repeats}, interleaved)\n"
+        )
+        out.append(
+            "Each notebook is `%load_ext nbagent` and then its cells: `%agent <short request>`, or the same requests as `print(...)`. "
+            "The `%agent` notebook was run once to record its turns (the fake Anthropic server answers each in one line: the last "
+            "column); every re-run is nbclient executing the saved notebook in a fresh kernel, as Restart Kernel and Run All does, "
+            "and makes no model request (checked), each cell showing its recorded answer (checked). Whole run = kernel start, every "
+            "cell, shutdown. Per re-rendered cell = (`%agent` − `print()`) / cells. Kernel busy = each cell's busy-to-idle time on "
+            "the kernel's clock, the median cell (the first `%agent` cell also imports the panel); the first and last tenth of the "
+            "`%agent` cells show whether a cell gets slower as the notebook goes on.\n"
+        )
+        out.append(
+            "| cells | `print()` run | `%agent` re-run | ratio | per re-rendered cell (whole runs) | kernel busy: `print()` cell | `%agent` cell | `%agent` − `print()` | first 10% of `%agent` cells | last 10% | recording run |"
+        )
+        out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for r in reruns:
+            out.append(
+                f"| {r.cells:,} | {r.plain:.2f} s | {r.agent:.2f} s | {r.ratio:.2f}x | {_ms(r.per_cell)} | {_ms(statistics.median(r.plain_cells))} "
+                f"| {_ms(statistics.median(r.agent_cells))} | {_ms(r.per_cell_busy)} | {_ms(r.window(True))} | {_ms(r.window(False))} | {r.record:.1f} s |"
+            )
+        out.append("")
+
     # Targets
     by_size = {r.events: r for r in resumes}
     out.append("### Targets (from the issue)\n")
@@ -282,6 +326,20 @@ def run(sizes: Sizes, workdir: Path, progress: bool = True) -> str:
         f'| same, fsync="turn": CPU + {engine.durable / engine.turns:.1f} fsyncs per turn, as the durability rules require, each a wait '
         f"on this disk ({_us(fsync_latency)} at the probe) | {_us(engine.per_turn)} | (disk-bound: see the fsync note) |"
     )
+    by_cells = {r.cells: r for r in reruns}
+    if all(n in by_cells for n in RERUN_TARGET):
+        small, big = (by_cells[n] for n in RERUN_TARGET)
+        out.append(
+            f"| re-running {big.cells} `%agent` cells after a restart takes ≤ 1.2x the `print()` notebook | {big.ratio:.2f}x "
+            f"({small.cells} cells: {small.ratio:.2f}x) | {_verdict(big.ratio <= 1.2)} |"
+        )
+        growth = big.per_cell_busy / small.per_cell_busy if small.per_cell_busy > 0 else float("inf")
+        out.append(
+            f"| the cost of a re-rendered cell does not grow with the cell count: kernel busy per cell over `print()`, {big.cells} vs "
+            f"{small.cells} cells, ≤ 1.2x | {_ms(big.per_cell_busy)} vs {_ms(small.per_cell_busy)}: {growth:.2f}x | {_verdict(growth <= 1.2)} |"
+        )
+    else:
+        out.append(f"| notebook re-run targets | need {' and '.join(map(str, RERUN_TARGET))} cells | not measured |")
     out.append("")
 
     head = ["| machine | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in info]
@@ -293,7 +351,7 @@ def run(sizes: Sizes, workdir: Path, progress: bool = True) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes (under 30 s)")
+    parser.add_argument("--quick", action="store_true", help="small sizes (about a minute)")
     parser.add_argument("--write", action="store_true", help=f"also write the report to {RESULTS.relative_to(cases.REPO)}")
     parser.add_argument("--dir", type=Path, default=None, help="where to put the benchmark files (default: a temp dir)")
     args = parser.parse_args(argv)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import collections
 import hashlib
 import logging
@@ -16,10 +17,34 @@ from . import events as ev
 from . import fold, snapshot, trust
 from .errors import LogError
 from .log import EventLog, FileOps, FsyncPolicy, Repair
-from .reader import HEADER_LIMIT, Scan, check_start, iter_events, scan
+from .reader import HEADER_LIMIT, Reader, Scan, check_start, iter_events, scan
 from .transcript import Transcript
 
 logger = logging.getLogger("nbagent")
+MARK_EVERY = 64  # the session remembers where every 64th line starts: reading from the middle skips at most 63 lines
+
+
+class Marks:
+    """Where some whole lines of the log start (seq → byte offset), learned as lines are appended or read; seq 1 is at 0."""
+
+    def __init__(self) -> None:
+        self.seqs: list[int] = [1]
+        self.starts: list[int] = [0]
+        self._lock = threading.Lock()  # its own: readers note lines outside the session's lock, and never wait on it
+
+    def note(self, seq: int, start: int) -> None:
+        """Remember that the line of ``seq`` starts at byte ``start``."""
+        with self._lock:
+            at = bisect.bisect_left(self.seqs, seq)
+            if at == len(self.seqs) or self.seqs[at] != seq:
+                self.seqs.insert(at, seq)
+                self.starts.insert(at, start)
+
+    def before(self, seq: int) -> tuple[int, int]:
+        """The known line nearest at or before ``seq``: its seq and where it starts."""
+        with self._lock:
+            at = bisect.bisect_right(self.seqs, seq) - 1
+            return self.seqs[at], self.starts[at]
 
 
 class Subscriber(Protocol):
@@ -46,6 +71,10 @@ class Session:
         self._state: fold.State | None = None if base is not None else fold.fold(tail.events)
         self._seq = tail.events[-1]["seq"] if tail.events else (base.seq if base else 0)
         self._snapshot_seq = base.seq if base else 0
+        # Only ever whole lines before the end of the log; replaced (never trimmed) when _resync re-reads it.
+        self._marks = Marks()
+        if base is not None:
+            self._marks.note(base.seq + 1, base.offset)  # where the tail that recover() just checked starts
         if tail.events:
             self._last_line = (tail.last_start, tail.events[-1]["crc"])
             self._last_mac = trust.mac_of(log.read(tail.last_start, tail.end - 1))
@@ -330,6 +359,8 @@ class Session:
             self._log.append(line, durable=ev.is_durable(event_type, payload))
             self._seq = event["seq"]
             self._last_line = (start, event["crc"])
+            if self._seq % MARK_EVERY == 1:
+                self._marks.note(self._seq, start)
             self._note_written(event)
             if self._state is None:
                 self._unfolded.append(event)
@@ -347,6 +378,7 @@ class Session:
         self._log.size = os.fstat(self._log.fileno()).st_size
         self._trust, self._base_trust = None, None
         result = self._log.recover(0, 1)
+        self._marks = Marks()  # the tail may have been cut: forget every offset learned before
         self._state, self._base, self._unfolded = fold.fold(result.events), None, []
         self._seq = result.events[-1]["seq"] if result.events else 0
         self._last_line = (result.last_start, result.events[-1]["crc"] if result.events else "")
@@ -410,10 +442,29 @@ class Session:
 
     # Reading and watching -------------------------------------------------------------------
     def events(self, since: int = 0) -> Iterator[ev.Event]:
-        """Events with ``seq > since``, read from the log."""
+        """Events with ``seq > since``, read from the log (from the nearest known line at or before ``since + 1``)."""
         with self._lock:
-            data = self._log.read(0, self._log.size)
-        yield from iter_events(data, path=str(self.path), since=since)
+            if since >= self._seq and not self._dirty:
+                return  # nothing after the last line this session wrote or read (it holds the writer's lock)
+            marks, first, start = self._start_of(since + 1)
+            data = self._log.read(start, self._log.size)
+        yield from self._read(data, marks, since=since, first=first, start=start)
+
+    def _start_of(self, seq: int) -> tuple[Marks, int, int]:
+        """Where to start reading for ``seq`` (the marks, and a known line at or before it: its seq and offset); under the lock."""
+        first, start = self._marks.before(seq)
+        if start > self._log.size:  # never read from past the end, whatever cut it: forget the marks and read from the start
+            self._marks, first, start = Marks(), 1, 0
+        return self._marks, first, start
+
+    def _read(self, data: bytes, marks: Marks, *, since: int, first: int, start: int) -> Iterator[ev.Event]:
+        """Events with ``seq > since`` from ``data`` (the log's bytes from ``start``, the line of ``first``), noting where lines start."""
+        reader = Reader(str(self.path), since=since, expected=first, offset=start, last_start=start)
+        for event in reader.feed(data):
+            seq = event["seq"]
+            if seq % MARK_EVERY == 1:
+                marks.note(seq, reader.last_start)
+            yield event
 
     def subscribe(self, callback: Subscriber, since: int = 0) -> Callable[[], None]:
         """Deliver every event with ``seq > since``: first from the log, then live; returns an unsubscribe function.
@@ -423,10 +474,11 @@ class Session:
         """
         with self._lock:
             end = self._log.size
+            marks, first, start = self._start_of(since + 1)
         last = since
         try:
             # Catch up outside the lock so a long history does not stall the writer ...
-            for event in iter_events(self._log.read(0, end), path=str(self.path), since=last):
+            for event in self._read(self._log.read(start, end), marks, since=last, first=first, start=start):
                 callback(event)
                 last = event["seq"]
             # ... then take the few events appended meanwhile and go live, atomically.

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import nbagent
-from benchmarks import cases, naive, run
+from benchmarks import cases, naive, rerun, run
 from benchmarks.scripted import DELTAS_PER_REPLY
 
 
@@ -36,13 +36,33 @@ def test_naive_loop_and_engine_write_the_same_transcript(tmp_path: Path) -> None
 
 
 @pytest.mark.slow  # every benchmark, on tiny sizes
+@pytest.mark.kernel  # the notebook re-run starts real kernels (three: record, re-run, the print() notebook)
 def test_the_whole_report_runs_on_tiny_sizes(tmp_path: Path) -> None:
-    tiny = run.Sizes(requests=2, naive_requests=1, appends=30, append_rounds=1, resume_sizes=(40, 120), resume_repeats=1, memory_size=0)
+    tiny = run.Sizes(
+        requests=2,
+        naive_requests=1,
+        appends=30,
+        append_rounds=1,
+        resume_sizes=(40, 120),
+        resume_repeats=1,
+        memory_size=0,
+        rerun_sizes=(2,),
+        rerun_repeats=1,
+    )
     report = run.run(tiny, tmp_path, progress=False)
-    for heading in ("Harness overhead", "Append throughput", "Resume time", "Targets"):
+    for heading in ("Harness overhead", "Append throughput", "Resume time", "Re-running a notebook", "Targets"):
         assert heading in report
-    assert "sqlite3" in report and "need sizes 10k and 100k" in report
+    assert "sqlite3" in report and "need sizes 10k and 100k" in report and "need 50 and 300 cells" in report
     assert report.count("**PASS**") + report.count("**FAIL**") == 1  # only the overhead target applies here
+
+
+def test_the_notebooks_of_the_rerun_benchmark() -> None:
+    agent, plain = rerun.notebook(3, agent=True), rerun.notebook(3, agent=False)
+    assert [c.source for c in agent.cells] == ["%load_ext nbagent"] + [f"%agent {rerun.request(n)}" for n in (1, 2, 3)]
+    assert [c.source for c in plain.cells] == ["%load_ext nbagent"] + [f"print({rerun.request(n)!r})" for n in (1, 2, 3)]
+    result = rerun.RerunResult(10, agent=3.0, plain=2.0, agent_cells=[0.2] + [0.01] * 9, plain_cells=[0.002] * 10, record=1.0)
+    assert result.ratio == 1.5 and result.per_cell == pytest.approx(0.1)
+    assert result.per_cell_busy == pytest.approx(0.008) and result.window(True) == 0.2 and result.window(False) == 0.01
 
 
 def test_resume_memory_is_measured_in_a_child_process(tmp_path: Path) -> None:

@@ -238,6 +238,112 @@ def test_close_detaches_subscribers(log_path: Path) -> None:
     assert recorder.seqs == [1]
 
 
+# Reading from the middle ---------------------------------------------------------------------------
+class CountedReads(FileOps):
+    """Plain file operations that remember the offset and length of every read."""
+
+    def __init__(self) -> None:
+        self.reads: list[tuple[int, int]] = []
+
+    def pread(self, fd: int, length: int, offset: int) -> bytes:  # type: ignore[override]
+        self.reads.append((offset, length))
+        return os.pread(fd, length, offset)
+
+
+class InterruptedWrite(FileOps):
+    """Writes half of the ``nth`` line, then raises KeyboardInterrupt (Ctrl-C inside the write)."""
+
+    def __init__(self, nth: int) -> None:
+        self.nth, self.count = nth, 0
+
+    def write(self, fd: int, data: bytes | memoryview) -> int:  # type: ignore[override]
+        self.count += 1
+        if self.count == self.nth:
+            os.write(fd, bytes(data[: len(data) // 2]))
+            raise KeyboardInterrupt
+        return os.write(fd, data)
+
+
+def line_starts(path: Path) -> dict[int, int]:
+    """Seq → the byte offset where its line starts, for every whole line of the log on disk."""
+    data, starts, pos = path.read_bytes(), {}, 0
+    while (nl := data.find(b"\n", pos)) >= 0:
+        seq = ev.line_seq(data[pos:nl])
+        assert seq is not None
+        starts[seq], pos = pos, nl + 1
+    return starts
+
+
+def assert_marks_are_true(session: Session) -> None:
+    """Every offset the session remembers is where its line starts in the log as it is now (or the end, for the next line)."""
+    starts = line_starts(session.path)
+    end = session.path.stat().st_size
+    for seq, start in zip(session._marks.seqs, session._marks.starts):
+        assert starts.get(seq) == start or (seq == session.seq + 1 and start == end), f"seq {seq} at {start}"
+
+
+@pytest.mark.parametrize("snapshot_every", [0, 1000])
+def test_events_from_the_middle_are_read_from_a_known_line_near_them(log_path: Path, snapshot_every: int) -> None:
+    with Session.open(log_path, fsync="never", snapshot_every=snapshot_every) as session:
+        add_turns(session, 700)  # closing writes a snapshot if snapshot_every is set
+    everything = list(read_events(log_path))
+    starts = line_starts(log_path)
+    ops = CountedReads()
+    with Session.open(log_path, fsync="never", snapshot_every=snapshot_every, ops=ops) as session:
+        assert list(session.events(since=650)) == everything[650:]  # nothing learned yet: read from the start
+        assert list(session.events()) == everything  # a read from the start learns where lines are
+        for since in (0, 1, 63, 64, 65, 128, 300, 555, 699, 700, 701, 750):
+            ops.reads.clear()
+            assert list(session.events(since)) == [e for e in everything if e["seq"] > since], since
+            if since >= session.seq:
+                assert ops.reads == []  # after the last line: nothing to read
+            else:  # at most 63 lines before the first wanted one were read (and skipped unparsed)
+                assert min(offset for offset, _ in ops.reads) >= starts[max(1, since + 1 - 63)], since
+        assert_marks_are_true(session)
+
+
+def test_events_appended_by_the_session_are_readable_at_once(log_path: Path) -> None:
+    with Session.open(log_path, fsync="never", snapshot_every=0) as session:
+        for n in range(200):
+            event = session.append(ev.NOTE, text=f"note {n}")
+            assert [e["seq"] for e in session.events(since=event["seq"] - 1)] == [event["seq"]]
+            assert list(session.events(since=event["seq"])) == []
+        assert len(session._marks.seqs) == 4  # seqs 1, 65, 129, 193: learned while appending, nothing read
+        assert_marks_are_true(session)
+        assert list(session.events(since=150)) == list(read_events(log_path, since=150))
+
+
+def test_an_interrupted_append_and_its_repair_leave_no_offset_past_the_log(log_path: Path) -> None:
+    ops = InterruptedWrite(129)  # the write of seq 129, a line whose offset the session would remember
+    with Session.open(log_path, fsync="never", snapshot_every=0, ops=ops) as session:
+        for n in range(2, 129):
+            session.append(ev.NOTE, text=f"note {n}")
+        assert len(list(session.events())) == 128
+        with pytest.raises(KeyboardInterrupt):
+            session.append(ev.NOTE, text="x" * 500)
+        assert [e["seq"] for e in session.events(since=100)] == list(range(101, 129))  # the half line is never read
+        session.append(ev.NOTE, text="after")  # re-reads the log and cuts the half line off (kept beside it)
+        assert session.repair is not None and session.seq == 129
+        for n in range(130, 300):
+            session.append(ev.NOTE, text=f"note {n}" * (n % 7))
+        everything = list(read_events(log_path))
+        for since in (0, 64, 100, 128, 129, 200, 298, 299):
+            assert list(session.events(since)) == everything[since:], since
+        assert_marks_are_true(session)
+
+
+def test_an_offset_past_the_end_is_never_used(log_path: Path) -> None:
+    with Session.open(log_path, fsync="never", snapshot_every=0) as session:
+        add_turns(session, 199)
+        session._marks.note(150, log_path.stat().st_size + 100)  # what a cut the session missed would leave
+        assert list(session.events(since=160)) == list(read_events(log_path, since=160))
+        assert_marks_are_true(session)
+        recorder = Recorder()
+        session._marks.note(180, log_path.stat().st_size + 100)
+        session.subscribe(recorder, since=185)
+        assert recorder.seqs == list(range(186, 201))
+
+
 # Snapshots ----------------------------------------------------------------------------------------
 def header(path: Path) -> dict:
     found = snapshot.read_header(path)
