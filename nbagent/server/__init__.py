@@ -1,0 +1,23 @@
+"""The Jupyter Server extension (``nbagent.server``), enabled on install by ``jupyter-config/``.
+
+For now it does one thing: a notebook saved while an nbagent view is live keeps that view's static
+copy and drops the live widget reference (see :mod:`.saving`), so reopening it without its kernel
+shows no broken widget.  The engine never imports this package, nor ``jupyter_server``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .saving import pre_save
+
+
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    """Where Jupyter Server finds the extension."""
+    return [{"module": "nbagent.server"}]
+
+
+def _load_jupyter_server_extension(serverapp: Any) -> None:
+    """Register the pre-save hook with the server's contents manager (its public hook list)."""
+    serverapp.contents_manager.register_pre_save_hook(pre_save)
+    serverapp.log.info("nbagent: live agent views are saved as their static copies")
