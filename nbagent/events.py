@@ -24,8 +24,9 @@ if TYPE_CHECKING:
     from .trust import LineSigner
 
 # v2: a line's signature also covers the previous line's (a MAC chain, see trust.py); v1 lines still read.
-SCHEMA_VERSION = 2
-KNOWN_VERSIONS = (1, 2)
+# v3: notes to the model (a note's ``to_model`` goes into the next request) and the interruption note (see fold.py).
+SCHEMA_VERSION = 3
+KNOWN_VERSIONS = (1, 2, 3)
 # No line is longer (a bigger tool result is clipped before it is logged); a reader refuses longer lines.
 MAX_LINE = 16 * 1024 * 1024
 
@@ -138,16 +139,19 @@ class ToolResult(TypedDict):
     tool_use_id: str
     content: str | list[Block]
     is_error: NotRequired[bool]
+    abandoned: NotRequired[str]  # not_started | unknown_outcome: it settles a call of a request the user moved on from
 
 
 class InterruptedEvent(TypedDict):
     during: NotRequired[str]
     open_calls: NotRequired[list[str]]
+    mark: NotRequired[bool]  # false: the next request gets no interruption note (every event upgraded from v2)
 
 
 class Note(TypedDict):
-    kind: NotRequired[str]
-    text: NotRequired[str]
+    kind: NotRequired[str]  # e.g. kernel_restarted, replay_mismatch, kernel_state_restored
+    text: NotRequired[str]  # what people read
+    to_model: NotRequired[str]  # what the model reads: the fold puts it before the next request's own content
 
 
 class Trust(TypedDict):
@@ -254,11 +258,25 @@ def v1_to_v2(event: Event) -> Event:
     return event
 
 
-MIGRATIONS: dict[int, Callable[[Event], Event]] = {1: v1_to_v2}
+def v2_to_v3(event: Event) -> Event:
+    """v3 sends notes to the model and marks interrupted requests; a v2 log did neither, and so its events still fold as they did.
+
+    A v2 note never reached the model (any ``to_model`` in one is dropped), and the request after a v2
+    interruption was sent without the interruption note (``mark: false``).
+    """
+    if event.get("type") == NOTE:
+        event.pop("to_model", None)
+    elif event.get("type") == INTERRUPTED:
+        event["mark"] = False
+    return event
+
+
+# Each step changes the event in place and returns it.
+MIGRATIONS: dict[int, Callable[[Event], Event]] = {1: v1_to_v2, 2: v2_to_v3}
 
 
 def upgrade(event: Event) -> Event:
-    """An event of any known schema in the shape of the current one (``v`` still says how its line was written)."""
+    """An event of any known schema in the shape of the current one, changed in place (``v`` still says how its line was written)."""
     version = event["v"]
     while version < SCHEMA_VERSION:
         event = MIGRATIONS[version](event)

@@ -5,7 +5,7 @@ Events and the messages built from them are shared, not copied: treat both as re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
@@ -14,6 +14,8 @@ from .transcript import Transcript
 
 Frontier = Literal["empty", "model", "tools", "done"]
 USAGE_KEYS = ev.USAGE_KEYS
+# Put before a request that follows an interruption the model never answered (see interruption_note).
+INTERRUPTED_NOTE = "[nbagent note: the previous request was interrupted before it was answered.]"
 
 
 @dataclass
@@ -37,6 +39,10 @@ class State:
     model_errors: int = 0
     # Text streamed since the last model_call; shown by views, never sent to the model.
     partial: list[str] = field(default_factory=list)
+    # Notes to the model (a note event's to_model) waiting for the next request, which they go before.
+    pending_notes: list[str] = field(default_factory=list)
+    # An interruption the model never answered: the next request gets the interruption note first.
+    unanswered_interrupt: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy, with the messages as a plain list."""
@@ -68,6 +74,65 @@ class State:
         return ""
 
 
+# Notes to the model: the one rule, shared by the fold and by views (see Asides; table: tests/test_fold.py) ---------
+def interruption_note(awaiting_reply: bool, event: Mapping[str, Any]) -> bool:
+    """Whether an ``interrupted`` event puts the interruption note before the next request.
+
+    It does when the model had not replied to the user's last message (a request or tool results) when the
+    interrupt came, so a new request would otherwise join that message silently.  Interrupted while tools
+    ran, the model did reply; the calls it made are settled with results that say so.  An event upgraded
+    from v2 (``mark: false``) never does: its next request was sent without the note.
+    """
+    return awaiting_reply and event.get("mark", True) is not False
+
+
+def request_notes(pending: Sequence[str], unanswered_interrupt: bool) -> list[str]:
+    """The notes a request gets before its own content, in order: the interruption note, then the notes to the model."""
+    return ([INTERRUPTED_NOTE] if unanswered_interrupt else []) + list(pending)
+
+
+def to_model(event: Mapping[str, Any]) -> str | None:
+    """What a note event says to the model (None for a note only people read)."""
+    text = event.get("to_model")
+    return text if isinstance(text, str) and text else None
+
+
+def awaiting_reply(state: State) -> bool:
+    """Whether the model has not yet replied to the user's last message."""
+    return bool(state.messages) and state.messages[-1]["role"] == "user"
+
+
+@dataclass
+class Asides:
+    """What the fold will put before the next request, followed from events alone (no messages): for views."""
+
+    notes: list[str] = field(default_factory=list)
+    awaiting_reply: bool = False
+    unanswered_interrupt: bool = False
+
+    @classmethod
+    def of_state(cls, state: State) -> Asides:
+        """Where ``state`` stands (a view that starts mid-session, e.g. a cell's panel)."""
+        return cls(list(state.pending_notes), awaiting_reply(state), state.unanswered_interrupt)
+
+    def see(self, event: Mapping[str, Any]) -> list[str]:
+        """Follow ``event``; for a request, the notes the fold put before it, else []."""
+        kind = event.get("type")
+        if kind == ev.USER_MSG:
+            notes = request_notes(self.notes, self.unanswered_interrupt)
+            self.notes, self.awaiting_reply, self.unanswered_interrupt = [], True, False
+            return notes
+        if kind == ev.NOTE and to_model(event) is not None:
+            self.notes.append(str(to_model(event)))
+        elif kind == ev.TOOL_RESULT:
+            self.awaiting_reply = True
+        elif kind == ev.ASSISTANT_MSG:
+            self.awaiting_reply = self.unanswered_interrupt = False
+        elif kind == ev.INTERRUPTED:
+            self.unanswered_interrupt = self.unanswered_interrupt or interruption_note(self.awaiting_reply, event)
+        return []
+
+
 def as_blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Message content as a list of blocks."""
     return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
@@ -90,7 +155,12 @@ def _session_start(state: State, event: ev.Event) -> None:
 
 def _user_msg(state: State, event: ev.Event) -> None:
     content = event["content"]
-    _add_user_content(state, as_blocks(content), content)
+    sent = content
+    notes = request_notes(state.pending_notes, state.unanswered_interrupt)
+    if notes:
+        sent = [{"type": "text", "text": note} for note in notes] + as_blocks(content)
+        state.pending_notes, state.unanswered_interrupt = [], False
+    _add_user_content(state, as_blocks(sent), sent)
     state.turns += 1
     if not state.title:
         text = content if isinstance(content, str) else " ".join(b.get("text", "") for b in content)
@@ -116,7 +186,7 @@ def _assistant_msg(state: State, event: ev.Event) -> None:
     for key in USAGE_KEYS:
         state.usage[key] += int((event.get("usage") or {}).get(key) or 0)
     state.stop_reason = event.get("stop_reason")
-    state.partial = []
+    state.partial, state.unanswered_interrupt = [], False
     state.status = "tools" if state.open_calls else ("model" if state.stop_reason == "pause_turn" else "done")
 
 
@@ -146,10 +216,17 @@ def _tool_result(state: State, event: ev.Event) -> None:
 
 def _interrupted(state: State, event: ev.Event) -> None:
     state.status, state.partial = "interrupted", []
+    state.unanswered_interrupt = state.unanswered_interrupt or interruption_note(awaiting_reply(state), event)
+
+
+def _note(state: State, event: ev.Event) -> None:
+    text = to_model(event)
+    if text is not None:
+        state.pending_notes.append(text)
 
 
 def _nothing(state: State, event: ev.Event) -> None:
-    """Approvals, notes and trust lines change no state the loop reads (the rules read them from the log)."""
+    """Approvals and trust lines change no state the loop reads (the rules read them from the log)."""
 
 
 # One small function per event type: the one place besides the renderers that knows every type.
@@ -164,7 +241,7 @@ APPLY: dict[str, Callable[[State, ev.Event], None]] = {
     ev.TOOL_STARTED: _tool_started,
     ev.TOOL_RESULT: _tool_result,
     ev.INTERRUPTED: _interrupted,
-    ev.NOTE: _nothing,
+    ev.NOTE: _note,
     ev.TRUST: _nothing,
 }
 

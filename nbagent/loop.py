@@ -187,9 +187,11 @@ class Loop:
         """Answer the open calls of a turn the user has moved on from, so the history stays valid."""
         for tool_use_id, call in list(self.session.state.open_calls.items()):
             if call["started"]:
-                self._result(tool_use_id, f"{UNKNOWN_OUTCOME} The user moved on to a new request.", is_error=True)
+                text, why = f"{UNKNOWN_OUTCOME} The user moved on to a new request.", "unknown_outcome"
             else:
-                self._result(tool_use_id, "Not run: the user moved on to a new request before this call started.", is_error=True)
+                text, why = "Not run: the user moved on to a new request before this call started.", "not_started"
+            # abandoned: views show it as a note of the request it belonged to, not as this one's tool error
+            self.session.append(ev.TOOL_RESULT, tool_use_id=tool_use_id, content=text, is_error=True, abandoned=why)
 
 
 def run(

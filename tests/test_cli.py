@@ -130,7 +130,7 @@ def test_reading_a_damaged_log_is_a_one_line_error(workspace: Path, command: str
 
 def test_a_newer_schema_is_refused(workspace: Path) -> None:
     log = the_log(workspace)
-    log.write_bytes(log.read_bytes().replace(b'{"v":2,', b'{"v":9,'))
+    log.write_bytes(log.read_bytes().replace(b'{"v":%d,' % nbagent.events.SCHEMA_VERSION, b'{"v":9,'))
     _rechecksum(log)
     for command in ("show", "tail", "verify"):
         code, out, err = cli(command, str(log))

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from nbagent import Session
 from nbagent import events as ev
-from nbagent.fold import APPLY, State, apply, fold
+from nbagent import read_events as nbagent_read
+from nbagent.fold import APPLY, INTERRUPTED_NOTE, Asides, State, apply, fold, request_notes
 
 
 class Log:
@@ -195,6 +196,107 @@ def test_fold_does_not_change_the_events() -> None:
     assert log.events == before
 
 
+# Notes to the model and the interruption note: the rule, as a table ---------------------------------------
+MARK = INTERRUPTED_NOTE
+RESTART = "[nbagent note: the kernel restarted.]"
+Step = tuple[str, dict[str, Any]]
+
+
+def q(words: str) -> Step:
+    return (ev.USER_MSG, {"content": words})
+
+
+def answer(*blocks: dict[str, Any], stop: str = "end_turn") -> Step:
+    return (ev.ASSISTANT_MSG, {"content": list(blocks) or [text("an answer")], "stop_reason": stop, "usage": {}})
+
+
+CALL = answer(use("t1"), stop="tool_use")
+STREAM: list[Step] = [(ev.MODEL_CALL, {"attempt": 1}), (ev.DELTA, {"index": 0, "text": "half an ans"})]
+SETTLED = (ev.TOOL_RESULT, {"tool_use_id": "t1", "content": "not run", "is_error": True, "abandoned": "not_started"})
+
+
+def interrupted(during: str, **extra: Any) -> Step:
+    return (ev.INTERRUPTED, {"during": during, "open_calls": ["t1"] if during == "tools" else [], **extra})
+
+
+# (the events after the first request, then the next request; the blocks of the message that request ends up in)
+NOTE_CASES: dict[str, tuple[list[Step], list[str]]] = {
+    "not interrupted": ([*STREAM, answer()], ["q2"]),
+    "interrupted while the model streams, before any reply": ([*STREAM, interrupted("model")], ["q1", MARK, "q2"]),
+    "interrupted before the model was called": ([interrupted("model")], ["q1", MARK, "q2"]),
+    "interrupted while a tool ran: the settled call tells the model": (
+        [CALL, (ev.TOOL_STARTED, {"tool_use_id": "t1", "name": "add", "effect": "write"}), interrupted("tools"), SETTLED],
+        ["tool_result", "q2"],
+    ),
+    "interrupted waiting for approval": (
+        [CALL, (ev.APPROVAL, {"tool_use_id": "t1", "decision": "pending", "question": "?"}), interrupted("tools"), SETTLED],
+        ["tool_result", "q2"],
+    ),
+    "interrupted while the model answers the tool results": (
+        [CALL, (ev.TOOL_RESULT, {"tool_use_id": "t1", "content": "3"}), *STREAM, interrupted("model")],
+        ["tool_result", MARK, "q2"],
+    ),
+    "interrupted, then resumed without a new request and answered": ([interrupted("model"), *STREAM, answer()], ["q2"]),
+    "interrupted twice before an answer": ([interrupted("model"), q("again"), interrupted("model")], ["q1", MARK, "again", MARK, "q2"]),
+    "an interruption read from a v2 log (mark false)": ([interrupted("model", mark=False)], ["q1", "q2"]),
+    "a model error is not an interruption": ([(ev.MODEL_ERROR, {"message": "bad request", "retryable": False})], ["q1", "q2"]),
+    "a note to the model goes before the request": (
+        [answer(), (ev.NOTE, {"kind": "kernel_restarted", "to_model": RESTART})],
+        [RESTART, "q2"],
+    ),
+    "the interruption note first, then the notes to the model": (
+        [interrupted("model"), (ev.NOTE, {"kind": "kernel_restarted", "to_model": RESTART})],
+        ["q1", MARK, RESTART, "q2"],
+    ),
+    "a note to the model waits for a request, through a resumed turn": (
+        [(ev.NOTE, {"to_model": RESTART}), *STREAM, answer()],
+        [RESTART, "q2"],
+    ),
+    "a note for people only is not sent": ([answer(), (ev.NOTE, {"kind": "x", "text": "hello"})], ["q2"]),
+}
+
+
+def blocks_of(content: Any) -> list[str]:
+    return [content] if isinstance(content, str) else [b.get("text", b["type"]) for b in content]
+
+
+@pytest.mark.parametrize("case", list(NOTE_CASES))
+def test_what_the_fold_puts_before_a_request(case: str) -> None:
+    steps, expected = NOTE_CASES[case]
+    log = Log()
+    for kind, payload in [q("q1"), *steps, q("q2")]:
+        log.add(kind, **payload)
+    state = log.state()
+    assert blocks_of(state.messages[-1]["content"]) == expected
+    assert state.pending_notes == [] and not state.unanswered_interrupt
+    assert state.title == "q1"  # notes never name the session
+    before = fold(log.events[:-1])
+    sent = request_notes(before.pending_notes, before.unanswered_interrupt)
+    assert expected[-1 - len(sent) :] == [*sent, "q2"]
+    # A view follows the same rule from the events alone (and from the state, when it starts mid-session).
+    for k in range(len(log.events) - 1):
+        asides = Asides.of_state(fold(log.events[:k])) if k else Asides()
+        for event in log.events[k:-1]:
+            asides.see(event)
+        assert asides.see(log.events[-1]) == sent, k
+
+
+def test_a_v2_log_folds_as_it_did(tmp_path: Path) -> None:
+    """The v2_to_v3 migration: a v2 interruption leaves no note for the next request, a v2 note is never sent."""
+    records = [
+        {"type": "session_start", "session_id": "s"},
+        {"type": "user_msg", "content": "q1"},
+        {"type": "interrupted", "during": "model", "open_calls": []},
+        {"type": "note", "kind": "x", "to_model": "[nbagent note: from a hand-made v2 log]"},
+        {"type": "user_msg", "content": "q2"},
+    ]
+    path = tmp_path / "v2.jsonl"
+    path.write_bytes(b"".join(ev.encode({"v": 2, "seq": i, "ts": 1.0 + i, **r})[0] for i, r in enumerate(records, 1)))
+    events = list(nbagent_read(path))
+    assert {e["v"] for e in events} == {2} and events[2]["mark"] is False and "to_model" not in events[3]
+    assert fold(events).messages == [{"role": "user", "content": [text("q1"), text("q2")]}]
+
+
 # Property tests -----------------------------------------------------------------------------------
 SOME_TEXT = st.text(alphabet=st.sampled_from('ab \u00e9\u2028\n"\\'), min_size=1, max_size=8)
 USAGE = st.fixed_dictionaries(
@@ -243,7 +345,8 @@ def sessions(draw: st.DrawFn) -> list[ev.Event]:
         elif action == "interrupt":
             log.add(ev.INTERRUPTED, during=phase, open_calls=list(open_ids))
         elif action == "note":
-            log.add(ev.NOTE, text=draw(SOME_TEXT))
+            to_model = {"to_model": f"[nbagent note: {draw(SOME_TEXT)}]"} if draw(st.booleans()) else {}
+            log.add(ev.NOTE, text=draw(SOME_TEXT), **to_model)
         elif action == "approval":
             log.add(ev.APPROVAL, tool_use_id=open_ids[0], reason="irreversible", decision="pending", question="?")
         elif action == "start":
@@ -304,6 +407,18 @@ def test_incremental_apply_equals_a_fresh_fold(events: list[ev.Event]) -> None:
         assert state == fresh
         assert state.frontier == fresh.frontier
         assert_valid_for_the_api(events[:k], state)
+
+
+@pytest.mark.slow  # hypothesis-heavy
+@SETTINGS
+@given(sessions())
+def test_views_show_the_notes_the_fold_sends(events: list[ev.Event]) -> None:
+    asides, state = Asides(), State()
+    for event in events:
+        sent = request_notes(state.pending_notes, state.unanswered_interrupt) if event["type"] == ev.USER_MSG else []
+        assert asides.see(event) == sent
+        apply(state, event)
+        assert Asides.of_state(state) == asides
 
 
 @pytest.mark.slow  # hypothesis-heavy

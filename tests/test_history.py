@@ -132,7 +132,7 @@ def test_damaged_and_newer_logs_are_listed_with_a_reason(recorded: Path, tmp_pat
     shutil.copy(recorded, damaged)
     flip_bit(damaged, line_offsets(damaged)[3] + 20)
     newer = folder / "newer.jsonl"
-    newer.write_bytes(recorded.read_bytes().replace(b'{"v":2,', b'{"v":9,', 1))
+    newer.write_bytes(recorded.read_bytes().replace(b'{"v":%d,' % nbagent.events.SCHEMA_VERSION, b'{"v":9,', 1))
     _rechecksum(newer)
     summaries = {s.name: s for s in history.list_summaries(folder)}
     assert summaries["damaged"].status.startswith("unfinished: damaged log (line 4, byte")
@@ -245,7 +245,7 @@ def test_a_torn_tail_is_reported(recorded: Path) -> None:
 
 def test_a_newer_schema_and_a_sequence_gap_are_reported(recorded: Path, tmp_path: Path) -> None:
     newer = tmp_path / "newer.jsonl"
-    newer.write_bytes(recorded.read_bytes().replace(b'{"v":2,"seq":3,', b'{"v":7,"seq":3,'))
+    newer.write_bytes(recorded.read_bytes().replace(b'{"v":%d,"seq":3,' % nbagent.events.SCHEMA_VERSION, b'{"v":7,"seq":3,'))
     _rechecksum(newer)
     report = history.verify(newer)
     assert len(report.problems) == 1 and report.problems[0].line == 3

@@ -222,9 +222,15 @@ def test_rerun_after_restart_replays_without_model_calls(shell, fake, client, tm
     # Within this kernel's life, re-running a cell asks anew; the first new turn hears about the restart.
     fake.script(text("fresh"))
     assert run(shell, "%agent q1").success
-    assert "fresh" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "fresh" in out
     note, request = user_texts(fake.requests[-1])[-1]
     assert note["text"].startswith("[nbagent note: the Jupyter kernel was restarted") and request["text"] == "q1"
+    # The note is a note event, not the user's words: the request is logged as typed, and shown under the note.
+    *_, logged_note, logged_request = [e for e in nbagent.read_events(logs(folder)[0]) if e["type"] in (ev.NOTE, ev.USER_MSG)]
+    assert logged_note["kind"] == "kernel_restarted" and logged_note["to_model"] == note["text"] and logged_request["content"] == "q1"
+    assert "note to the model: the Jupyter kernel was restarted since the previous turn" in out and "request:\n    q1" in out
+    assert "[nbagent note" not in out
     fake.script(text("again"))
     run(shell, "%agent q3")
     assert user_texts(fake.requests[-1])[-1] == "q3"  # only the first turn after a restart carries the note

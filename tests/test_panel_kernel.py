@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import pytest
+from nbclient import NotebookClient
 
 from tests.fake_anthropic import FakeAnthropic, text, tool_use
-from tests.kernels import TIMEOUT, Kernel, button_id, click, errors, stdout
+from tests.kernels import TIMEOUT, Kernel, button_id, click, errors, kernel_env, stdout
 
 pytestmark = pytest.mark.kernel
 
@@ -55,6 +58,13 @@ def test_streamed_text_arrives_as_widget_updates_and_finish_updates_the_static_f
     assert update["content"]["transient"]["display_id"] == display["content"]["transient"]["display_id"]
     assert "<strong>long</strong>" in update["content"]["data"]["text/html"]
     assert "write a long answer" in update["content"]["data"]["text/plain"]
+    # Finished: the output is the transcript alone, and every widget of the panel is closed after it.
+    assert set(update["content"]["data"]) == {"text/html", "text/plain"}
+    closed = {m["content"]["comm_id"] for m in messages if m["msg_type"] == "comm_close"}
+    assert {m["content"]["comm_id"] for m in opened} <= closed
+    root = display["content"]["data"]["application/vnd.jupyter.widget-view+json"]["model_id"]
+    [root_closed] = [i for i, m in enumerate(messages) if m["msg_type"] == "comm_close" and m["content"]["comm_id"] == root]
+    assert messages.index(update) < root_closed  # the output stopped showing the widget before it went
 
 
 def test_approval_button_click_is_handled_while_the_cell_runs_and_a_queued_cell_runs_after(kernel: Kernel) -> None:
@@ -157,3 +167,37 @@ def test_interrupting_a_pending_approval_stops_the_cell_and_the_kernel_stays_usa
     assert any("not answered (interrupted)" in v for v in updates), [m["msg_type"] for m in messages]
     messages, reply = kernel.execute("print('still alive')")
     assert reply["content"]["status"] == "ok" and "still alive" in stdout(messages)
+
+
+NOTEBOOK = ["%load_ext nbagent", "%config Agent.approval = 'auto'", "%agent first question", "%agent_replay"]
+
+
+def run_all(nb: Any, folder: Path, fake: FakeAnthropic) -> Any:
+    """Run All on a fresh kernel (a restart), as nbclient does, with the notebook's path set."""
+    env = {**kernel_env(fake.base_url), "JPY_SESSION_NAME": str(folder / "work.ipynb")}
+    NotebookClient(nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute(env=env)
+    return nb
+
+
+@pytest.mark.slow
+def test_saved_outputs_never_need_the_kernel(fake: FakeAnthropic, tmp_path: Path) -> None:
+    """Every %agent output is static once its turn ends; a re-rendered one says it came from the log; a replay has a static twin."""
+    fake.script(text("The **first** answer."), text("After the restart."))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in NOTEBOOK])
+    run_all(nb, tmp_path, fake)
+    [first] = nb.cells[2].outputs
+    assert set(first.data) == {"text/html", "text/plain"} and "The <strong>first</strong> answer." in first.data["text/html"]
+    assert "from the log" not in first.data["text/html"]
+    static, live = nb.cells[3].outputs
+    assert "application/vnd.jupyter.widget-view+json" not in static.data and "nbagent-static-" in static.data["text/html"]
+    assert "application/vnd.jupyter.widget-view+json" in live.data
+
+    nb.cells.append(nbformat.v4.new_code_cell("%agent a new question"))
+    run_all(nb, tmp_path, fake)  # after the "restart": the first turn is re-rendered, the new one asks
+    assert len(fake.requests) == 2
+    [again] = nb.cells[2].outputs
+    assert set(again.data) == {"text/html", "text/plain"} and "The <strong>first</strong> answer." in again.data["text/html"]
+    assert re.search(r"from the log, recorded \d{4}-\d\d-\d\d \d\d:\d\d:\d\d; not run again", again.data["text/html"])
+    [asked] = nb.cells[4].outputs
+    assert "note to the model</span> the Jupyter kernel was restarted" in asked.data["text/html"]
+    assert '<span class="nbagent-request">a new question</span>' in asked.data["text/html"]

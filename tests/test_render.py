@@ -17,8 +17,17 @@ SAFE_TAGS = set(render.ALLOWED_TAGS) | {"div", "span", "details", "summary", "im
 OUR_STYLE = re.compile(r"^[a-z0-9#%:;. -]*$")  # the panel's own inline styles: no url(), quotes or expressions
 
 
+OUR_STYLES = re.compile(f"{re.escape(render.STYLE)}|{re.escape(render.sibling_style('KEY')).replace('KEY', '[0-9a-f]+')}")
+
+
+def without_our_styles(fragment: str) -> str:
+    """The fragment without nbagent's own stylesheets (constants, put around the sanitized content by nbagent)."""
+    return OUR_STYLES.sub("", fragment)
+
+
 def assert_safe(fragment: str) -> None:
-    """Parse as a browser would; every tag and attribute must be on the allow-list."""
+    """Parse as a browser would; every tag and attribute must be on the allow-list (nbagent's own stylesheets aside)."""
+    fragment = without_our_styles(fragment)
     for tag, attrs in start_tags(fragment):
         assert tag in SAFE_TAGS, (tag, fragment)
         for name, value in attrs:
@@ -129,3 +138,118 @@ def test_transcript_text_and_html_name_tools_and_mark_errors() -> None:
 def test_long_tool_results_are_cut_in_the_view() -> None:
     html = render.tool_result_html("cat", "x" * (render.MAX_TOOL_TEXT + 500))
     assert "500 more characters in the log" in html
+
+
+# What people see: notes, approvals, python code, glyphs, colours -------------------------------------------
+RESTART = "[nbagent note: the Jupyter kernel was restarted since the previous turn.]"
+SESSION = [
+    {"type": "session_start", "session_id": "s"},
+    {"type": "user_msg", "content": "first"},
+    {"type": "model_call", "attempt": 1},
+    {"type": "interrupted", "during": "model"},
+    {"type": "note", "kind": "kernel_restarted", "to_model": RESTART},
+    {"type": "user_msg", "content": "second"},
+    {"type": "assistant_msg", "content": [{"type": "tool_use", "id": "t1", "name": "python", "input": {"code": "x = '<b>'"}}]},
+    {"type": "approval", "tool_use_id": "t1", "decision": "pending", "question": "Run python?"},
+    {"type": "approval", "tool_use_id": "t1", "decision": "approved", "by": "panel"},
+    {"type": "tool_result", "tool_use_id": "t1", "content": "ok"},
+    {"type": "assistant_msg", "content": [{"type": "tool_use", "id": "t2", "name": "shell", "input": {"command": "ls"}}]},
+    {"type": "interrupted", "during": "tools", "open_calls": ["t2"]},
+    {"type": "tool_result", "tool_use_id": "t2", "content": "Not run", "is_error": True, "abandoned": "not_started"},
+    {"type": "user_msg", "content": "third"},
+    {"type": "model_error", "message": "overloaded"},
+]
+
+
+def test_notes_to_the_model_show_as_notes_with_their_request_never_as_the_users_words() -> None:
+    html = render.transcript_html(SESSION)
+    text = transcript_text(SESSION)
+    interrupted = "the previous request was interrupted before it was answered."
+    restarted = "the Jupyter kernel was restarted since the previous turn."
+    for shown in (html, text):
+        assert shown.count(interrupted) == 1 and shown.count(restarted) == 1  # each note once, no "[nbagent note:"
+        assert "[nbagent note" not in shown
+        assert shown.index(interrupted) < shown.index(restarted) < shown.index("second")  # before the request they went with
+    assert '<span class="nbagent-request">second</span>' in html  # the user's words alone
+    assert f"note to the model: {interrupted}\nnote to the model: {restarted}\nrequest:\n    second" in text
+
+
+def test_a_restart_note_inside_an_old_request_shows_as_a_note() -> None:
+    """Before v3 the note was the request's first text block: a display rule (the fold still sends it, as before)."""
+    old = {"type": "user_msg", "content": [{"type": "text", "text": RESTART}, {"type": "text", "text": "make z"}]}
+    html, text = render.event_html(old), transcript_text([old])
+    assert "note to the model</span> the Jupyter kernel" in html and '<span class="nbagent-request">make z</span>' in html
+    assert text == "note to the model: the Jupyter kernel was restarted since the previous turn.\nrequest:\n    make z"
+    typed = {"type": "user_msg", "content": "[nbagent note: typed by the user]"}  # a request the user typed stays theirs
+    assert '<span class="nbagent-request">[nbagent note: typed by the user]</span>' in render.event_html(typed)
+
+
+def test_an_abandoned_call_is_a_note_naming_its_tool_and_the_approval_is_drawn_once() -> None:
+    html = render.transcript_html(SESSION)
+    assert "the call to shell from the request before was not run: a new request came first" in html
+    assert "error from" not in html
+    assert html.count("Run python?") == 1 and "approved</span> by panel: <b>python</b>" in html
+    assert "note: the call to shell from the request before was not run" in transcript_text(SESSION)
+    started = {**SESSION[12], "abandoned": "unknown_outcome"}
+    assert "was interrupted while it ran: its outcome is unknown" in render.event_html(started, tool_names={"t2": "shell"})
+
+
+def test_python_input_is_highlighted_code_and_other_tools_keep_json() -> None:
+    python = render.tool_call_html("python", {"code": "import os\nx = '<b>' # </pre><script>"})
+    assert '<pre class="nbagent-code">' in python and '<span class="pg-kn">import</span>' in python
+    assert "&lt;/pre&gt;&lt;script&gt;" in python and "<script" not in python and "<b>'" not in python
+    assert_safe(python)
+    shell = render.tool_call_html("shell", {"command": "ls <dir>"})
+    assert "&quot;command&quot;: &quot;ls &lt;dir&gt;&quot;" in shell and "pg-" not in shell
+
+
+GLYPHS = set("·—…→")  # the only characters beyond ASCII nbagent itself writes: DejaVu Sans and Liberation Sans have them
+
+
+def test_no_label_needs_an_emoji_font() -> None:
+    from nbagent.notebook.replay import Replay
+
+    shown = render.transcript_html(SESSION, title="t", status="done") + transcript_text(SESSION, title="t", status="done")
+    replay = Replay(SESSION, source="s.jsonl")
+    shown += "".join(b.description + b.tooltip for b in (replay.play_button, replay.prev_button, replay.next_button, replay.reload_button))
+    shown += replay.static_bundle()["text/html"] + replay.position.value + replay.header.value
+    assert {c for c in shown if ord(c) > 127} <= GLYPHS
+
+
+def _contrast(hex_colour: str, background: str = "#ffffff") -> float:
+    def luminance(value: str) -> float:
+        value = value.lstrip("#")
+        value = "".join(c * 2 for c in value) if len(value) == 3 else value
+        channels = [int(value[i : i + 2], 16) / 255 for i in (0, 2, 4)]
+        linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+    high, low = sorted((luminance(hex_colour), luminance(background)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_every_colour_is_a_theme_variable_and_every_text_fallback_reads_on_white() -> None:
+    theirs = re.sub(r"var\(--jp-[a-z0-9-]+,#[0-9a-f]{3,6}\)", "THEME", render.CSS)
+    assert "THEME" in theirs and not re.search(
+        r"#[0-9a-fA-F]{3,6}|rgba?\(|hsla?\(|(?<![-\w])(red|gr[ae]y|black|white|blue|green)(?![-\w])", theirs
+    )
+    fallbacks = re.findall(r"(?<![-a-z])color:var\(--jp-[a-z0-9-]+,(#[0-9a-f]{3,6})\)", render.CSS)
+    assert len(fallbacks) > 10
+    for fallback in fallbacks:  # outside JupyterLab (a page without its variables) the text is on white
+        assert _contrast(fallback) >= 4.5, fallback
+    assert _contrast("#888") < 4.5  # (the check can fail: the grey the views used before)
+    assert "style=" not in render.transcript_html(SESSION, title="t", status="s")  # no inline colours either
+
+
+def test_a_stream_cut_off_stays_in_the_static_transcripts_and_a_finished_one_is_shown_once() -> None:
+    cut = [
+        {"type": "user_msg", "content": "go"},
+        {"type": "model_call", "attempt": 1},
+        {"type": "delta", "index": 0, "text": "Half an "},
+        {"type": "delta", "index": 0, "text": "**ans**"},
+        {"type": "interrupted", "during": "model"},
+    ]
+    assert "<p>Half an <strong>ans</strong></p>" in render.transcript_html(cut)
+    assert "assistant (cut off)> Half an **ans**\ninterrupted (during model)" in transcript_text(cut)
+    finished = [*cut[:4], {"type": "assistant_msg", "content": [{"type": "text", "text": "Half an **answer**"}]}]
+    assert render.transcript_html(finished).count("Half an") == 1 and "cut off" not in transcript_text(finished)

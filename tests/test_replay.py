@@ -23,6 +23,7 @@ from nbagent.notebook.replay import Replay, load_events
 from nbagent.render import html
 from nbagent.render.parts import gap, when
 from tests.fake_anthropic import FakeAnthropic, text, tool_use
+from tests.test_render import without_our_styles
 
 T0 = 1_790_000_000.0  # a fixed moment for hand-written logs
 
@@ -199,9 +200,12 @@ def test_play_runs_in_the_background_and_pause_stops_it(tmp_path) -> None:
     replay.slider.observe(lambda change: seen.append(change["new"]), "value")
     replay.speed.value = 20.0
     replay.play_button.click()
-    assert replay.play_button.description == "⏸ Pause"  # click returned at once: playback is on another thread
+    assert (replay.play_button.description, replay.play_button.icon) == (
+        "Pause",
+        "pause",
+    )  # click returned at once: playback is on another thread
     wait_for(lambda: not replay.playing)
-    assert replay.index == len(replay.events) - 1 and replay.play_button.description == "▶ Play"
+    assert replay.index == len(replay.events) - 1 and (replay.play_button.description, replay.play_button.icon) == ("Play", "play")
     assert seen == sorted(seen) and seen[-1] == len(replay.events)
 
     # Long gaps (compressed to 2 s each): pause while playing; nothing moves after pause returns.
@@ -210,7 +214,7 @@ def test_play_runs_in_the_background_and_pause_stops_it(tmp_path) -> None:
     thread = slow._thread
     assert slow.playing and thread is not None and thread.is_alive()
     slow.pause()
-    assert not slow.playing and not thread.is_alive() and slow.play_button.description == "▶ Play"
+    assert not slow.playing and not thread.is_alive() and slow.play_button.description == "Play"
     assert slow.index < len(slow.events) - 1
 
     # Scrubbing while playing: playback goes on from the new place, never back.
@@ -289,7 +293,7 @@ class ActiveParts(HTMLParser):
 
 def active_parts(fragment: str) -> list[str]:
     parser = ActiveParts()
-    parser.feed(fragment)
+    parser.feed(without_our_styles(fragment))
     return parser.found
 
 
@@ -307,8 +311,7 @@ def test_hostile_payloads_and_a_dangling_call_stay_inert(fake, tmp_path, monkeyp
         shown += html_values(replay)
     replay.search.value = "script"
     assert replay.found  # the hostile text is searchable as text
-    bundle = replay.bundle()
-    shown += [bundle["text/html"]]
+    shown += [replay.static_bundle()["text/html"], replay.bundle()["text/plain"]]
     for value in shown:
         assert active_parts(value) == [], value
     assert "&lt;script&gt;alert(&#x27;user&#x27;)&lt;/script&gt;" in "".join(shown)  # shown as text, not run
@@ -423,3 +426,17 @@ def test_magic_user_mistakes_are_usage_errors_and_change_nothing(shell, tmp_path
     assert {p: p.read_bytes() for p in before} == before
     assert not list(tmp_path.glob("*.torn-*"))
     assert [s.name for s in store.list_sessions(folder)] == ["kept"]
+
+
+def test_the_output_is_a_static_summary_that_the_mounted_widget_hides(fake, client, tmp_path) -> None:
+    replay = Replay.from_path(recorded(fake, client, tmp_path / "s.jsonl"))
+    key = replay.display_id
+    static = replay.static_bundle()
+    assert html.sibling_style(key) in static["text/html"] and f'class="nbagent nbagent-static-{key}"' in static["text/html"]
+    assert {"nbagent", f"nbagent-live-{key}"} <= set(replay.widget._dom_classes)
+    assert "2 turns" in static["text/html"] and "what is 2+3?" in static["text/html"]  # the summary, the transcript folded
+    assert static["text/plain"].startswith("Re-run this cell to replay it interactively.\n") and "The sum is **5**." in static["text/plain"]
+    assert set(replay.bundle()) == {"application/vnd.jupyter.widget-view+json", "text/plain"}  # no second copy of the transcript
+    # The rules name this output and the widget's: the live widget hides the summary, a missing one is hidden.
+    assert f".jp-OutputArea:has(.nbagent-live-{key}) .jp-OutputArea-child:has(.nbagent-static-{key})" in static["text/html"]
+    assert f".jp-OutputArea-child:has(.nbagent-static-{key})+.jp-OutputArea-child:not(:has(.nbagent-live-{key}))" in static["text/html"]

@@ -73,20 +73,28 @@ def test_replay_in_a_real_kernel_scrubs_and_plays_through_comm_messages(kernel: 
     [slider] = [c for c, s in states.items() if s.get("_model_name") == "IntSliderModel"]
     assert states[slider]["value"] == 1 and states[slider]["max"] == len(events)
     htmls = {c: s for c, s in states.items() if s.get("_model_name") == "HTMLModel"}
-    [current] = [c for c, s in htmls.items() if "nbagent-replay-current" in s["value"]]
+    [current] = [c for c, s in htmls.items() if s["value"].startswith('<div class="nbagent-replay-current">')]
     session_id = events[0]["session_id"]
     assert f"session {session_id} started" in states[current]["value"]  # the first event, rendered
     buttons = {s["description"]: c for c, s in states.items() if s.get("_model_name") == "ButtonModel"}
-    display = next(m for m in messages if m["msg_type"] == "display_data")["content"]["data"]
-    assert "application/vnd.jupyter.widget-view+json" in display
-    assert "what is 2+3?" in display["text/html"] and "The sum is **5**." in display["text/plain"]  # static fallback
+    static, live = [m["content"]["data"] for m in messages if m["msg_type"] == "display_data"]
+    # Two outputs: a static summary (the widget hides it while mounted; it stands in for the widget once the kernel is gone)
+    assert "application/vnd.jupyter.widget-view+json" not in static and "application/vnd.jupyter.widget-view+json" in live
+    assert "what is 2+3?" in static["text/html"] and "The sum is **5**." in static["text/plain"]
+    assert "Re-run this cell to replay it interactively." in static["text/html"] and set(live) == {
+        "application/vnd.jupyter.widget-view+json",
+        "text/plain",
+    }
+    [root] = [s for s in states.values() if "nbagent" in s.get("_dom_classes", ())]
+    key = next(c for c in root["_dom_classes"] if c.startswith("nbagent-live-"))[len("nbagent-live-") :]
+    assert f"nbagent-static-{key}" in static["text/html"] and f".jp-OutputArea:has(.nbagent-live-{key})" in static["text/html"]
 
     # Scrub: the frontend moves the slider to the first assistant message.
     answer = next(i for i, e in enumerate(events) if e["type"] == "assistant_msg") + 1
     send_update(kernel.kc, slider, {"value": answer})
     collect_until(kernel.kc, states, lambda s: "Let me add." in s[current]["value"])
-    assert "🔧 <b>add</b>" in states[current]["value"]
-    [position] = [c for c, s in htmls.items() if s["value"].startswith('<div style="color:#333">event ')]
+    assert "call to <b>add</b>" in states[current]["value"]
+    [position] = [c for c, s in htmls.items() if s["value"].startswith('<div class="nbagent-position">event ')]
     assert f"event {answer} of {len(events)}" in states[position]["value"]
 
     # Play from the second turn: the kernel stays free for cells while the slider moves on a thread.
@@ -94,14 +102,14 @@ def test_replay_in_a_real_kernel_scrubs_and_plays_through_comm_messages(kernel: 
     send_update(kernel.kc, slider, {"value": second})
     states[slider]["value"] = second  # the frontend's own copy (the kernel sends no echo of it)
     collect_until(kernel.kc, states, lambda s: f"event {second} of" in s[position]["value"])
-    click(kernel.kc, buttons["▶ Play"])
+    click(kernel.kc, buttons["Play"])
     collect_until(kernel.kc, states, lambda s: s[slider]["value"] > second + 2)
     out, reply = kernel.execute(
         "from nbagent.notebook.magics import magics_for\nprint('playing', magics_for(get_ipython()).replay.playing)"
     )
     assert reply["content"]["status"] == "ok"
     assert "playing True" in "".join(m["content"].get("text", "") for m in out if m["msg_type"] == "stream")
-    click(kernel.kc, buttons["▶ Play"])  # the same button, now labelled Pause
+    click(kernel.kc, buttons["Play"])  # the same button, now labelled Pause
     out, _ = kernel.execute("r = magics_for(get_ipython()).replay\nprint('paused', r.playing, r.index + 1)")
     printed = "".join(m["content"].get("text", "") for m in out if m["msg_type"] == "stream").split()
     assert printed[:2] == ["paused", "False"] and second < int(printed[2]) < len(events)

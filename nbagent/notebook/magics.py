@@ -13,12 +13,13 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from .. import approval as approvals
 from .. import events as ev
-from .. import history, store, toolkit, trust
+from .. import fold, history, store, toolkit, trust
 from ..approval import APPROVAL_MODES
 from ..errors import Interrupted, NbagentError
 from ..log import FsyncPolicy, make_folder
 from ..loop import Loop
 from ..model import AnthropicModel, DemoModel, Model
+from ..render.parts import Start, ToolNames
 from ..session import Session
 from ..tools import Tool
 from . import kernel as nbkernel
@@ -28,6 +29,12 @@ from .settings import Agent
 from .syntax import keep_question_marks, split_request
 from .usage import WRITABLE, usage_errors
 
+# What a re-rendered panel's header says after "from the log, recorded ...", by (a request follows, the turn continues).
+_AFTER_RECORDED = {
+    (False, False): "not run again",
+    (False, True): "its unfinished turn continues below",
+    (True, False): "a new request follows",
+}
 RESTART_NOTE = (
     "[nbagent note: the Jupyter kernel was restarted since the previous turn, so variables, imports and "
     "functions defined earlier in the kernel (by you or by the user) are gone unless re-created.{restored}]"
@@ -207,9 +214,16 @@ class AgentMagics(Magics):
                 "terminal shows what it would run and asks you. Or start your own: `%agent --new ...`."
             )
         self.claims[path] = plan.claims
-        view = self._view(request or session.state.title or path.stem)
+        live = plan.ask or plan.unfinished == "continue"  # else the cell only shows what the log holds
+        view = self._view(request or session.state.title or path.stem, live=live)
         try:
-            self._show(session, plan, view)
+            self._show(session, plan, view, turns)
+            if plan.show is not None or plan.show_all:
+                recorded = getattr(view, "recorded", None)
+                if recorded is not None:
+                    recorded(_AFTER_RECORDED[(plan.ask, plan.unfinished == "continue")])
+            if not live:
+                view.finish()  # a re-rendered turn is static: shown now, above anything the steps below print
             calls = self._restore(session, plan.restore) if plan.restore else 0
             if plan.unfinished == "continue":
                 self._run(session, None, args, view)  # an unfinished turn of the user's own continues, once
@@ -231,15 +245,28 @@ class AgentMagics(Magics):
             if finish is not None:
                 finish()
 
-    def _show(self, session: Session, plan: restart.Plan, view: Any) -> None:
-        """Re-render recorded events: all of them, or one turn's (no model call, no tool re-run)."""
+    def _show(self, session: Session, plan: restart.Plan, view: Any, turns: list[restart.Turn]) -> None:
+        """Re-render recorded events: all of them, or one turn's (no model call, no tool re-run).
+
+        The turn before is read too, not shown: the view learns from it the tool names and the notes
+        the fold put before this turn's request (the interruption note, a restart note).
+        """
         if plan.show_all:
             for event in session.events():
                 view(event)
         elif plan.show is not None:
-            for event in session.events(since=plan.show.seq - 1):
+            first = plan.show.seq
+            names, asides = ToolNames(), fold.Asides()
+            before = max((t.seq for t in turns if t.seq < first), default=first)
+            for event in session.events(since=before - 1):
                 if event["seq"] > plan.show.end:
                     break
+                if event["seq"] < first:
+                    names.learn(event)
+                    asides.see(event)
+                    continue
+                if event["seq"] == first and hasattr(view, "begin"):
+                    view.begin(Start(names, asides))
                 view(event)
 
     def _switch_to_new_session(self, foreign: Session) -> Session:
@@ -256,7 +283,7 @@ class AgentMagics(Magics):
         return session
 
     def _ask(self, session: Session, args: Any, request: str, view: Any, *, note: bool, mention_restore: bool) -> None:
-        content: str | list[dict[str, Any]] = request
+        restart_note = ""
         if note:
             restored = len(self.restored.get(session.path, ()))
             detail = (
@@ -264,13 +291,14 @@ class AgentMagics(Magics):
                 if mention_restore and restored
                 else ""
             )
-            content = [{"type": "text", "text": RESTART_NOTE.format(restored=detail)}, {"type": "text", "text": request}]
+            restart_note = RESTART_NOTE.format(restored=detail)
         meta = {"request": request, "kernel": nbkernel.KERNEL_ID}
         if self.tracker.cell_id:
             meta["cell_id"] = self.tracker.cell_id
-        self._run(session, content, args, view, meta=meta)
+        self._run(session, request, args, view, meta=meta, note=restart_note)
 
-    def _run(self, session: Session, prompt: Any, args: Any, view: Any, *, meta: dict[str, Any] | None = None) -> None:
+    def _run(self, session: Session, prompt: Any, args: Any, view: Any, *, meta: dict[str, Any] | None = None, note: str = "") -> None:
+        """Run the loop with ``view`` subscribed; ``note``: a note to the model, which the fold puts before the request."""
         loop = Loop(
             session,
             tools=self._tools(),
@@ -280,6 +308,11 @@ class AgentMagics(Magics):
             max_tokens=self.settings.max_tokens,
             retries=self.settings.retries,
         )
+        if note:  # a note event, not part of the request: every view shows it as a note, never as the user's words
+            session.append(ev.NOTE, kind="kernel_restarted", to_model=note)
+        begin = getattr(view, "begin", None)
+        if begin is not None:
+            begin(Start.of_state(session.state))  # e.g. the names of the calls this run settles first
         unsubscribe = session.subscribe(view, since=session.seq)
         self.tracker.paused = True
         try:
@@ -321,14 +354,16 @@ class AgentMagics(Magics):
         return calls
 
     # Parts of a run -------------------------------------------------------------------------------
-    def _view(self, title: str) -> Any:
-        from .panel import Panel, TextView
+    def _view(self, title: str, *, live: bool = True) -> Any:
+        from .panel import Panel, StaticPanel, TextView
 
-        if getattr(self.shell, "kernel", None) is not None:
-            panel = Panel(title)
-            panel.show()
-            return panel
-        return TextView(stream=sys.stdout)
+        if getattr(self.shell, "kernel", None) is None:
+            return TextView(stream=sys.stdout)
+        if not live:
+            return StaticPanel(title)  # no widgets: nothing in it will change
+        panel = Panel(title)
+        panel.show()
+        return panel
 
     def _model(self, args: Any) -> Model:
         if self.settings.demo:

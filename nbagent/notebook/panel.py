@@ -19,11 +19,12 @@ import ipywidgets as widgets
 
 from .. import events as ev
 from ..approval import ApprovalRequest, Decision
-from ..fold import State
+from ..fold import Asides, State
 from ..render import html as render
-from ..render.parts import ToolNames, esc, with_usage
+from ..render.parts import Start, ToolNames, esc, timestamp, when, with_usage
 from ..render.text import VIEW_LIMIT, Printer, transcript_text
 from ..render.view import FINAL_STATUSES, STARTING, follow, status, stream_effect
+from ..server.saving import LIVE
 from ..terminal import safe
 from .pump import CommPump, current_kernel
 
@@ -31,43 +32,109 @@ BATCH_INTERVAL = 0.1  # seconds between streamed-text updates (at most ~10 widge
 DECLINED_NOTE = "The user declined this tool call."
 
 
-class Panel:
-    """Live view of one agent cell: request, streamed answer, tool calls and results, approvals, status, usage."""
+class CellOutput:
+    """What a cell's output has shown of a session: its events, title, status and origin, as the static transcript."""
 
-    def __init__(self, title: str, *, interval: float = BATCH_INTERVAL, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, title: str) -> None:
         self.title = title
-        self.interval = interval
-        self.clock = clock
+        self.origin = ""  # where the events come from, when not from a run in this cell (see recorded)
         self.status = STARTING
         self.state = State()  # the fold of the events seen, for the status line
-        self.events: list[ev.Event] = []  # every non-delta event shown, for the static transcript
-        self.widget_updates = 0  # widget value changes made so far (measures batching)
-        self.display_id = uuid.uuid4().hex
-        self.shown = False
-        self._lock = threading.RLock()
+        self.events: list[ev.Event] = []  # every event shown, for the static transcript
+        self.start = Start(ToolNames(), Asides())  # where the session stood before the first event
+        self.finished = False
         self._tool_names = ToolNames()
-        self._stream_text: list[str] = []  # text of the message being streamed
-        self._stream_widget: widgets.HTML | None = None
-        self._dirty = False  # streamed text not yet on screen
-        self._last_flush = float("-inf")
-        self._timer: threading.Timer | None = None
-        self.header = widgets.HTML(value=self._header_html())
-        self.items = widgets.VBox([])
-        self.widget = widgets.VBox(
-            [self.header, self.items],
-            layout=widgets.Layout(border="1px solid #ddd", padding="4px 8px"),
-        )
+        self._asides = Asides()
 
     @property
     def usage(self) -> dict[str, int]:
         """Tokens used by the messages shown so far."""
         return self.state.usage
 
+    def begin(self, start: Start) -> None:
+        """Start from where the session stands (see :class:`Start`): the calls it names, and before the first event, its notes."""
+        self._tool_names.update(start.names)
+        if not self.events:
+            self.start = start.fresh()
+            self._asides = start.fresh().asides
+
+    def recorded(self, then: str) -> None:
+        """Say in the header that the events so far come from the log: when they were recorded, and ``then`` what."""
+        first = next((ts for ts in map(timestamp, self.events) if ts is not None), None)
+        self.origin = f"from the log, recorded {when(first)}; {then}"
+
+    def _follow(self, event: ev.Event) -> tuple[list[str], str | None]:
+        """Note an event; the notes to the model the fold put before it, and the status after it."""
+        self.events.append(event)
+        self._tool_names.learn(event)
+        notes = self._asides.see(event)
+        return notes, status(event, follow(self.state, event))
+
+    def static_bundle(self) -> dict[str, Any]:
+        """The finished output: the transcript as text/html and text/plain, and no widget (a saved notebook shows it as is)."""
+        line = with_usage(self.status, self.usage)
+        return {
+            "text/html": render.transcript_html(self.events, title=self.title, status=line, origin=self.origin, start=self.start),
+            "text/plain": transcript_text(self.events, title=self.title, status=line, start=self.start),
+        }
+
+
+class StaticPanel(CellOutput):
+    """The panel of a cell that only re-renders recorded events: no widgets, one static output when it finishes."""
+
+    def __call__(self, event: ev.Event) -> None:
+        """Note one session event."""
+        self.status = self._follow(event)[1] or self.status
+
+    def finish(self, status: str | None = None) -> None:
+        """Set the final status and display the static transcript (once)."""
+        from IPython.display import display
+
+        if not self.finished:
+            self.finished = True
+            self.status = status or (self.status if self.status in FINAL_STATUSES else "done")
+            display(self.static_bundle(), raw=True)
+
+
+class Panel(CellOutput):
+    """Live view of one agent cell: request, streamed answer, tool calls and results, approvals, status, usage.
+
+    When the turn ends (:meth:`finish`, also after an interrupt or an error) its output becomes the static
+    transcript and its widgets are closed: a reopened notebook shows the transcript, never a missing widget.
+    """
+
+    def __init__(self, title: str, *, interval: float = BATCH_INTERVAL, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(title)
+        self.interval = interval
+        self.clock = clock
+        self.widget_updates = 0  # widget value changes made so far (measures batching)
+        self.display_id = uuid.uuid4().hex
+        self.shown = False
+        self._lock = threading.RLock()
+        self._stream_text: list[str] = []  # text of the message being streamed
+        self._stream_widget: widgets.HTML | None = None
+        self._dirty = False  # streamed text not yet on screen
+        self._last_flush = float("-inf")
+        self._timer: threading.Timer | None = None
+        self._pending: dict[str, widgets.HTML] = {}  # a logged approval question, until the panel asks it itself
+        self._asked: set[str] = set()  # calls whose approval the panel's own widget shows, decision included
+        self.header = widgets.HTML(value=self._header_html())
+        self.items = widgets.VBox([])
+        self.widget = widgets.VBox(
+            [self.header, self.items],
+            layout=widgets.Layout(border="1px solid var(--jp-border-color2, #e0e0e0)", padding="4px 8px"),
+        )
+        self.widget.add_class("nbagent")
+
     # Receiving events ----------------------------------------------------------------------------
     def __call__(self, event: ev.Event) -> None:
         """Render one session event (thread-safe): streamed text is batched, everything else shown at once."""
         with self._lock:
+            if self.finished:  # its output is the static transcript now: no more widgets
+                self._follow(event)
+                return
             if event["type"] == ev.DELTA:
+                self.events.append(event)  # the static transcript keeps a stream that was cut off
                 if "text" in event:
                     self._stream_text.append(event["text"])
                     self._dirty = True
@@ -77,14 +144,18 @@ class Panel:
             effect = stream_effect(event)
             if effect is not None:
                 self._end_stream(replace=effect == "replace")
-            self.events.append(event)
-            self._tool_names.learn(event)
-            new_status = status(event, follow(self.state, event))
+            notes, new_status = self._follow(event)
             if new_status is not None:
                 self._set_status(new_status)
-            fragment = render.event_html(event, tool_names=self._tool_names)
+            call = str(event.get("tool_use_id"))
+            if event["type"] == ev.APPROVAL and call in self._asked:
+                return  # the panel's own question shows the decision
+            fragment = render.event_html(event, tool_names=self._tool_names, notes=notes)
             if fragment:
-                self._add(widgets.HTML(value=fragment))
+                child = widgets.HTML(value=fragment)
+                self._add(child)
+                if event["type"] == ev.APPROVAL and event.get("decision") == "pending":
+                    self._pending[call] = child
 
     def _maybe_flush(self) -> None:
         wait = self._last_flush + self.interval - self.clock()
@@ -123,6 +194,7 @@ class Panel:
         if replace and self._stream_widget is not None:
             self.items.children = tuple(c for c in self.items.children if c is not self._stream_widget)
             self.widget_updates += 1
+            close_all(self._stream_widget)
         self._stream_widget, self._stream_text, self._dirty = None, [], False
 
     def _add(self, child: widgets.Widget) -> None:
@@ -139,44 +211,63 @@ class Panel:
         self._set(self.header, self._header_html())
 
     def _header_html(self) -> str:
-        return (
-            f'<div class="nbagent-header"><b>{esc(self.title)}</b> '
-            f'<span style="color:#555">— {esc(with_usage(self.status, self.usage))}</span></div>'
-        )
+        return render.STYLE + render.header_html(self.title, with_usage(self.status, self.usage), origin=self.origin)
+
+    def recorded(self, then: str) -> None:
+        """Say in the header that the events so far come from the log (see :meth:`CellOutput.recorded`)."""
+        with self._lock:
+            super().recorded(then)
+            self._set(self.header, self._header_html())
 
     # Display ----------------------------------------------------------------------------------------
     def bundle(self) -> dict[str, Any]:
-        """The display bundle: the live widget view, plus the transcript as text/html and text/plain."""
+        """The display bundle: the live widget view and the transcript so far; once finished, the transcript alone."""
         with self._lock:
-            data = dict(self.widget._repr_mimebundle_() or {})
-            data["text/html"] = self.transcript_html()
-            data["text/plain"] = transcript_text(self.events, title=self.title, status=self.status)
-            return data
+            if self.finished:
+                return self.static_bundle()
+            return {**(self.widget._repr_mimebundle_() or {}), **self.static_bundle()}
 
     def transcript_html(self) -> str:
         """The static transcript of what this panel has shown."""
-        return render.transcript_html(self.events, title=self.title, status=self.status)
+        return str(self.static_bundle()["text/html"])
 
     def show(self) -> None:
         """Display the panel (live widget + static fallback) in the current cell's output."""
         from IPython.display import display
 
-        display(self.bundle(), raw=True, display_id=self.display_id)
+        # Marked live: the server extension saves it without its widget reference (nbagent/server/saving.py).
+        display(self.bundle(), raw=True, metadata=LIVE, display_id=self.display_id)
         self.shown = True
 
     def finish(self, status: str | None = None) -> None:
-        """Flush, set the final status, and replace the static fallback with the full transcript."""
+        """End the panel: flush, set the final status, make its output the static transcript, close its widgets.
+
+        A finished panel never changes again, so its output no longer needs a widget: JupyterLab would
+        show "model not found" for one in a reopened notebook (its widget manager has no fallback).
+        """
         with self._lock:
+            if self.finished:
+                return
             self._flush()
             if status is not None:
                 self._set_status(status)
             elif self.status not in FINAL_STATUSES:
                 self._set_status("done")
-            bundle = self.bundle()
+            self.finished = True
+            bundle = self.static_bundle()
         if self.shown:
             from IPython.display import update_display
 
-            update_display(bundle, raw=True, display_id=self.display_id)
+            update_display(bundle, raw=True, metadata={}, display_id=self.display_id)
+        self.close()
+
+    def close(self) -> None:
+        """Close every widget of the panel (the frontend drops them)."""
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            close_all(self.widget)
 
     # Approval ---------------------------------------------------------------------------------------
     def ask(self, request: ApprovalRequest) -> Decision:
@@ -206,18 +297,20 @@ class Panel:
                 answer.append(decision)
                 answered.set()
 
-        question = widgets.HTML(value=f"<b>Approval needed:</b> {esc(request.describe())}{_arguments_html(request)}")
+        question = widgets.HTML(value=_question_html(request, "approval needed"))
         buttons: list[widgets.Button] = []
         try:  # an interrupt may land anywhere from here on: the finally block always closes the question
-            approve = widgets.Button(description="Approve", button_style="success", icon="check")
-            decline = widgets.Button(description="Decline", button_style="danger", icon="times")
+            approve = widgets.Button(description="Approve", icon="check", tooltip="run this call")
+            decline = widgets.Button(description="Decline", icon="times", tooltip="do not run it; the model is told")
+            approve.add_class("nbagent-approve")
+            decline.add_class("nbagent-decline")
             buttons += [approve, decline]
             approve.on_click(lambda _: choose(Decision(True, "panel")))
             decline.on_click(lambda _: choose(Decision(False, "panel", DECLINED_NOTE)))
             box = widgets.VBox([question, widgets.HBox([approve, decline])])
             with self._lock:
                 self._flush()
-                self._add(box)
+                self._place(request.tool_use_id, box)
                 self._set_status("waiting for approval")
             if pump is None:
                 while not answered.wait(0.1):  # the kernel's loop delivers the click (it is not blocked by us)
@@ -258,8 +351,35 @@ class Panel:
     def _nobody(self, request: ApprovalRequest, *, reason: str = "no person can answer here") -> Decision:
         note = f"Approval was needed but {reason}, so this call was not run."
         with self._lock:
-            self._add(widgets.HTML(value=f"<i>{esc(request.describe())} — declined: {esc(reason)}</i>{_arguments_html(request)}"))
+            self._place(request.tool_use_id, widgets.HTML(value=_question_html(request, f"declined: {reason}")))
         return Decision(False, "nobody", note)
+
+    def _place(self, tool_use_id: str, child: widgets.Widget) -> None:
+        """Show the panel's own approval question where the logged one is (once: it shows the decision too)."""
+        logged = self._pending.pop(tool_use_id, None)
+        self._asked.add(tool_use_id)
+        if logged is None or logged not in self.items.children:
+            self._add(child)
+            return
+        self.items.children = tuple(child if c is logged else c for c in self.items.children)
+        self.widget_updates += 1
+        close_all(logged)
+
+
+def close_all(root: widgets.Widget) -> None:
+    """Close a widget, its children and their layout and style models (each has its own)."""
+    pending = [root]
+    while pending:
+        widget = pending.pop()
+        pending.extend(getattr(widget, "children", ()))
+        for part in (getattr(widget, "layout", None), getattr(widget, "style", None), widget):
+            if isinstance(part, widgets.Widget):
+                part.close()
+
+
+def _question_html(request: ApprovalRequest, label: str) -> str:
+    """The approval question the panel draws: what the call is, and all its arguments."""
+    return f'<div class="nbagent-approval"><span class="nbagent-label">{esc(label)}</span> {esc(request.describe())}</div>{_arguments_html(request)}'
 
 
 def _arguments_html(request: ApprovalRequest) -> str:

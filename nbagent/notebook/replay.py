@@ -24,11 +24,15 @@ import ipywidgets as widgets
 from .. import events as ev
 from ..errors import NbagentError
 from ..reader import read_events
+from ..render import html
 from ..render.parts import esc
 from ..render.timeline import MAX_GAP, MAX_MATCHES, Timeline
+from ..server.saving import LIVE
+from .panel import close_all
 
 FRAME = 0.05  # seconds: playback changes the widgets at most this often (20 updates a second)
 SPEEDS: tuple[tuple[str, float], ...] = (("1x", 1.0), ("2x", 2.0), ("5x", 5.0), ("20x", 20.0), ("instant", math.inf))
+HINT = "Re-run this cell to replay it interactively."
 
 
 def load_events(path: str | os.PathLike[str]) -> list[ev.Event]:
@@ -40,7 +44,11 @@ def load_events(path: str | os.PathLike[str]) -> list[ev.Event]:
 
 
 class Replay:
-    """A read-only replay of one session's events, as an ipywidgets view with a static HTML/text fallback."""
+    """A read-only replay of one session's events, as an ipywidgets view with a static HTML/text fallback.
+
+    Its output is two: a static summary, then the widget.  The summary's stylesheet hides it while the
+    widget is mounted beside it, and hides the widget's output when it is not (a reopened notebook).
+    """
 
     def __init__(self, events: Sequence[ev.Event], *, source: str = "", max_gap: float = MAX_GAP, frame: float = FRAME) -> None:
         if not events:
@@ -50,6 +58,7 @@ class Replay:
         self.max_gap, self.frame = max_gap, frame
         self.widget_updates = 0
         self.display_id = uuid.uuid4().hex
+        self.shown = False
         self._lock = threading.RLock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -57,10 +66,18 @@ class Replay:
         self._quiet = False  # set while the search list is refilled, so that refilling it does not jump
         self.found: list[int] = []  # indices of the events matching the search
 
-        self.header = widgets.HTML(value=self.timeline.header_html())
-        self.play_button = widgets.Button(description="▶ Play", tooltip="play / pause", layout=widgets.Layout(width="90px"))
-        self.prev_button = widgets.Button(description="⏮ turn", tooltip="previous turn", layout=widgets.Layout(width="80px"))
-        self.next_button = widgets.Button(description="turn ⏭", tooltip="next turn", layout=widgets.Layout(width="80px"))
+        self.static_id = uuid.uuid4().hex  # the static summary's display
+        self.header = widgets.HTML(value=html.STYLE + self.timeline.header_html())
+        self.play_button = widgets.Button(description="Play", icon="play", tooltip="play / pause", layout=widgets.Layout(width="auto"))
+        self.prev_button = widgets.Button(
+            description="Previous turn",
+            icon="step-backward",
+            tooltip="start of this turn, or the one before",
+            layout=widgets.Layout(width="auto"),
+        )
+        self.next_button = widgets.Button(
+            description="Next turn", icon="step-forward", tooltip="start of the next turn", layout=widgets.Layout(width="auto")
+        )
         self.speed = widgets.Dropdown(options=list(SPEEDS), value=1.0, description="speed", layout=widgets.Layout(width="150px"))
         self.slider = widgets.IntSlider(
             value=1,
@@ -72,10 +89,10 @@ class Replay:
         )
         self.search = widgets.Text(placeholder="search events", description="search", continuous_update=True)
         self.match_count = widgets.Label(value="")
-        self.next_match_button = widgets.Button(description="next match", disabled=True, layout=widgets.Layout(width="100px"))
+        self.next_match_button = widgets.Button(description="Next match", disabled=True, layout=widgets.Layout(width="auto"))
         self.matches = widgets.Select(options=[], rows=6, layout=widgets.Layout(width="100%", display="none"))
         self.reload_button = widgets.Button(
-            description="↻ reload", tooltip="read events appended since", layout=widgets.Layout(width="90px")
+            description="Reload", icon="refresh", tooltip="read events appended since", layout=widgets.Layout(width="auto")
         )
         self.position = widgets.HTML()
         self.current = widgets.HTML()
@@ -90,8 +107,10 @@ class Replay:
                 self.current,
                 widgets.Box([self.transcript], layout=widgets.Layout(max_height="480px", overflow="auto")),
             ],
-            layout=widgets.Layout(border="1px solid #ddd", padding="4px 8px"),
+            layout=widgets.Layout(border="1px solid var(--jp-border-color2, #e0e0e0)", padding="4px 8px"),
         )
+        self.widget.add_class("nbagent")
+        self.widget.add_class(f"nbagent-live-{self.display_id}")
         self.play_button.on_click(lambda _: self.toggle())
         self.prev_button.on_click(lambda _: self.previous_turn())
         self.next_button.on_click(lambda _: self.next_turn())
@@ -195,7 +214,7 @@ class Replay:
                 return
             self._stop = threading.Event()
             self._thread = threading.Thread(target=self._run, args=(self._stop,), name="nbagent-replay", daemon=True)
-            self.play_button.description = "⏸ Pause"
+            self._label_play(playing=True)
             self._thread.start()
 
     def pause(self) -> None:
@@ -204,7 +223,7 @@ class Replay:
             thread, self._thread = self._thread, None
             self._stop.set()
             self._wake.set()
-            self.play_button.description = "▶ Play"
+            self._label_play(playing=False)
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=10)
 
@@ -242,7 +261,10 @@ class Replay:
             with self._lock:
                 if self._thread is threading.current_thread():
                     self._thread = None
-                    self.play_button.description = "▶ Play"
+                    self._label_play(playing=False)
+
+    def _label_play(self, *, playing: bool) -> None:
+        self.play_button.description, self.play_button.icon = ("Pause", "pause") if playing else ("Play", "play")
 
     # Reading more ---------------------------------------------------------------------------------------
     def reload(self) -> int:
@@ -257,14 +279,18 @@ class Replay:
             index = self.index
             self.timeline = Timeline(fresh, source=self.source, max_gap=self.max_gap)
             self.slider.max = len(self.events)
-            self.header.value = self.timeline.header_html()
+            self.header.value = html.STYLE + self.timeline.header_html()
             self.find(self.search.value)
             self._show(index)
-            return added
+        if self.shown:  # a notebook saved later shows the summary of what was read
+            from IPython.display import update_display
+
+            update_display(self.static_bundle(), raw=True, display_id=self.static_id)
+        return added
 
     # Rendering ---------------------------------------------------------------------------------------------
     def _show(self, index: int) -> None:
-        self._set(self.position, f'<div style="color:#333">{esc(self.timeline.position_text(index))}</div>')
+        self._set(self.position, f'<div class="nbagent-position">{esc(self.timeline.position_text(index))}</div>')
         self._set(self.current, self.timeline.event_at(index))
         self._set(self.transcript, self.timeline.transcript_at(index))
         self.prev_button.disabled = index == 0
@@ -276,28 +302,33 @@ class Replay:
             self.widget_updates += 1
 
     # Display ----------------------------------------------------------------------------------------------
-    def bundle(self) -> dict[str, Any]:
-        """The display bundle: the widget view, plus the full transcript as text/html and text/plain."""
-        static_html, static_text = self.timeline.static()
-        data = dict(self.widget._repr_mimebundle_() or {})
-        data["text/html"] = static_html
-        data["text/plain"] = static_text
-        return data
+    def static_bundle(self) -> dict[str, Any]:
+        """The static summary output: what the session is, the hint to re-run the cell, the whole transcript (folded)."""
+        transcript, plain = self.timeline.static()
+        timeline, key = self.timeline, self.display_id
+        summary = html.header_html(f"Replay: {timeline.title}", self.source, origin=f"{timeline.size_text()} · {timeline.statuses[-1]}")
+        page = (
+            f'{html.sibling_style(key)}<div class="nbagent nbagent-static-{key}">{html.STYLE}{summary}'
+            f'<p class="nbagent-hint"><b>{esc(HINT)}</b></p><details><summary>the whole transcript</summary>{transcript}</details></div>'
+        )
+        return {"text/html": page, "text/plain": f"{HINT}\n{plain}"}
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        return self.bundle()
+    def bundle(self) -> dict[str, Any]:
+        """The widget's own output: the widget view, and a line of text for viewers without widgets."""
+        return {**(self.widget._repr_mimebundle_() or {}), "text/plain": f"Replay of {self.source or 'a session'}. {HINT}"}
 
     def show(self) -> None:
-        """Display the replay (widget + static transcript) in the current cell's output."""
+        """Display the replay: the static summary, then the widget (the summary hides itself while the widget is mounted)."""
         from IPython.display import display
 
-        display(self.bundle(), raw=True, display_id=self.display_id)
+        display(self.static_bundle(), raw=True, display_id=self.static_id)
+        display(self.bundle(), raw=True, metadata=LIVE, display_id=self.display_id)  # saved unlinked by nbagent.server
+        self.shown = True
+
+    def _ipython_display_(self) -> None:
+        self.show()
 
     def close(self) -> None:
         """Stop playback and close the widgets."""
         self.pause()
-        pending = [self.widget]
-        while pending:
-            widget = pending.pop()
-            pending.extend(getattr(widget, "children", ()))
-            widget.close()
+        close_all(self.widget)

@@ -7,6 +7,7 @@ only adapts the rule: it reads the turns, calls :func:`plan`, then renders and r
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -102,9 +103,8 @@ def plan(turns: list[Turn], cell: Cell, *, trusted: bool, frontier: str, kernel:
 
 def match(turns: list[Turn], request: str, cell_id: str | None, kernel: str, claims: Claims) -> tuple[Turn | None, Claims]:
     """The earlier kernel's turn a re-run cell recorded (``None``: the cell asks anew), and the claims with it."""
-    candidates = [
-        (i, t) for i, t in enumerate(turns) if t.kernel != kernel and t.seq not in claims.seqs and same_request(t.request, request)
-    ]
+    wanted = _normal(request)
+    candidates = [(i, t) for i, t in enumerate(turns) if t.kernel != kernel and t.seq not in claims.seqs and _normal(t.request) == wanted]
     chosen = None
     if cell_id:
         chosen = next(((i, t) for i, t in candidates if t.cell_id == cell_id), None)
@@ -127,4 +127,10 @@ def after_restart(turns: list[Turn], kernel: str) -> bool:
 
 def same_request(a: str, b: str) -> bool:
     """Requests compare equal up to whitespace."""
-    return " ".join(a.split()) == " ".join(b.split())
+    return _normal(a) == _normal(b)
+
+
+@functools.lru_cache(maxsize=4096)
+def _normal(text: str) -> str:
+    # Cached: a Run All of N cells compares each cell with every recorded request.
+    return " ".join(text.split())

@@ -6,21 +6,44 @@ handlers, no ``style``, no ``id``/``name``, no svg or iframes, only http(s) and
 mailto links, and no images at all (a remote image in model output could leak
 data through its URL).  The only images shown are tool-result images, whose
 ``data:`` URIs this module builds itself from checked base64.
+
+Every colour and style is in one stylesheet (:data:`STYLE`), scoped by the class ``nbagent``, put once
+in each output by nbagent itself around the sanitized content: the static transcript and the live
+panel and replay (in their header widget) look the same.  Colours are JupyterLab's theme variables,
+so Light and Dark both read; the fallbacks are for pages without them (nbconvert's classic template).
 """
 
 from __future__ import annotations
 
 import html
 import json
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import nh3
 from markdown_it import MarkdownIt
 
 from .. import events as ev
 from .. import redact
-from .parts import IMAGE_TYPES, ToolNames, clip, content_blocks, dumps, esc, image_data, kind_of, note_text, text_of, tool_name
+from ..fold import Asides, to_model
+from .parts import (
+    IMAGE_TYPES,
+    Start,
+    ToolNames,
+    abandoned_words,
+    clip,
+    content_blocks,
+    dumps,
+    esc,
+    image_data,
+    kind_of,
+    note_text,
+    note_words,
+    request_parts,
+    text_of,
+    tool_name,
+)
+from .view import stream_effect
 
 Event = Mapping[str, Any]
 
@@ -93,23 +116,116 @@ def markdown_html(text: str) -> str:
     return sanitize(_markdown.render(text))
 
 
+# The one stylesheet ---------------------------------------------------------------------------------------
+# The root class three times: a rule then outranks JupyterLab's own rules for rendered HTML (the strongest name
+# three classes, e.g. ``.jp-ThemedContainer .jp-RenderedHTMLCommon pre``), so outputs and widgets look the same.
+ROOT = ".nbagent.nbagent.nbagent"
+
+
+def _rule(selectors: str, declarations: str) -> str:
+    scope = ROOT if selectors == "&" else f"{ROOT} :is({selectors})" if "," in selectors else f"{ROOT} {selectors}"
+    return f"{scope}{{{declarations}}}"
+
+
+TEXT = "var(--jp-content-font-color1,#1a1a1a)"
+DIM = "var(--jp-content-font-color2,#555)"  # 4.6:1 on white in Light, 9.5:1 on #111 in Dark
+BORDER = "1px solid var(--jp-border-color2,#e0e0e0)"
+CODE_FONT = "font-family:var(--jp-code-font-family,monospace)"
+# Python code: the theme's editor colours, picked to read at 4.5:1 in Light and in Dark (comments use DIM).
+CODE_COLOURS = {
+    "pg-k pg-kc pg-kd pg-kn pg-kp pg-kr pg-kt pg-ow": "color:var(--jp-mirror-editor-keyword-color,#008000);font-weight:bold",
+    "pg-s pg-sa pg-sb pg-sc pg-dl pg-sd pg-s2 pg-se pg-sh pg-si pg-sx pg-sr pg-s1 pg-ss": "color:var(--jp-mirror-editor-string-color,#ba2121)",
+    "pg-m pg-mb pg-mf pg-mh pg-mi pg-il pg-mo": "color:var(--jp-mirror-editor-number-color,#008800)",
+    "pg-c pg-ch pg-cm pg-c1 pg-cs pg-cp pg-cpf": f"color:{DIM};font-style:italic",
+    "pg-nb pg-bp": "color:var(--jp-mirror-editor-builtin-color,#008000)",
+    "pg-nf pg-fm pg-nc": "color:var(--jp-mirror-editor-def-color,#0000ff)",
+    "pg-nd": "color:var(--jp-mirror-editor-property-color,#0055aa)",
+    "pg-o": "color:var(--jp-mirror-editor-operator-color,#7800c2)",
+}
+CSS = "".join(
+    [
+        _rule("&", f"background-color:var(--jp-layout-color0,#fff);color:{TEXT};line-height:1.5"),
+        _rule(".jupyter-widget-html-content", "line-height:1.5"),
+        _rule("p,ul,ol,blockquote,table,pre,details", "margin:4px 0"),
+        _rule("h1,h2,h3,h4,h5,h6", "margin:8px 0 4px;line-height:1.25;font-weight:bold"),
+        _rule("h1", "font-size:1.4em") + _rule("h2", "font-size:1.25em") + _rule("h3,h4,h5,h6", "font-size:1.1em"),
+        _rule("ul,ol", "padding-left:2em"),
+        _rule("a", "color:var(--jp-content-link-color,#0d47a1);text-decoration:underline"),
+        _rule(
+            "pre",
+            f"background-color:var(--jp-layout-color0,#fff);color:{TEXT};border:{BORDER};padding:4px 6px;"
+            f"white-space:pre-wrap;overflow-wrap:anywhere;{CODE_FONT};font-size:var(--jp-code-font-size,13px);line-height:1.4",
+        ),
+        _rule("code", f"{CODE_FONT};font-size:0.95em;background-color:var(--jp-layout-color2,#eee);color:{TEXT};padding:0 3px"),
+        _rule("pre code", "background:none;padding:0;font-size:inherit"),
+        _rule("blockquote", "border-left:3px solid var(--jp-border-color1,#bdbdbd);padding:0 8px"),
+        _rule("table", "border-collapse:collapse"),
+        _rule("th,td", "border:1px solid var(--jp-border-color1,#bdbdbd);padding:2px 8px;text-align:left"),
+        _rule("th", "font-weight:bold") + _rule("img", "max-width:100%"),
+        _rule(".nbagent-header", f"border-bottom:{BORDER};margin-bottom:4px;padding-bottom:2px"),
+        _rule(".nbagent-dim,.nbagent-origin,.nbagent-gutter", f"color:{DIM}"),
+        _rule(".nbagent-origin,.nbagent-gutter", "font-size:0.9em"),
+        _rule(".nbagent-label", "font-weight:bold;margin-right:4px"),
+        _rule(".nbagent-user,.nbagent-note,.nbagent-approval,.nbagent-error", "margin:4px 0;padding-left:6px"),
+        _rule(".nbagent-request", "white-space:pre-wrap"),
+        _rule(".nbagent-note", "font-style:italic;border-left:3px solid var(--jp-border-color1,#bdbdbd)"),
+        _rule(".nbagent-error,.nbagent-tool-error>summary", "border-left:3px solid var(--jp-error-color1,#b00020);padding-left:6px"),
+        _rule(".nbagent-approval", "border-left:3px solid var(--jp-warn-color0,#e65100)"),
+        _rule(".nbagent-tool>summary", "cursor:pointer"),
+        *(f"{ROOT} .nbagent-code :is({','.join('.' + c for c in classes.split())}){{{style}}}" for classes, style in CODE_COLOURS.items()),
+        _rule(".jupyter-button", "background-color:var(--jp-layout-color2,#eee);color:var(--jp-ui-font-color1,#1a1a1a)"),
+        _rule(
+            ".jupyter-button:disabled",
+            f"opacity:1;background-color:var(--jp-layout-color1,#fff);color:var(--jp-ui-font-color2,#555);border:{BORDER};cursor:not-allowed",
+        ),
+        _rule(".nbagent-approve", "border-left:4px solid var(--jp-success-color1,#2e7d32)"),
+        _rule(".nbagent-decline", "border-left:4px solid var(--jp-error-color1,#b00020)"),
+        _rule(".nbagent-replay-item", "border-left:3px solid transparent;padding-left:6px;margin:2px 0"),
+        _rule(".nbagent-replay-item.nbagent-current", "border-left-color:var(--jp-brand-color1,#1976d2)"),
+        _rule(".nbagent-replay-current", "border:1px solid var(--jp-border-color1,#bdbdbd);padding:4px 6px;margin:4px 0"),
+    ]
+)
+STYLE = f"<style>{CSS}</style>"  # put once in every output (the static transcript, or the live view's header)
+
+
+def sibling_style(key: str) -> str:
+    """The rules that let a static output stand in for the live widget output right after it (the replay's).
+
+    While the widget ``nbagent-live-KEY`` is mounted in the same output area, the static output is
+    hidden; when it is not (a reopened notebook: its kernel is gone, and JupyterLab's widget renderer
+    shows "Loading widget..." or "Error displaying widget: model not found"), the widget output is.
+    """
+    live, static = f"nbagent-live-{key}", f"nbagent-static-{key}"
+    return (
+        f"<style>.jp-OutputArea:has(.{live}) .jp-OutputArea-child:has(.{static}){{display:none}}"
+        f".jp-OutputArea-child:has(.{static})+.jp-OutputArea-child:not(:has(.{live})){{display:none}}</style>"
+    )
+
+
 def _pre(text: str) -> str:
-    return f'<pre style="white-space:pre-wrap;margin:2px 0">{esc(clip(text, MAX_TOOL_TEXT, note="more characters in the log"))}</pre>'
+    return f"<pre>{esc(clip(text, MAX_TOOL_TEXT, note='more characters in the log'))}</pre>"
 
 
 def _details(summary: str, body: str, *, error: bool = False, open_: bool = False) -> str:
-    color = "#b00020" if error else "#555"
-    return (
-        f'<details class="nbagent-tool"{" open" if open_ else ""} style="margin:4px 0">'
-        f'<summary style="cursor:pointer;color:{color}">{summary}</summary>{body}</details>'
-    )
+    kind = "nbagent-tool nbagent-tool-error" if error else "nbagent-tool"
+    return f'<details class="{kind}"{" open" if open_ else ""}><summary>{summary}</summary>{body}</details>'
+
+
+def python_html(code: str) -> str:
+    """Python source as highlighted, escaped HTML (pygments escapes the code; the colours are the stylesheet's)."""
+    from pygments import highlight  # type: ignore[import-untyped]  # (installed with IPython; it has no type stubs)
+    from pygments.formatters import HtmlFormatter  # type: ignore[import-untyped]
+    from pygments.lexers import PythonLexer  # type: ignore[import-untyped]
+
+    code = clip(code, MAX_TOOL_TEXT, note="more characters in the log")
+    return f'<pre class="nbagent-code">{highlight(code, PythonLexer(), HtmlFormatter(nowrap=True, classprefix="pg-"))}</pre>'
 
 
 def image_html(block: Mapping[str, Any]) -> str:
     """An ``image`` content block (base64 source) as an <img> with a data URI, or a note if it is not a safe image."""
     image = image_data(block)
     if image is not None:
-        return f'<img src="data:{image[0]};base64,{image[1]}" alt="tool image" style="max-width:100%">'
+        return f'<img src="data:{image[0]};base64,{image[1]}" alt="tool image">'
     source = block.get("source")
     if isinstance(source, dict) and source.get("type") == "base64" and source.get("media_type") in IMAGE_TYPES:
         return "<p><i>[image not shown: invalid base64 data]</i></p>"
@@ -130,18 +246,55 @@ def _result_html(content: Any) -> str:
 
 
 def tool_call_html(name: str, arguments: Any) -> str:
-    """A collapsed tool call: its name, and its arguments inside."""
-    return _details(f"🔧 <b>{esc(name)}</b>", _pre(json.dumps(arguments, ensure_ascii=False, indent=2, default=str)))
+    """A collapsed tool call: its name, and its arguments inside (the python tool's code highlighted, others as JSON)."""
+    if name == PYTHON and isinstance(arguments, dict) and isinstance(arguments.get("code"), str):
+        rest = {k: v for k, v in arguments.items() if k != "code"}
+        body = python_html(arguments["code"]) + (_pre(json.dumps(rest, ensure_ascii=False, indent=2, default=str)) if rest else "")
+    else:
+        body = _pre(json.dumps(arguments, ensure_ascii=False, indent=2, default=str))
+    return _details(f"call to <b>{esc(name)}</b>", body)
 
 
 def tool_result_html(name: str, content: Any, *, is_error: bool = False) -> str:
     """A collapsed tool result (text, images); errors are marked."""
     label = "error from" if is_error else "result of"
-    return _details(f"↳ {label} <b>{esc(name)}</b>", _result_html(content), error=is_error)
+    return _details(f"{label} <b>{esc(name)}</b>", _result_html(content), error=is_error)
+
+
+def note_html(words: str, *, label: str = "note") -> str:
+    """A note: to the model (the restart note, the interruption note, ...) or to people; the one way notes look."""
+    return f'<div class="nbagent-note"><span class="nbagent-label">{esc(label)}</span> {esc(words)}</div>'
+
+
+def model_notes_html(notes: Iterable[str]) -> str:
+    """Notes to the model (their ``[nbagent note: ...]`` text), as notes."""
+    return "".join(note_html(note_words(n), label="note to the model") for n in notes)
+
+
+def cut_off_html(streamed: str) -> str:
+    """Text the model streamed before it was cut off (no finished message replaced it)."""
+    return f'<div class="nbagent-text">{markdown_html(streamed)}</div>'
+
+
+def header_html(title: str, status: str = "", *, origin: str = "") -> str:
+    """A view's header: its title, its status (with the tokens used), and where it comes from."""
+    line = f'<b>{esc(title)}</b> <span class="nbagent-dim">— {esc(status)}</span>' if status else f"<b>{esc(title)}</b>"
+    where = f'<div class="nbagent-origin">{esc(origin)}</div>' if origin else ""
+    return f'<div class="nbagent-header">{line}{where}</div>'
 
 
 # One function per event type ---------------------------------------------------------------------------
+PYTHON = "python"  # the notebook's python tool (nbagent.notebook.python_tool.NAME): its code is shown as code
 Names = Mapping[str, str]
+
+
+class Context(NamedTuple):
+    """What showing an event depends on besides the event: tool names, and the notes the fold put before a request."""
+
+    names: Names
+    notes: Sequence[str] = ()
+
+
 BLOCKS: dict[str, Callable[[dict[str, Any]], str]] = {
     "text": lambda b: f'<div class="nbagent-text">{markdown_html(str(b.get("text", "")))}</div>',
     "tool_use": lambda b: tool_call_html(str(b.get("name", "?")), b.get("input", {})),
@@ -149,45 +302,49 @@ BLOCKS: dict[str, Callable[[dict[str, Any]], str]] = {
 }
 
 
-def _nothing(e: Event, names: Names) -> str:
+def _nothing(e: Event, c: Context) -> str:
     return ""  # shown only as the panel's status
 
 
-def _user_msg(e: Event, names: Names) -> str:
-    text = esc(text_of(e.get("content"), only_text=True))
-    return f'<div class="nbagent-user" style="margin:4px 0"><b>You:</b> <span style="white-space:pre-wrap">{text}</span></div>'
+def _user_msg(e: Event, c: Context) -> str:
+    legacy, content = request_parts(e.get("content"))
+    text = esc(text_of(content, only_text=True))
+    return f'{model_notes_html([*c.notes, *legacy])}<div class="nbagent-user"><b>You:</b> <span class="nbagent-request">{text}</span></div>'
 
 
-def _assistant_msg(e: Event, names: Names) -> str:
+def _assistant_msg(e: Event, c: Context) -> str:
     return "".join(BLOCKS[str(b.get("type"))](b) for b in content_blocks(e.get("content")) if b.get("type") in BLOCKS)
 
 
-def _tool_result(e: Event, names: Names) -> str:
-    return tool_result_html(tool_name(names, e.get("tool_use_id")), e.get("content"), is_error=bool(e.get("is_error")))
+def _tool_result(e: Event, c: Context) -> str:
+    name = tool_name(c.names, e.get("tool_use_id"))
+    if e.get("abandoned"):
+        return note_html(abandoned_words(name, e.get("abandoned")))
+    return tool_result_html(name, e.get("content"), is_error=bool(e.get("is_error")))
 
 
-def _model_error(e: Event, names: Names) -> str:
-    return f'<div class="nbagent-error" style="color:#b00020">⚠ model error: {esc(e.get("message", ""))}</div>'
+def _model_error(e: Event, c: Context) -> str:
+    return f'<div class="nbagent-error"><span class="nbagent-label">model error</span> {esc(e.get("message", ""))}</div>'
 
 
-def _approval(e: Event, names: Names) -> str:
+def _approval(e: Event, c: Context) -> str:
     decision = e.get("decision")
     if decision == "pending":
-        return f'<div class="nbagent-approval">❓ {esc(e.get("question", "approval needed"))}</div>'
-    note = f": {esc(e['note'])}" if e.get("note") else ""
-    mark = "✔" if decision == "approved" else "✘"
-    return f'<div class="nbagent-approval">{mark} {esc(decision)} by {esc(e.get("by", "?"))}{note}</div>'
+        return f'<div class="nbagent-approval"><span class="nbagent-label">approval asked</span> {esc(e.get("question", ""))}</div>'
+    note = f" ({esc(e['note'])})" if e.get("note") else ""
+    name = esc(tool_name(c.names, e.get("tool_use_id")))
+    return f'<div class="nbagent-approval"><span class="nbagent-label">{esc(decision)}</span> by {esc(e.get("by", "?"))}: <b>{name}</b>{note}</div>'
 
 
-def _interrupted(e: Event, names: Names) -> str:
-    return f'<div class="nbagent-interrupted" style="color:#b00020">⏹ interrupted (during {esc(e.get("during", "?"))})</div>'
+def _interrupted(e: Event, c: Context) -> str:
+    return f'<div class="nbagent-error"><span class="nbagent-label">interrupted</span> during {esc(e.get("during", "?"))}</div>'
 
 
-def _note(e: Event, names: Names) -> str:
-    return f'<div class="nbagent-note"><i>{esc(note_text(e))}</i></div>'
+def _note(e: Event, c: Context) -> str:
+    return "" if to_model(e) is not None else note_html(note_text(e))  # a note to the model shows with its request
 
 
-HTML: dict[str, Callable[[Event, Names], str]] = {
+HTML: dict[str, Callable[[Event, Context], str]] = {
     ev.SESSION_START: _nothing,
     ev.USER_MSG: _user_msg,
     ev.MODEL_CALL: _nothing,
@@ -203,18 +360,35 @@ HTML: dict[str, Callable[[Event, Names], str]] = {
 }
 
 
-def event_html(event: Event, *, tool_names: Names | None = None) -> str:
-    """One event as a safe HTML fragment ('' for events that show nothing, like deltas)."""
-    return HTML.get(kind_of(event), _nothing)(event, tool_names or {})
+def event_html(event: Event, *, tool_names: Names | None = None, notes: Sequence[str] = ()) -> str:
+    """One event as a safe HTML fragment ('' for events that show nothing, like deltas).
+
+    ``notes``: for a request, the notes to the model the fold put before it (see :class:`nbagent.fold.Asides`).
+    """
+    return HTML.get(kind_of(event), _nothing)(event, Context(tool_names or {}, notes))
 
 
-def transcript_html(events: Iterable[Event], *, title: str = "", status: str = "") -> str:
-    """A whole transcript as one self-contained, safe HTML fragment."""
+def transcript_html(events: Iterable[Event], *, title: str = "", status: str = "", origin: str = "", start: Start | None = None) -> str:
+    """A whole transcript as one self-contained, safe HTML fragment, with its stylesheet.
+
+    ``start``: where the session stood before the first event (for a view that starts mid-session).
+    """
     listed = list(events)
-    names = ToolNames.of_events(listed)
-    body = "".join(event_html(e, tool_names=names) for e in listed)
-    head = ""
-    if title or status:
-        head = f'<div style="font-weight:bold;border-bottom:1px solid #ccc;margin-bottom:4px">{esc(title)}'
-        head += f' <span style="font-weight:normal;color:#555">— {esc(status)}</span></div>' if status else "</div>"
-    return f'<div class="nbagent-transcript">{head}{body}</div>'
+    known, asides = start.fresh() if start is not None else (ToolNames(), Asides())
+    known.update(ToolNames.of_events(listed))
+    parts: list[str] = []
+    stream: list[str] = []  # streamed text stays where a stream was cut off, as the live panel showed it
+    for event in listed:
+        effect = stream_effect(event)
+        if effect is not None:
+            parts.append(cut_off_html("".join(stream)) if stream and effect == "end" else "")
+            stream = []
+        if kind_of(event) == ev.DELTA:
+            stream += [event["text"]] if isinstance(event.get("text"), str) else []
+        else:
+            parts.append(event_html(event, tool_names=known, notes=asides.see(event)))
+    body = "".join(parts) + (cut_off_html("".join(stream)) if stream else "")
+    if asides.notes:  # written, but their request has not come yet
+        body += "".join(note_html(note_words(n), label="note to the model, for the next request") for n in asides.notes)
+    head = header_html(title, status, origin=origin) if title or status else ""
+    return f'<div class="nbagent nbagent-transcript">{STYLE}{head}{body}</div>'

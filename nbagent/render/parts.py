@@ -9,9 +9,11 @@ import html
 import json
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from dataclasses import replace
+from typing import Any, NamedTuple
 
 from .. import redact
+from ..fold import Asides, State
 
 Event = Mapping[str, Any]
 HEADER_KEYS = frozenset({"v", "seq", "ts", "type", "crc"})
@@ -93,8 +95,49 @@ def note_text(event: Event) -> str:
     return str(text) if text else dumps(payload(event))
 
 
+# Notes to the model -----------------------------------------------------------------------------------
+NOTE_PREFIX = "[nbagent note:"  # how every note to the model begins (before v3, the restart note was a block of the request)
+
+
+def note_words(text: str) -> str:
+    """A note to the model as people read it: without its ``[nbagent note: ...]`` wrapper."""
+    text = text.strip()
+    if text.startswith(NOTE_PREFIX) and text.endswith("]"):
+        return text[len(NOTE_PREFIX) : -1].strip()
+    return text
+
+
+def request_parts(content: Any) -> tuple[list[str], Any]:
+    """A request's notes to the model and the user's own content (a display rule for logs before v3).
+
+    Before v3 the restart note was sent as the first text block of the request: a list's leading text
+    blocks that begin with ``[nbagent note:`` are notes, not the user's words (the fold still sends them).
+    """
+    if not isinstance(content, list):
+        return [], content
+    notes: list[str] = []
+    for block in content:
+        text = block.get("text") if isinstance(block, dict) and block.get("type") == "text" else None
+        if not isinstance(text, str) or not text.startswith(NOTE_PREFIX):
+            break
+        notes.append(text)
+    return notes, content[len(notes) :] if notes else content
+
+
+def abandoned_words(name: str, why: Any) -> str:
+    """What an ``abandoned`` tool result means, said as a note of the request it belonged to."""
+    if why == "not_started":
+        return f"the call to {name} from the request before was not run: a new request came first"
+    return f"the call to {name} from the request before was interrupted while it ran: its outcome is unknown"
+
+
 class ToolNames(dict[str, str]):
-    """Tool-use id -> tool name, learned from the events seen so far."""
+    """Tool-use id -> tool name, learned from the events seen so far (and from the state a view starts from)."""
+
+    @classmethod
+    def of_state(cls, state: State) -> ToolNames:
+        """The names of the calls still open in ``state`` (a view that starts mid-session may see their results)."""
+        return cls({str(tool_use_id): str(call.get("name", "tool")) for tool_use_id, call in state.open_calls.items()})
 
     def learn(self, event: Event) -> None:
         """Note the names of the event's tool_use blocks (and of a started call: a tail may begin there)."""
@@ -113,6 +156,22 @@ class ToolNames(dict[str, str]):
         for event in events:
             names.learn(event)
         return names
+
+
+class Start(NamedTuple):
+    """Where a view that begins mid-session starts: the names of the calls still open, what the fold puts before the next request."""
+
+    names: ToolNames
+    asides: Asides
+
+    @classmethod
+    def of_state(cls, state: State) -> Start:
+        """Where ``state`` stands (copied: the state goes on changing)."""
+        return cls(ToolNames.of_state(state), Asides.of_state(state))
+
+    def fresh(self) -> Start:
+        """A copy to render with (renderers change what they are given as they go)."""
+        return Start(ToolNames(self.names), replace(self.asides, notes=list(self.asides.notes)))
 
 
 def tool_name(names: Mapping[str, str] | None, tool_use_id: Any) -> str:

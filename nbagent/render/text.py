@@ -8,14 +8,17 @@ Each event type has one function in ``SHOW`` saying what it shows: a line, and t
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TextIO
 
 from .. import events as ev
 from .. import terminal
+from ..fold import Asides, to_model
 from .parts import (
+    Start,
     ToolNames,
+    abandoned_words,
     clip,
     content_blocks,
     dumps,
@@ -23,7 +26,9 @@ from .parts import (
     indent,
     kind_of,
     note_text,
+    note_words,
     payload,
+    request_parts,
     shorten,
     text_of,
     timestamp,
@@ -31,6 +36,7 @@ from .parts import (
     usage_text,
     when,
 )
+from .view import stream_effect
 
 __all__ = ["SHOW", "Printer", "Shown", "clip", "show", "shorten", "text_of", "transcript", "transcript_text", "when"]
 
@@ -61,14 +67,21 @@ class Context:
     names: Mapping[str, str]
     result_limit: int = RESULT_LIMIT
     streamed: bool = False  # the message's text was already streamed live
+    notes: Sequence[str] = ()  # for a request: the notes to the model the fold put before it
 
 
 def _session_start(e: Mapping[str, Any], c: Context) -> Shown:
     return Shown(f"session {e.get('session_id', '')} started")
 
 
+def model_notes(notes: Iterable[str], label: str = "note to the model") -> str:
+    """Notes to the model, one line each (as people read them)."""
+    return "".join(f"{label}: {note_words(n)}\n" for n in notes)
+
+
 def _user_msg(e: Mapping[str, Any], c: Context) -> Shown:
-    return Shown("request:", text_of(e.get("content")))
+    legacy, content = request_parts(e.get("content"))
+    return Shown(f"{model_notes([*c.notes, *legacy])}request:", text_of(content))
 
 
 def _model_call(e: Mapping[str, Any], c: Context) -> Shown:
@@ -111,8 +124,11 @@ def _tool_started(e: Mapping[str, Any], c: Context) -> Shown:
 
 
 def _tool_result(e: Mapping[str, Any], c: Context) -> Shown:
+    name = tool_name(c.names, e.get("tool_use_id"))
+    if e.get("abandoned"):
+        return Shown(f"note: {abandoned_words(name, e.get('abandoned'))}")
     label = "error from" if e.get("is_error") else "result of"
-    return Shown(f"{label} {tool_name(c.names, e.get('tool_use_id'))}:", clip(text_of(e.get("content")), c.result_limit))
+    return Shown(f"{label} {name}:", clip(text_of(e.get("content")), c.result_limit))
 
 
 def _interrupted(e: Mapping[str, Any], c: Context) -> Shown:
@@ -122,6 +138,8 @@ def _interrupted(e: Mapping[str, Any], c: Context) -> Shown:
 
 
 def _note(e: Mapping[str, Any], c: Context) -> Shown:
+    if to_model(e) is not None:
+        return Shown()  # a note to the model is shown with the request it goes before
     return Shown(f"note: {clip(note_text(e), c.result_limit)}")
 
 
@@ -150,10 +168,18 @@ SHOW: dict[str, Callable[[Mapping[str, Any], Context], Shown]] = {
 
 
 def show(
-    event: Mapping[str, Any], names: Mapping[str, str] | None = None, *, result_limit: int = RESULT_LIMIT, streamed: bool = False
+    event: Mapping[str, Any],
+    names: Mapping[str, str] | None = None,
+    *,
+    result_limit: int = RESULT_LIMIT,
+    streamed: bool = False,
+    notes: Sequence[str] = (),
 ) -> Shown:
-    """What ``event`` shows as text (not yet escaped for a terminal: :class:`Printer` and :func:`transcript_text` do that)."""
-    return SHOW.get(kind_of(event), _unknown)(event, Context(names or {}, result_limit, streamed))
+    """What ``event`` shows as text (not yet escaped for a terminal: :class:`Printer` and :func:`transcript_text` do that).
+
+    ``notes``: for a request, the notes to the model the fold put before it (see :class:`nbagent.fold.Asides`).
+    """
+    return SHOW.get(kind_of(event), _unknown)(event, Context(names or {}, result_limit, streamed, notes))
 
 
 class Printer:
@@ -170,14 +196,26 @@ class Printer:
         self.deltas = deltas
         self.stamps = stamps
         self.names = ToolNames()
+        self.asides = Asides()  # what the fold puts before the next request
         self._streamed = False  # text was streamed since the last event line
+        self._held: list[str] = []  # streamed text not shown live (deltas=False)
         self._mid_line = False
         self._last_ts = 0.0
+
+    def begin(self, start: Start) -> None:
+        """Start from where a session stands (the events before the first one written here are known only through it)."""
+        start = start.fresh()
+        self.names.update(start.names)
+        self.asides = start.asides
 
     def __call__(self, event: ev.Event) -> None:
         """Write one event."""
         self.names.learn(event)
-        shown = show(event, self.names, result_limit=self.result_limit, streamed=self._streamed)
+        effect = stream_effect(event)
+        if effect is not None:
+            self._write_held(effect == "end")
+        notes = self.asides.see(event)
+        shown = show(event, self.names, result_limit=self.result_limit, streamed=self._streamed, notes=notes)
         if shown.stream:
             self._stream(shown.stream)
         elif shown.line:
@@ -188,11 +226,19 @@ class Printer:
 
     def _stream(self, text: str) -> None:
         if not self.deltas:
+            self._held.append(text)  # shown if no finished message replaces it
             return
         if not self._mid_line:
             self.out.write("  assistant> ")
         self.out.write(text)
         self._streamed = self._mid_line = True
+
+    def _write_held(self, show: bool) -> None:
+        """Write text streamed but not shown live when nothing will replace it (the stream was cut off); forget it."""
+        if show and self._held:
+            self._end_stream_line()
+            self.out.write(f"  assistant (cut off)> {''.join(self._held)}\n")
+        self._held = []
 
     def _stamp(self, event: ev.Event) -> str:
         ts = timestamp(event)
@@ -208,23 +254,32 @@ class Printer:
             self._mid_line = False
 
     def finish(self) -> None:
-        """End a half-written streamed line."""
+        """End a half-written streamed line; say which notes to the model wait for the next request."""
         self._end_stream_line()
+        self._write_held(True)
+        self.out.write(model_notes(self.asides.notes, "note to the model, for the next request"))
+        self.asides.notes = []
         self.out.flush()
 
 
-def transcript(events: Iterable[ev.Event], out: TextIO, *, result_limit: int = RESULT_LIMIT, stamps: bool = True) -> None:
-    """Write a finished session's transcript (streamed text shown once, from the final messages)."""
+def transcript(
+    events: Iterable[ev.Event], out: TextIO, *, result_limit: int = RESULT_LIMIT, stamps: bool = True, start: Start | None = None
+) -> None:
+    """Write a finished session's transcript (streamed text shown once, from the final messages); ``start``: see :class:`Start`."""
     printer = Printer(out, result_limit=result_limit, deltas=False, stamps=stamps)
+    if start is not None:
+        printer.begin(start)
     for event in events:
         printer(event)
     printer.finish()
 
 
-def transcript_text(events: Iterable[ev.Event], *, title: str = "", status: str = "", result_limit: int = VIEW_LIMIT) -> str:
+def transcript_text(
+    events: Iterable[ev.Event], *, title: str = "", status: str = "", result_limit: int = VIEW_LIMIT, start: Start | None = None
+) -> str:
     """A whole transcript as plain text without times, under a title line (the text/plain of a cell's output)."""
     buffer = io.StringIO()
     if title or status:
         terminal.wrap(buffer).write(f"{title} — {status}\n" if status else f"{title}\n")
-    transcript(events, buffer, result_limit=result_limit, stamps=False)
+    transcript(events, buffer, result_limit=result_limit, stamps=False, start=start)
     return buffer.getvalue().rstrip("\n")

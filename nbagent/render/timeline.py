@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import events as ev
-from ..fold import State
+from ..fold import Asides, State
 from ..terminal import safe
 from . import html, text
 from .parts import ToolNames, clip, esc, gap, kind_of, shorten, timestamp, when, with_usage
@@ -51,7 +51,8 @@ class Timeline:
         self.play_times = [0.0]
         for seconds in self.gaps[1:]:
             self.play_times.append(self.play_times[-1] + min(max(seconds or 0.0, 0.0), self.max_gap))
-        rendered = [self._render(e) for e in self.events]
+        asides = Asides()
+        rendered = [self._render(e, asides) for e in self.events]
         self.htmls = [fragment for fragment, _ in rendered]
         self.texts = [shown for _, shown in rendered]
         self._collect_items()
@@ -61,13 +62,17 @@ class Timeline:
     def __len__(self) -> int:
         return len(self.events)
 
-    def _render(self, event: ev.Event) -> tuple[str, text.Shown]:
+    def _render(self, event: ev.Event, asides: Asides) -> tuple[str, text.Shown]:
         """The panel's HTML and the terminal text of one event; a malformed event gets an inert note instead."""
         try:
-            return html.event_html(event, tool_names=self.names), text.show(event, self.names, result_limit=TEXT_LIMIT)
+            notes = asides.see(event)
+            return (
+                html.event_html(event, tool_names=self.names, notes=notes),
+                text.show(event, self.names, result_limit=TEXT_LIMIT, notes=notes),
+            )
         except Exception as exc:  # noqa: BLE001 - whatever the log holds, the replay shows the rest
             note = f"[event {event.get('seq')} ({event.get('type')}) could not be rendered: {type(exc).__name__}]"
-            return f'<div class="nbagent-note"><i>{esc(note)}</i></div>', text.Shown(note)
+            return html.note_html(note), text.Shown(note)
 
     def _collect_items(self) -> None:
         self.items: list[Item] = []
@@ -136,16 +141,19 @@ class Timeline:
         return f"#{i + 1}  {when(self.times[i], date=False, ms=True)}  {kind_of(self.events[i])}: {shorten(self.texts[i].text, 100)}"
 
     # What is shown -----------------------------------------------------------------------------------------
+    def size_text(self) -> str:
+        """How many events and turns, and when they were written."""
+        known = [t for t in self.times if t is not None]
+        span = f" · {when(known[0], ms=True)} → {when(known[-1], ms=True)}" if known else ""
+        return f"{len(self.events)} events · {len(self.turn_starts)} turns{span}"
+
     def header_html(self) -> str:
         """The replay's title, source, size and span."""
-        known = [t for t in self.times if t is not None]
-        span = f" · {esc(when(known[0], ms=True))} → {esc(when(known[-1], ms=True))}" if known else ""
-        return (
-            f'<div class="nbagent-header"><b>Replay: {esc(self.title)}</b> '
-            f'<span style="color:#555">— {esc(self.source)}</span><br>'
-            f'<span style="color:#555;font-size:0.9em">{len(self.events)} events · {len(self.turn_starts)} turns{span} · '
-            f"read-only: nothing is run and no model is called · quiet gaps longer than {self.max_gap:g} s play as {self.max_gap:g} s</span></div>"
+        about = (
+            f"{self.size_text()} · read-only: nothing is run and no model is called · "
+            f"quiet gaps longer than {self.max_gap:g} s play as {self.max_gap:g} s"
         )
+        return html.header_html(f"Replay: {self.title}", self.source, origin=about)
 
     def gutter(self, i: int) -> str:
         """Event number, time and the gap before it."""
@@ -166,17 +174,15 @@ class Timeline:
             body = item.html or self._stream_html(item, index)
             if not body:
                 continue
-            current = item.anchor == index or self._stream_of.get(index) is item
-            mark = "border-left:3px solid #1976d2" if current else "border-left:3px solid transparent"
+            current = " nbagent-current" if item.anchor == index or self._stream_of.get(index) is item else ""
             entries.append(
-                f'<div class="nbagent-replay-item" style="{mark};padding-left:6px;margin:2px 0">'
-                f'<div style="color:#888;font-size:0.8em">{esc(self.gutter(item.anchor))}</div>{body}</div>'
+                f'<div class="nbagent-replay-item{current}"><div class="nbagent-gutter">{esc(self.gutter(item.anchor))}</div>{body}</div>'
             )
             if len(entries) >= SHOWN_ITEMS:
                 break
         hidden = bisect.bisect_right(self.anchors, index) - len(entries)
         more = (
-            '<div style="color:#888"><i>… earlier entries: move the slider back to see them</i></div>'
+            '<div class="nbagent-dim"><i>… earlier entries: move the slider back to see them</i></div>'
             if hidden > 0 and len(entries) >= SHOWN_ITEMS
             else ""
         )
@@ -187,11 +193,11 @@ class Timeline:
         body = self.htmls[index]
         stream = self._stream_of.get(index)
         if not body and stream is not None:
-            body = f'<div style="color:#555"><i>streaming…</i></div>{self._stream_html(stream, index)}'
+            body = f'<div class="nbagent-dim"><i>streaming…</i></div>{self._stream_html(stream, index)}'
         if not body:
             label = clip(self.texts[index].text, TEXT_LIMIT)
-            body = f'<div style="color:#555;white-space:pre-wrap"><i>{esc(label)}</i></div>'
-        return f'<div class="nbagent-replay-current" style="border:1px solid #cfd8dc;padding:4px 6px;margin:4px 0">{body}</div>'
+            body = f'<div class="nbagent-dim nbagent-request"><i>{esc(label)}</i></div>'
+        return f'<div class="nbagent-replay-current">{body}</div>'
 
     def position_text(self, index: int) -> str:
         """Where the replay is: event number, type, time, time since the previous event, status."""
@@ -215,4 +221,4 @@ class Timeline:
             )
         except Exception:  # noqa: BLE001 - fall back to the per-event renderings made safely above
             plain = "\n".join(shown.text for shown in self.texts if shown.line)
-            return f'<div class="nbagent-transcript">{"".join(self.htmls)}</div>', safe(plain)
+            return f'<div class="nbagent nbagent-transcript">{html.STYLE}{"".join(self.htmls)}</div>', safe(plain)
