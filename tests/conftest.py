@@ -39,11 +39,14 @@ def missing_part(marker: str, environ: Mapping[str, str] = os.environ) -> str | 
         except NoSuchKernel:
             return "needs a Jupyter kernel: no python3 kernelspec"
     elif marker == "browser":
-        if not any(shutil.which(name, path=path) for name in ("chromium", "chromium-browser", "google-chrome", "chrome")):
-            if importlib.util.find_spec("playwright") is None:
-                return "needs Chromium: neither a chromium on PATH nor playwright is installed"
-        if importlib.util.find_spec("jupyter_server") is None:
-            return "needs a Jupyter server: jupyter_server is not installed"
+        from tests.browser.harness import find_chromium
+
+        if find_chromium(environ) is None:
+            return "needs Chromium: set CHROMIUM to its path or put chromium on PATH (apt-get install chromium)"
+        for package, what in (("playwright", "Playwright for Python"), ("jupyterlab", "JupyterLab"), ("notebook", "Jupyter Notebook 7")):
+            if importlib.util.find_spec(package) is None:
+                return f"needs {what}: {package} is not installed (pip install -e '.[test]')"
+        return missing_part("kernel", environ)  # the notebooks run in a real python3 kernel
     elif marker == "postgres":
         if not environ.get("NBAGENT_TEST_POSTGRES") and not (shutil.which("initdb", path=path) and shutil.which("pg_ctl", path=path)):
             return "needs PostgreSQL: set NBAGENT_TEST_POSTGRES to a server's DSN, or put initdb and pg_ctl on PATH"
