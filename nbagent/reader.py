@@ -100,15 +100,17 @@ class Reader:
                 self.offset, self.expected = base + nl + 1, line_no + 1
                 pos = nl + 1
                 continue
-            if not self._check(event, line_no, at):
+            checked = self._check(event, line_no, at)
+            if checked is None:
                 return
+            event = checked
             self._advance(at, base + nl + 1, event["seq"])
             pos = nl + 1
             if event["seq"] > self.since:
                 yield event
 
-    def _check(self, event: ev.Event, line_no: int, at: int) -> bool:
-        """Version, sequence and shape of a decoded line; False if reading must stop here."""
+    def _check(self, event: ev.Event, line_no: int, at: int) -> ev.Event | None:
+        """Version, sequence and shape of a decoded line: the event in the current schema, or None if reading must stop here."""
         version = event.get("v")
         if not isinstance(version, int) or version not in ev.KNOWN_VERSIONS:
             message = f"uses log schema v{version}, newer than this nbagent reads (v{ev.SCHEMA_VERSION})"
@@ -116,18 +118,18 @@ class Reader:
                 f"{self.path} line {line_no} {message}. Upgrade nbagent (pip install -U nbagent) to read it; the file was not changed."
             )
             self._fail(error, line_no, at, f"{message}; upgrade nbagent to read this log", stop=True)
-            return False
-        ev.upgrade(event)
+            return None
+        event = ev.upgrade(event)
         if self.expected is not None and event["seq"] != self.expected:
             reason = f"expected seq {self.expected} but found seq {event['seq']}"
             self._fail(LogCorruptError(self.path, line_no, at, reason), line_no, at, reason)
             if self.mode != "report":
-                return False
+                return None
         problem = ev.shape_problem(event)
         if problem:
             self._fail(LogCorruptError(self.path, line_no, at, problem), line_no, at, problem)
-            return self.mode == "report"
-        return True
+            return event if self.mode == "report" else None
+        return event
 
     def _advance(self, start: int, end: int, seq: int) -> None:
         self.last_start, self.offset, self.expected = start, end, seq + 1
