@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -23,9 +23,10 @@ from nbformat import v4 as nbf
 
 from . import events as ev
 from . import fold
+from .fold import Asides
 from .render import text
 from .render.markdown import code_span, decoded_url, defuse_links, fenced, image_allowed, link_allowed, plain, safe_markdown
-from .render.parts import ToolNames, clip, content_blocks, image_data, kind_of, text_of
+from .render.parts import ToolNames, clip, content_blocks, image_data, kind_of, note_words, request_parts, text_of
 
 __all__ = [
     "FORMATS",
@@ -78,9 +79,13 @@ def _unanswered(calls: Calls) -> Iterator[Part]:
     calls.clear()
 
 
-def _request(event: ev.Event, calls: Calls, names: ToolNames) -> Iterator[Part]:
+def _request(event: ev.Event, calls: Calls, notes: Sequence[str]) -> Iterator[Part]:
+    """A request, after the notes to the model that went with it (those the fold put before it, and pre-v3 inline ones)."""
     yield from _unanswered(calls)
-    yield Part("request", event["seq"], text_of(event.get("content"), only_text=True))
+    legacy, content = request_parts(event.get("content"))
+    for note in (*notes, *legacy):
+        yield Part("note", event["seq"], "Note to the model: " + note_words(note))
+    yield Part("request", event["seq"], text_of(content, only_text=True))
 
 
 def _reply(event: ev.Event, calls: Calls, names: ToolNames) -> Iterator[Part]:
@@ -111,9 +116,8 @@ def _decision(event: ev.Event, calls: Calls, names: ToolNames) -> Iterator[Part]
         yield from _line(event, calls, names)
 
 
-# What each event type adds to an export; the others (streamed text, model calls, notes, ...) add nothing.
+# What each event type besides a request adds to an export; the others (streamed text, model calls, notes, ...) add nothing.
 PARTS: dict[str, Callable[[ev.Event, Calls, ToolNames], Iterator[Part]]] = {
-    ev.USER_MSG: _request,
     ev.ASSISTANT_MSG: _reply,
     ev.TOOL_RESULT: _result,
     ev.MODEL_ERROR: _line,
@@ -126,8 +130,13 @@ def parts(events: Iterable[ev.Event]) -> Iterator[Part]:
     """Walk the events in order and yield the transcript's parts (a call comes with its result)."""
     calls: Calls = {}
     names = ToolNames()
+    asides = Asides()
     for event in events:
         names.learn(event)
+        notes = asides.see(event)
+        if kind_of(event) == ev.USER_MSG:
+            yield from _request(event, calls, notes)
+            continue
         step = PARTS.get(kind_of(event))
         if step is not None:
             yield from step(event, calls, names)

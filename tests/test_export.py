@@ -147,3 +147,21 @@ def test_unfinished_calls_and_interruptions_are_shown(tmp_path: Path, client: an
     code = [c for c in notebook.cells if c.cell_type == "code"][0]
     assert code.outputs[0]["name"] == "stderr" and "no result recorded" in code.outputs[0]["text"]
     assert any("Interrupted (during tools, 1 tool call(s) open)" in c.source for c in notebook.cells)
+
+
+def test_notes_to_the_model_are_exported_as_notes_never_as_the_request(tmp_path: Path) -> None:
+    restart = "[nbagent note: the Jupyter kernel was restarted since your last reply.]"
+    with nbagent.Session.open(tmp_path / "s.jsonl", fsync="never") as session:
+        session.append("user_msg", content="first question")
+        session.append("assistant_msg", content=[{"type": "text", "text": "first answer"}], stop_reason="end_turn")
+        session.append("note", kind="kernel_restarted", text="the kernel was restarted", to_model=restart)
+        session.append("user_msg", content="second question")
+        # a pre-v3 log sent the restart note inline, as the request's first text block
+        session.append("user_msg", content=[{"type": "text", "text": restart}, {"type": "text", "text": "third question"}])
+        events = list(session.events())
+    requests = [p.text for p in export.parts(events) if p.kind == "request"]
+    notes = [p.text for p in export.parts(events) if p.kind == "note"]
+    assert requests == ["first question", "second question", "third question"]
+    assert notes == ["Note to the model: the Jupyter kernel was restarted since your last reply."] * 2
+    markdown = export.to_markdown(events)
+    assert "[nbagent note:" not in markdown and markdown.count("Note to the model") == 2

@@ -123,8 +123,10 @@ ROOT = ".nbagent.nbagent.nbagent"
 
 
 def _rule(selectors: str, declarations: str) -> str:
-    scope = ROOT if selectors == "&" else f"{ROOT} :is({selectors})" if "," in selectors else f"{ROOT} {selectors}"
-    return f"{scope}{{{declarations}}}"
+    """One rule nested in the root rule (CSS nesting: ``& x`` is ``ROOT x``, at the root's specificity)."""
+    if selectors == "&":
+        return f"{declarations};"
+    return f"& {f':is({selectors})' if ',' in selectors else selectors}{{{declarations}}}"
 
 
 TEXT = "var(--jp-content-font-color1,#1a1a1a)"
@@ -142,7 +144,7 @@ CODE_COLOURS = {
     "pg-nd": "color:var(--jp-mirror-editor-property-color,#0055aa)",
     "pg-o": "color:var(--jp-mirror-editor-operator-color,#7800c2)",
 }
-CSS = "".join(
+_RULES = "".join(
     [
         _rule("&", f"background-color:var(--jp-layout-color0,#fff);color:{TEXT};line-height:1.5"),
         _rule(".jupyter-widget-html-content", "line-height:1.5"),
@@ -172,7 +174,7 @@ CSS = "".join(
         _rule(".nbagent-error,.nbagent-tool-error>summary", "border-left:3px solid var(--jp-error-color1,#b00020);padding-left:6px"),
         _rule(".nbagent-approval", "border-left:3px solid var(--jp-warn-color0,#e65100)"),
         _rule(".nbagent-tool>summary", "cursor:pointer"),
-        *(f"{ROOT} .nbagent-code :is({','.join('.' + c for c in classes.split())}){{{style}}}" for classes, style in CODE_COLOURS.items()),
+        *(f"& .nbagent-code :is({','.join('.' + c for c in classes.split())}){{{style}}}" for classes, style in CODE_COLOURS.items()),
         _rule(".jupyter-button", "background-color:var(--jp-layout-color2,#eee);color:var(--jp-ui-font-color1,#1a1a1a)"),
         _rule(
             ".jupyter-button:disabled",
@@ -185,6 +187,7 @@ CSS = "".join(
         _rule(".nbagent-replay-current", "border:1px solid var(--jp-border-color1,#bdbdbd);padding:4px 6px;margin:4px 0"),
     ]
 )
+CSS = f"{ROOT}{{{_RULES}}}"  # one rule, the others nested in it
 STYLE = f"<style>{CSS}</style>"  # put once in every output (the static transcript, or the live view's header)
 
 
