@@ -6,6 +6,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .approval import ApprovalPolicy, ApprovalRequest, Decision
+from .context import ContextSettings
 from .errors import (
     Interrupted,
     LogCorruptError,
@@ -46,6 +47,7 @@ __all__ = [
     "Loop",
     "ApprovalPolicy",
     "ApprovalRequest",
+    "ContextSettings",
     "Decision",
     "DemoModel",
     "Interrupted",

@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 
 # v2: a line's signature also covers the previous line's (a MAC chain, see trust.py); v1 lines still read.
 # v3: notes to the model (a note's ``to_model`` goes into the next request) and the interruption note (see fold.py).
-SCHEMA_VERSION = 3
-KNOWN_VERSIONS = (1, 2, 3)
+# v4: the context window: local compactions (compaction_started, compaction) and the request's context settings.
+SCHEMA_VERSION = 4
+KNOWN_VERSIONS = (1, 2, 3, 4)
 # No line is longer (a bigger tool result is clipped before it is logged); a reader refuses longer lines.
 MAX_LINE = 16 * 1024 * 1024
 
@@ -45,14 +46,21 @@ TOOL_RESULT = "tool_result"
 INTERRUPTED = "interrupted"
 NOTE = "note"
 TRUST = "trust"
+CONTEXT = "context"
+COMPACTION_STARTED = "compaction_started"
+COMPACTION = "compaction"
 
 EVENT_TYPES = frozenset(
     {SESSION_START, USER_MSG, MODEL_CALL, DELTA, ASSISTANT_MSG, MODEL_ERROR, APPROVAL, TOOL_STARTED, TOOL_RESULT, INTERRUPTED, NOTE, TRUST}
+    | {CONTEXT, COMPACTION_STARTED, COMPACTION}
 )
 
 # Under fsync="turn" these are fsynced before append() returns; so is a
 # tool_started whose effect is not "read".  Deltas and model_call never are.
-DURABLE_TYPES = frozenset({SESSION_START, USER_MSG, ASSISTANT_MSG, MODEL_ERROR, APPROVAL, TOOL_RESULT, INTERRUPTED, NOTE, TRUST})
+DURABLE_TYPES = frozenset(
+    {SESSION_START, USER_MSG, ASSISTANT_MSG, MODEL_ERROR, APPROVAL, TOOL_RESULT, INTERRUPTED, NOTE, TRUST, CONTEXT}
+    | {COMPACTION_STARTED, COMPACTION}
+)
 
 
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
@@ -159,6 +167,28 @@ class Trust(TypedDict):
     prefix_sha256: NotRequired[str]
 
 
+class Context(TypedDict):
+    result_budget: NotRequired[int | None]  # characters of one tool result in a request (the log keeps it whole); None: no limit
+    window: NotRequired[int]  # the model's context window in tokens (for views: "context 143k / 200k")
+    trigger: NotRequired[int | None]  # input tokens at which the conversation is compacted
+    compact: NotRequired[str]  # auto | server | local | off
+
+
+class CompactionStarted(TypedDict):
+    keep: int  # the last ``keep`` messages stay as they are; everything before them is summarised
+    reason: NotRequired[str]  # trigger | too_long | request
+    model: NotRequired[str | None]
+
+
+class Compaction(TypedDict):
+    summary: str
+    messages: int  # how many leading messages of the request this summary replaces
+    through: NotRequired[int]  # the seq of the last event it covers (for people)
+    final: NotRequired[bool]  # the compaction is complete (a long prefix is summarised in several parts)
+    model: NotRequired[str | None]
+    usage: NotRequired[Usage | None]
+
+
 def _tool_uses_named(event: Event) -> bool:
     return all(isinstance(b.get("id"), str) and isinstance(b.get("name"), str) for b in event["content"] if b.get("type") == "tool_use")
 
@@ -166,7 +196,8 @@ def _tool_uses_named(event: Event) -> bool:
 SHAPES: dict[str, type] = {
     SESSION_START: SessionStart, USER_MSG: UserMsg, MODEL_CALL: ModelCall, DELTA: Delta, ASSISTANT_MSG: AssistantMsg,
     MODEL_ERROR: ModelErrorEvent, APPROVAL: Approval, TOOL_STARTED: ToolStarted, TOOL_RESULT: ToolResult,
-    INTERRUPTED: InterruptedEvent, NOTE: Note, TRUST: Trust,
+    INTERRUPTED: InterruptedEvent, NOTE: Note, TRUST: Trust, CONTEXT: Context, COMPACTION_STARTED: CompactionStarted,
+    COMPACTION: Compaction,
 }  # fmt: skip
 # Rules a declaration cannot say: the one today is that a tool_use block names its id and tool.
 EXTRA_RULES: dict[str, Callable[[Event], bool]] = {ASSISTANT_MSG: _tool_uses_named}
@@ -271,8 +302,13 @@ def v2_to_v3(event: Event) -> Event:
     return event
 
 
+def v3_to_v4(event: Event) -> Event:
+    """v4 added event types (context, compaction_started, compaction); no v3 event changes meaning."""
+    return event
+
+
 # Each step changes the event in place and returns it.
-MIGRATIONS: dict[int, Callable[[Event], Event]] = {1: v1_to_v2, 2: v2_to_v3}
+MIGRATIONS: dict[int, Callable[[Event], Event]] = {1: v1_to_v2, 2: v2_to_v3, 3: v3_to_v4}
 
 
 def upgrade(event: Event) -> Event:

@@ -10,11 +10,13 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from . import events as ev
+from .context import SUMMARY_PREFIX, clip_result, context_tokens
 from .transcript import Transcript
 
 Frontier = Literal["empty", "model", "tools", "done"]
 USAGE_KEYS = ev.USAGE_KEYS
 # Put before a request that follows an interruption the model never answered (see interruption_note).
+SERVER_REFUSED = "server_compaction_refused"  # a note's kind: this session compacts locally from then on
 INTERRUPTED_NOTE = "[nbagent note: the previous request was interrupted before it was answered.]"
 
 
@@ -43,6 +45,14 @@ class State:
     pending_notes: list[str] = field(default_factory=list)
     # An interruption the model never answered: the next request gets the interruption note first.
     unanswered_interrupt: bool = False
+    # The context window (see context.py): a tool result's characters in a request (None: whole), the window
+    # in tokens, the tokens the last reply's request and reply took, compactions so far, one in progress.
+    result_budget: int | None = None
+    window: int = 0
+    context_tokens: int = 0
+    compactions: int = 0
+    compacting: dict[str, Any] | None = None
+    server_refused: bool = False  # the API refused server-side compaction for this session: compact locally
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy, with the messages as a plain list."""
@@ -179,12 +189,18 @@ def _delta(state: State, event: ev.Event) -> None:
 
 def _assistant_msg(state: State, event: ev.Event) -> None:
     content = event["content"]
+    start = latest_compaction(content)
+    if start is not None:  # the server compacted: the API ignores what is before this block, so the request starts at it
+        state.messages = []
+        content = content[start:] if start else content
+        state.compactions += 1
     state.messages.append({"role": "assistant", "content": content})
     state.open_calls = {
         b["id"]: {"name": b["name"], "input": b.get("input", {}), "started": 0} for b in content if b.get("type") == "tool_use"
     }
     for key in USAGE_KEYS:
         state.usage[key] += int((event.get("usage") or {}).get(key) or 0)
+    state.context_tokens = context_tokens(event.get("usage") or {}) or state.context_tokens
     state.stop_reason = event.get("stop_reason")
     state.partial, state.unanswered_interrupt = [], False
     state.status = "tools" if state.open_calls else ("model" if state.stop_reason == "pause_turn" else "done")
@@ -206,7 +222,8 @@ def _tool_started(state: State, event: ev.Event) -> None:
 
 
 def _tool_result(state: State, event: ev.Event) -> None:
-    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": event["tool_use_id"], "content": event["content"]}
+    content = clip_result(event["content"], state.result_budget, event["seq"])  # the log keeps it whole
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": event["tool_use_id"], "content": content}
     if event.get("is_error"):
         block["is_error"] = True
     _add_user_content(state, [block], [block])
@@ -220,9 +237,46 @@ def _interrupted(state: State, event: ev.Event) -> None:
 
 
 def _note(state: State, event: ev.Event) -> None:
+    if event.get("kind") == SERVER_REFUSED:
+        state.server_refused = True
     text = to_model(event)
     if text is not None:
         state.pending_notes.append(text)
+
+
+def _context(state: State, event: ev.Event) -> None:
+    if "result_budget" in event:
+        state.result_budget = event["result_budget"]
+    state.window = int(event.get("window") or state.window)
+
+
+def _compaction_started(state: State, event: ev.Event) -> None:
+    state.compacting = {"keep": event["keep"], "reason": event.get("reason", ""), "seq": event["seq"]}
+
+
+def _compaction(state: State, event: ev.Event) -> None:
+    """A local summary replaces the first ``messages`` messages: it goes first, as a note, into the next user message."""
+    replaced = event["messages"]
+    rest = list(state.messages)[replaced:]
+    summary = {"type": "text", "text": SUMMARY_PREFIX + event["summary"]}
+    if rest and rest[0]["role"] == "user":
+        rest[0] = {"role": "user", "content": [summary, *as_blocks(rest[0]["content"])]}
+    else:
+        rest.insert(0, {"role": "user", "content": [summary]})
+    state.messages = rest
+    state.context_tokens = 0  # unknown until the next reply: estimated from the messages meanwhile
+    if event.get("final", True):
+        state.compacting = None
+        state.compactions += 1
+
+
+def latest_compaction(content: Sequence[Mapping[str, Any]]) -> int | None:
+    """The index of the last compaction block with a summary in an assistant message's content (None: none)."""
+    found = None
+    for index, block in enumerate(content):
+        if block.get("type") == "compaction" and block.get("content"):
+            found = index
+    return found
 
 
 def _nothing(state: State, event: ev.Event) -> None:
@@ -243,6 +297,9 @@ APPLY: dict[str, Callable[[State, ev.Event], None]] = {
     ev.INTERRUPTED: _interrupted,
     ev.NOTE: _note,
     ev.TRUST: _nothing,
+    ev.CONTEXT: _context,
+    ev.COMPACTION_STARTED: _compaction_started,
+    ev.COMPACTION: _compaction,
 }
 
 

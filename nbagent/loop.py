@@ -16,9 +16,11 @@ from typing import Any
 import anthropic
 
 from . import approval as approvals
+from . import context as ctx
 from . import events as ev
 from .deltas import DELTA_INTERVAL, DeltaWriter
 from .errors import Interrupted, ModelError, NbagentError
+from .fold import SERVER_REFUSED
 from .model import DEFAULT_MODEL, AnthropicModel, Model, ModelRequest, Reply
 from .rules import NOT_APPROVED, UNKNOWN_OUTCOME, Ask, Call, Offered, Refuse, changed, decide
 from .rules import UNTRUSTED as UNTRUSTED  # re-exported: callers import the refusals from the loop
@@ -44,6 +46,8 @@ class Loop:
         max_tokens: int = 8192,
         retries: int = 2,
         delta_interval: float = DELTA_INTERVAL,
+        context: ctx.ContextSettings | None = None,
+        thinking: int | str | None = None,
     ) -> None:
         self.session = session
         self.delta_interval = delta_interval
@@ -53,6 +57,8 @@ class Loop:
         self.system = system
         self.max_tokens = max_tokens
         self.retries = retries
+        self.context = context or ctx.ContextSettings()
+        self.thinking = thinking_param(thinking, max_tokens)
 
     def run(self, prompt: str | list[dict[str, Any]] | None = None, *, meta: Mapping[str, Any] | None = None) -> str:
         """Add ``prompt`` as a new turn (if given), then act at the frontier until the model ends its turn."""
@@ -62,6 +68,7 @@ class Loop:
         try:
             if prompt is not None:
                 self._settle_abandoned_calls()
+                self._record_context()
                 self.session.append(ev.USER_MSG, content=prompt, **({"meta": dict(meta)} if meta else {}))
             while True:
                 state = self.session.state
@@ -69,6 +76,8 @@ class Loop:
                     for tool_use_id, call in list(state.open_calls.items()):
                         self._run_call(tool_use_id, call)
                 elif state.frontier == "model":
+                    if state.compacting is not None or ctx.needs_compaction(self._estimate(), self.context, self._server()):
+                        self.compact("trigger")
                     self._call_model()
                 elif state.frontier == "done":
                     return state.final_text
@@ -80,10 +89,21 @@ class Loop:
             raise Interrupted("interrupted; the session is saved and the next run continues it") from None
 
     # The model ---------------------------------------------------------------------------------
-    def _call_model(self) -> None:
+    def _request(self) -> ModelRequest:
+        """The next request: the fold's messages, and what the settings ask of the API."""
         state = self.session.state
-        request = ModelRequest(state.messages, self.toolbox.definitions(), self.system, self.max_tokens)
-        attempt = 0
+        request = ModelRequest(state.messages, self.toolbox.definitions(), self.system, self.max_tokens, thinking=self.thinking)
+        if self._server():
+            request.context_management = ctx.context_management(self.context)
+            request.betas = (ctx.COMPACT_BETA, ctx.CONTEXT_BETA) if self.context.keep_tool_results else (ctx.COMPACT_BETA,)
+        return request
+
+    def _server(self) -> bool:
+        return ctx.uses_server(self.context, self.model.name, self.session.state.server_refused)
+
+    def _call_model(self) -> None:
+        request = self._request()
+        attempt = compacted = 0
         while True:
             attempt += 1
             self.session.append(ev.MODEL_CALL, model=self.model.name, attempt=attempt)
@@ -93,6 +113,18 @@ class Loop:
                 self.session.append(
                     ev.MODEL_ERROR, message=str(err), status=err.status, kind=err.kind, retryable=err.retryable, attempt=attempt
                 )
+                if request.context_management and ctx.refuses_compaction(err.status, str(err)):
+                    # This model or gateway has no server-side compaction: the session compacts locally from now on.
+                    self.session.append(
+                        ev.NOTE, kind=SERVER_REFUSED, text=f"the API refused server-side compaction ({err}); nbagent compacts locally"
+                    )
+                    request = self._request()
+                    continue
+                if ctx.is_prompt_too_long(err.kind, err.status, str(err)) and not compacted and self.context.compact != "off":
+                    compacted += 1  # once: if the compacted request is still too long, say so
+                    if self.compact("too_long"):
+                        request = self._request()
+                        continue
                 if err.retryable and attempt <= self.retries:
                     time.sleep(min(8.0, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.75, 1.0))
                     continue
@@ -109,6 +141,74 @@ class Loop:
                 usage=reply.get("usage") or {},
             )
             return
+
+    # The context window ------------------------------------------------------------------------------
+    def _record_context(self) -> None:
+        """Log the context settings the fold needs (the tool-result budget) when they differ from the session's."""
+        state, settings = self.session.state, self.context
+        if state.result_budget != settings.result_budget or state.window != settings.window:
+            self.session.append(
+                ev.CONTEXT,
+                result_budget=settings.result_budget,
+                window=settings.window,
+                trigger=settings.threshold,
+                compact=settings.compact,
+            )
+
+    def _estimate(self) -> int:
+        """Tokens the next request takes: the API's count for the last reply, plus an estimate of what came since."""
+        state = self.session.state
+        if not state.context_tokens or not state.messages:
+            return ctx.estimate_tokens(list(state.messages))
+        last = state.messages[-1]
+        return state.context_tokens + (ctx.estimate_tokens(last) if last["role"] == "user" else 0)
+
+    def compact(self, reason: str = "request") -> bool:
+        """Summarise the oldest messages with a model call, logged before the next request uses it; False: nothing to compact.
+
+        The intent is logged first (``compaction_started``), then each part's summary as a ``compaction``
+        event: a crash resumes the compaction where it stopped, and no part is summarised twice once logged.
+        """
+        state = self.session.state
+        if state.compacting is None:
+            keep = ctx.keep_count(state.messages, self.context.keep_tokens)
+            if not keep or keep >= len(state.messages):
+                return False
+            self.session.append(ev.COMPACTION_STARTED, keep=keep, reason=reason, model=self.model.name)
+        limit = max(200, min(self.context.threshold, self.context.window))  # each summary request must fit too
+        while self.session.state.compacting is not None:
+            messages = list(self.session.state.messages)
+            prefix = messages[: len(messages) - self.session.state.compacting["keep"]]
+            end = ctx.first_chunk(prefix, limit)
+            reply = self._summarise(prefix[:end])
+            if isinstance(reply, ModelError):
+                if ctx.is_prompt_too_long(reply.kind, reply.status, str(reply)) and limit > 100:
+                    limit //= 2
+                    continue
+                raise reply
+            summary = "".join(b.get("text", "") for b in reply["content"] if b.get("type") == "text").strip()
+            self.session.append(
+                ev.COMPACTION,
+                summary=summary or "(the model returned an empty summary)",
+                messages=end,
+                through=self.session.seq,
+                final=end >= len(prefix),
+                model=reply.get("model") or self.model.name,
+                usage=reply.get("usage") or {},
+            )
+        return True
+
+    def _summarise(self, messages: list[dict[str, Any]]) -> Reply | ModelError:
+        """One summary call (retried like any model call); nothing of it is logged until it is complete."""
+        request = ModelRequest(ctx.summary_request(messages), max_tokens=min(self.max_tokens, 8192))
+        for attempt in range(1, self.retries + 2):
+            try:
+                return self.model.stream(request, lambda delta: None)
+            except ModelError as err:
+                if not err.retryable or attempt > self.retries:
+                    return err
+                time.sleep(min(8.0, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.75, 1.0))
+        raise AssertionError("unreachable")
 
     def _stream(self, request: ModelRequest) -> Reply | ModelError:
         """One model call; its deltas are written out before this returns (held-back runs only if the reply ended)."""
@@ -194,6 +294,20 @@ class Loop:
             self.session.append(ev.TOOL_RESULT, tool_use_id=tool_use_id, content=text, is_error=True, abandoned=why)
 
 
+def thinking_param(thinking: int | str | None, max_tokens: int) -> dict[str, Any] | None:
+    """The API's ``thinking`` parameter for a setting: None or "off", "adaptive", or a token budget (>= 1024, < max_tokens)."""
+    if thinking is None or thinking == "off":
+        return None
+    if thinking == "adaptive":
+        return {"type": "adaptive"}
+    if isinstance(thinking, int) and not isinstance(thinking, bool) and 1024 <= thinking < max_tokens:
+        return {"type": "enabled", "budget_tokens": thinking}
+    raise NbagentError(
+        f"thinking={thinking!r} is not a thinking setting: use 'off', 'adaptive', or a token budget of at least 1024 "
+        f"and below max_tokens ({max_tokens})."
+    )
+
+
 def run(
     session: Session,
     prompt: str | list[dict[str, Any]] | None = None,
@@ -206,6 +320,8 @@ def run(
     max_tokens: int = 8192,
     retries: int = 2,
     meta: Mapping[str, Any] | None = None,
+    context: ctx.ContextSettings | None = None,
+    thinking: int | str | None = None,
 ) -> str:
     """Run the agent on ``session`` until the model ends its turn; return its final text.
 
@@ -215,5 +331,15 @@ def run(
     protocol; ``client`` an ``anthropic.Anthropic`` to use.
     """
     chosen = model if model is not None and not isinstance(model, str) else AnthropicModel(model or DEFAULT_MODEL, client=client)
-    loop = Loop(session, tools=tools, model=chosen, approval=approval, system=system, max_tokens=max_tokens, retries=retries)
+    loop = Loop(
+        session,
+        tools=tools,
+        model=chosen,
+        approval=approval,
+        system=system,
+        max_tokens=max_tokens,
+        retries=retries,
+        context=context,
+        thinking=thinking,
+    )
     return loop.run(prompt, meta=meta)

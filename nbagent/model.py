@@ -33,6 +33,9 @@ class ModelRequest:
     tools: list[dict[str, Any]] = field(default_factory=list)
     system: str = ""
     max_tokens: int = 8192
+    thinking: dict[str, Any] | None = None  # the API's ``thinking`` parameter
+    context_management: dict[str, Any] | None = None  # server-side compaction and clearing (a beta)
+    betas: tuple[str, ...] = ()
 
 
 class Model(Protocol):
@@ -72,8 +75,17 @@ class AnthropicModel:
             params["system"] = request.system
         if request.tools:
             params["tools"] = request.tools
+        if request.thinking:
+            params["thinking"] = request.thinking
+        # The beta call only where a beta is used: server-side compaction needs it.
+        messages: Any = self.client.messages
+        if request.betas or request.context_management:
+            messages = self.client.beta.messages
+            params["betas"] = list(request.betas)
+            if request.context_management:
+                params["context_management"] = request.context_management
         try:
-            with self.client.messages.stream(**params) as stream:
+            with messages.stream(**params) as stream:
                 for event in stream:
                     if event.type == "content_block_delta":
                         delta = event.delta
@@ -118,6 +130,8 @@ def _model_error(exc: anthropic.APIStatusError) -> ModelError:
     hint = ""
     if status == 401:
         hint = " Check ANTHROPIC_API_KEY."
+    if status in (400, 413) and "prompt is too long" in message.lower():
+        kind = "prompt_too_long"
     text = redact.text(f"Anthropic API error ({status or 'mid-stream'} {kind}): {message}.{hint}")  # a 401 may echo the key
     return ModelError(text, status=status, kind=kind, retryable=retryable)
 

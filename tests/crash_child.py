@@ -39,7 +39,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = child_arguments()
     parser.add_argument("--prompt")
     parser.add_argument("--approval", default="deny")
+    parser.add_argument("--trigger", type=int, help="compact locally past this many tokens (keeping about 50)")
     args = parser.parse_args(argv)
+    context = nbagent.ContextSettings(compact="local", trigger=args.trigger, keep_tokens=50) if args.trigger else None
 
     client = anthropic.Anthropic(base_url=args.base_url, api_key="test-key", max_retries=0)
     with client, nbagent.Session.open(args.log) as session:
@@ -51,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
 
             session.subscribe(reached, since=session.seq)
         tools = make_tools(args.effects, KillPoint(args.block_in, "in"))
-        final = nbagent.run(session, args.prompt, tools=tools, client=client, model="claude-test", approval=args.approval)
+        final = nbagent.run(session, args.prompt, tools=tools, client=client, model="claude-test", approval=args.approval, context=context)
         print(f"DONE session={session.id} final={json.dumps(final)}", flush=True)
 
 

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Union
 
+from tests import fake_context
+
 __all__ = ["FakeAnthropic", "RecordedRequest", "Reply", "auth_error_echoing_key", "error", "stream_error", "text", "tool_use", "tool_uses"]
 
 CHUNK = 8  # default characters per text_delta / input_json_delta
@@ -257,6 +259,8 @@ class FakeAnthropic:
         self.requests: list[RecordedRequest] = []
         self.responder: Callable[[RecordedRequest], Reply] | None = None
         self.errors: list[BaseException] = []  # exceptions raised by scripted callables / the responder
+        self.window: int | None = None  # tokens (characters / 4); a longer request gets 400 "prompt is too long"
+        self.server_compaction = True  # False: a model or gateway that refuses `context_management`
         self._queue: deque[Script] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -371,10 +375,20 @@ class FakeAnthropic:
         usage.update(reply.usage or {})
         return usage
 
-    def _render(self, reply: Reply, body: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
+    def clear_script(self) -> None:
+        """Drop the scripted replies not used yet."""
+        with self._lock:
+            self._queue.clear()
+
+    def _render(
+        self, reply: Reply, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
         """The full Message JSON and the SSE events that stream it."""
         content = [dict(b, id=b["id"] or self._next_id("toolu")) if b["type"] == "tool_use" else dict(b) for b in reply.content]
-        output_chars = sum(len(b["text"]) if b["type"] == "text" else len(json.dumps(b["input"])) for b in content)
+        content = fake_context.leading_blocks(body, headers or {}, len(self.requests)) + content
+        output_chars = sum(
+            len(b["text"]) if b["type"] == "text" else len(json.dumps(b.get("input") if b["type"] == "tool_use" else b)) for b in content
+        )
         usage = self._usage(body, reply, output_chars)
         message = {
             "id": self._next_id("msg"),
@@ -392,6 +406,9 @@ class FakeAnthropic:
             ("ping", {"type": "ping"}),
         ]
         for index, block in enumerate(content):
+            if block["type"] in ("compaction", "thinking"):
+                events += fake_context.stream_events(index, block)
+                continue
             if block["type"] == "text":
                 opening = dict(block, text="")
                 deltas = [{"type": "text_delta", "text": p} for p in _pieces(block["text"], reply.chunks)]
@@ -452,6 +469,10 @@ def _make_handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             if "x-api-key" not in request.headers and "authorization" not in request.headers:
                 return self._send_error(401, "authentication_error", "x-api-key header is required", rid)
             problem = _validate(body)
+            if problem is None and body.get("context_management") and not fake.server_compaction:
+                problem = "context_management: Extra inputs are not permitted"
+            if problem is None:
+                problem = fake_context.problem(body, request.headers, fake.window)
             if problem is not None:
                 return self._send_error(400, "invalid_request_error", problem, rid)
             reply = fake._take(request)
@@ -462,7 +483,7 @@ def _make_handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                     return self._abort()
                 etype = reply.error_type or "api_error"
                 return self._send_error(reply.status, etype, reply.error_message, rid, reply.headers)
-            message, events = fake._render(reply, body)
+            message, events = fake._render(reply, body, request.headers)
             if not request.stream:
                 return self._send_message(reply, message, rid)
             self._send_stream(reply, events, rid)

@@ -129,7 +129,8 @@ def test_plain_text_turn(fake: FakeAnthropic, client: anthropic.Anthropic, sessi
     ]
     assert len(fake.requests) == 1 and fake.requests[0].body["messages"] == [{"role": "user", "content": "hi"}]
     kinds = [e["type"] for e in session.events()]
-    assert kinds[:3] == ["session_start", "user_msg", "model_call"] and kinds[-1] == "assistant_msg"
+    # the first turn records the context settings the fold clips tool results by
+    assert kinds[:4] == ["session_start", "context", "user_msg", "model_call"] and kinds[-1] == "assistant_msg"
     assert "".join(e["text"] for e in of_type(session, ev.DELTA)) == "Hello there, how can I help?"
     assert session.state.frontier == "done" and session.state.status == "done"
 

@@ -1,0 +1,194 @@
+"""The context window: what a request may carry, and when and how much of it to compact (pure rules).
+
+Server-side compaction (the API's ``compact_20260112`` edit) is asked for in the request and comes back
+as a ``compaction`` block of an assistant message; the fold starts the next request at it.  The local
+fallback summarises the oldest messages with a model call and logs the summary as a ``compaction``
+event, which the fold puts in their place.  Table tests: tests/test_context.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+CompactMode = Literal["auto", "server", "local", "off"]
+COMPACT_MODES: tuple[str, ...] = ("auto", "server", "local", "off")
+COMPACT_BETA = "compact-2026-01-12"
+CONTEXT_BETA = "context-management-2025-06-27"  # clear_tool_uses_20250919
+DEFAULT_WINDOW = 200_000
+DEFAULT_RESULT_BUDGET = 40_000  # characters of one tool result in a request (about 10k tokens)
+CHARS_PER_TOKEN = 4  # the estimate used before the API has counted (the API's own count wins when there is one)
+SUMMARY_PREFIX = "[nbagent note: the conversation so far was compacted. Summary of what happened before:]\n"
+SUMMARY_INSTRUCTIONS = (
+    "Summarise the conversation below for your own later use: the user's goals and requests, what was "
+    "done, the facts and results found (file names, variables, numbers), decisions, and what is still "
+    "open. Be complete but concise; write it as notes, not as a reply to the user."
+)
+Message = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ContextSettings:
+    """How a run keeps its requests inside the model's context window."""
+
+    compact: CompactMode = "auto"
+    window: int = DEFAULT_WINDOW
+    trigger: int | None = None  # input tokens at which to compact; None: a margin under the window
+    result_budget: int | None = DEFAULT_RESULT_BUDGET
+    keep_tool_results: int = 0  # >0: the request keeps only this many latest tool results (the API's clear_tool_uses)
+    keep_tokens: int = 8_000  # a local compaction keeps the latest messages up to about this many tokens
+
+    @property
+    def threshold(self) -> int:
+        """Input tokens at which the conversation is compacted."""
+        return self.trigger if self.trigger else max(1_000, self.window - max(20_000, self.window // 8))
+
+
+def estimate_tokens(value: Any) -> int:
+    """A rough token count of some request content (characters of its JSON / 4)."""
+    return len(json.dumps(value, separators=(",", ":"))) // CHARS_PER_TOKEN
+
+
+def context_tokens(usage: Mapping[str, Any]) -> int:
+    """The tokens a reply's request and the reply itself take in the window, from the API's usage."""
+    keys = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens")
+    return sum(int(usage.get(k) or 0) for k in keys)
+
+
+def uses_server(settings: ContextSettings, model: str, server_refused: bool) -> bool:
+    """Whether requests ask the API to compact (Claude models; never after the API refused it this run)."""
+    if settings.compact == "server":
+        return True
+    return settings.compact == "auto" and model.startswith("claude-") and not server_refused
+
+
+def context_management(settings: ContextSettings) -> dict[str, Any] | None:
+    """The request's ``context_management`` for server-side compaction (and clearing old tool results)."""
+    edits: list[dict[str, Any]] = []
+    if settings.keep_tool_results > 0:
+        edits.append({"type": "clear_tool_uses_20250919", "keep": {"type": "tool_uses", "value": settings.keep_tool_results}})
+    edits.append({"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": settings.threshold}})
+    return {"edits": edits}
+
+
+def needs_compaction(estimate: int, settings: ContextSettings, server: bool) -> bool:
+    """Whether to compact locally before the next request (the server compacts by itself when it can)."""
+    return settings.compact != "off" and not server and estimate >= settings.threshold
+
+
+def is_prompt_too_long(kind: str, status: int | None, message: str) -> bool:
+    """Whether a model error says the request does not fit the window."""
+    return status in (400, 413) and ("prompt is too long" in message.lower() or kind == "request_too_large")
+
+
+def refuses_compaction(status: int | None, message: str) -> bool:
+    """Whether a 400 says the model or gateway does not do server-side compaction."""
+    text = message.lower()
+    return status == 400 and ("context_management" in text or "compact" in text) and "prompt is too long" not in text
+
+
+def keep_count(messages: Sequence[Message], keep_tokens: int) -> int:
+    """How many latest messages a local compaction keeps: about ``keep_tokens``, starting where the API allows.
+
+    The kept part must start with an assistant message or with a user message that answers no tool call
+    (a tool_result needs its tool_use in the message before it), and at least one message is summarised.
+    """
+    total, keep = 0, 0
+    for index in range(len(messages) - 1, 0, -1):
+        total += estimate_tokens(messages[index])
+        if total > keep_tokens and keep:
+            break
+        if can_start(messages[index]):
+            keep = len(messages) - index
+    return keep
+
+
+def can_start(message: Message) -> bool:
+    """Whether the kept part of a compaction may begin with ``message``."""
+    content = message.get("content")
+    if message.get("role") == "assistant":
+        return True
+    return not (isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content))
+
+
+def first_chunk(messages: Sequence[Message], limit_tokens: int) -> int:
+    """How many leading messages of a prefix the next summary call takes: about ``limit_tokens``, at least two.
+
+    A part ends where the rest may start (see :func:`can_start`), so each summary can stand in its place.
+    """
+    size, end = 0, 0
+    for index, message in enumerate(messages):
+        if index >= 2 and can_start(message):
+            if size > limit_tokens and end:
+                return end
+            end = index
+            if size > limit_tokens:
+                return end
+        size += estimate_tokens(message)
+    return len(messages) if size <= limit_tokens or not end else end
+
+
+def as_text(message: Message) -> str:
+    """One message as plain text for a summary request (images and binary data named, not sent)."""
+    content = message.get("content")
+    parts = []
+    for block in [{"type": "text", "text": content}] if isinstance(content, str) else content or []:
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(str(block.get("text", "")))
+        elif kind == "tool_use":
+            parts.append(f"[called {block.get('name')} with {json.dumps(block.get('input'))}]")
+        elif kind == "tool_result":
+            inner = block.get("content")
+            text = inner if isinstance(inner, str) else " ".join(str(b.get("text", f"[{b.get('type')}]")) for b in inner or [])
+            parts.append(f"[result{' (error)' if block.get('is_error') else ''}: {text}]")
+        elif kind == "compaction":
+            parts.append(f"[summary of earlier context: {block.get('content') or ''}]")
+        elif kind in ("thinking", "redacted_thinking"):
+            continue  # the model's private reasoning is not summarised
+        else:
+            parts.append(f"[{kind}]")
+    return f"{message.get('role')}: " + "\n".join(parts)
+
+
+def summary_request(messages: Sequence[Message], earlier: str = "") -> list[dict[str, Any]]:
+    """The messages of one summary call: the instructions, an earlier part's summary, and the part as text."""
+    body = "\n\n".join(as_text(m) for m in messages)
+    before = f"<earlier-summary>\n{earlier}\n</earlier-summary>\n\n" if earlier else ""
+    return [{"role": "user", "content": f"{SUMMARY_INSTRUCTIONS}\n\n{before}<conversation>\n{body}\n</conversation>"}]
+
+
+def clip_result(content: Any, budget: int | None, seq: int) -> Any:
+    """A tool result as a request carries it: text beyond ``budget`` characters cut, with a note that says so."""
+    if budget is None or budget <= 0:
+        return content
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+    if not isinstance(blocks, list):
+        return content
+    size = sum(len(b["text"]) for b in blocks if isinstance(b, dict) and isinstance(b.get("text"), str))
+    if size <= budget:
+        return content
+    out: list[Any] = []
+    room = budget
+    for block in blocks:
+        if isinstance(block, dict) and isinstance(block.get("text"), str):
+            text = block["text"]
+            if room <= 0:
+                continue
+            out.append(dict(block, text=text[:room]) if len(text) > room else block)
+            room -= len(text)
+        else:
+            out.append(block)
+    out.append({"type": "text", "text": clip_note(size, budget, seq)})
+    return out
+
+
+def clip_note(size: int, budget: int, seq: int) -> str:
+    """What the model reads after a clipped result."""
+    return (
+        f"[nbagent note: this result was cut to its first {budget:,} of {size:,} characters to fit the context "
+        f"window; the whole result is kept in the session log (event {seq}). To see more, ask for a narrower "
+        "part: a slice, a filter, fewer rows, or a file read with an offset.]"
+    )

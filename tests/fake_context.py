@@ -1,0 +1,116 @@
+"""The fake Messages API's context window: token counts, "prompt is too long", server-side compaction, thinking.
+
+Used by tests/fake_anthropic.py.  The rules follow the real API as documented:
+
+- A request's size is estimated as the characters of its JSON (system, tools, and the messages from the
+  latest compaction block on, since the API drops what is before one) divided by 4.  Past
+  ``fake.window`` tokens the answer is 400 ``prompt is too long: N tokens > W maximum``.
+- With the ``compact-2026-01-12`` beta and a ``compact_20260112`` edit whose trigger the request passes,
+  the reply starts with a ``compaction`` block (streamed as ``compaction_delta``).
+- With ``thinking`` on, the reply starts with a ``thinking`` block whose signature this server made; a
+  later request must send every thinking block back unchanged (a changed one is refused), and an
+  assistant message that ends in tool use must still start with its thinking block.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from typing import Any
+
+COMPACT_BETA = "compact-2026-01-12"
+_SECRET = b"fake-thinking-signing-key"
+CHARS_PER_TOKEN = 4
+
+
+def signature(thinking: str) -> str:
+    """The signature this server puts on a thinking block."""
+    return base64.b64encode(hmac.new(_SECRET, thinking.encode(), hashlib.sha256).digest()).decode()
+
+
+def _blocks(message: Any) -> list[dict[str, Any]]:
+    content = message.get("content") if isinstance(message, dict) else None
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def live_messages(messages: list[Any]) -> list[Any]:
+    """The messages the API reads: from the latest compaction block with a summary on (it drops what is before)."""
+    for i in range(len(messages) - 1, -1, -1):
+        blocks = _blocks(messages[i])
+        for j in range(len(blocks) - 1, -1, -1):
+            if blocks[j].get("type") == "compaction" and blocks[j].get("content"):
+                return [dict(messages[i], content=blocks[j:]), *messages[i + 1 :]]
+    return messages
+
+
+def tokens(body: dict[str, Any]) -> int:
+    """The request's size in (estimated) tokens."""
+    parts = [body.get("system"), body.get("tools"), live_messages(body.get("messages") or [])]
+    return sum(len(json.dumps(p, separators=(",", ":"))) for p in parts if p) // CHARS_PER_TOKEN
+
+
+def compaction_trigger(body: dict[str, Any], headers: dict[str, str]) -> int | None:
+    """The input-token trigger of a server-side compaction the request asks for (None: it asks for none)."""
+    if COMPACT_BETA not in headers.get("anthropic-beta", ""):
+        return None
+    for edit in (body.get("context_management") or {}).get("edits") or []:
+        if isinstance(edit, dict) and edit.get("type") == "compact_20260112":
+            trigger = edit.get("trigger") or {}
+            return int(trigger.get("value") or 150_000)
+    return None
+
+
+def problem(body: dict[str, Any], headers: dict[str, str], window: int | None) -> str | None:
+    """The API's 400 message for a request it would refuse for its context or thinking, else None."""
+    if body.get("context_management") and not headers.get("anthropic-beta"):
+        return "context_management: Extra inputs are not permitted (this feature needs its beta header)"
+    messages = body.get("messages") or []
+    for i, message in enumerate(messages):
+        for j, block in enumerate(_blocks(message)):
+            if block.get("type") == "thinking" and block.get("signature") != signature(str(block.get("thinking", ""))):
+                return f"messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
+    thinking_on = (body.get("thinking") or {}).get("type") in ("enabled", "adaptive")
+    live = live_messages(messages)
+    if thinking_on and live and live[-1].get("role") == "user":
+        last_assistant = next((m for m in reversed(live) if m.get("role") == "assistant"), None)
+        blocks = _blocks(last_assistant)
+        answers_tools = any(b.get("type") == "tool_result" for b in _blocks(live[-1]))
+        if answers_tools and blocks and blocks[0].get("type") not in ("thinking", "redacted_thinking", "compaction"):
+            return (
+                "messages: Expected `thinking` or `redacted_thinking`, but found `"
+                f"{blocks[0].get('type')}`. When `thinking` is enabled, a final `assistant` message must start with a "
+                "thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks)."
+            )
+    if window is not None and tokens(body) > window:
+        return f"prompt is too long: {tokens(body)} tokens > {window} maximum"
+    return None
+
+
+def leading_blocks(body: dict[str, Any], headers: dict[str, str], number: int) -> list[dict[str, Any]]:
+    """The blocks the API puts before the scripted reply: a compaction block, a thinking block."""
+    blocks: list[dict[str, Any]] = []
+    trigger = compaction_trigger(body, headers)
+    if trigger is not None and tokens(body) > trigger:
+        messages = live_messages(body.get("messages") or [])
+        blocks.append({"type": "compaction", "content": f"Summary {number}: {len(messages)} messages compacted by the server."})
+    if (body.get("thinking") or {}).get("type") in ("enabled", "adaptive"):
+        thought = f"Thinking about request {number}."
+        blocks.append({"type": "thinking", "thinking": thought, "signature": signature(thought)})
+    return blocks
+
+
+def stream_events(index: int, block: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The SSE events of a compaction or thinking block, as the API streams them."""
+    if block["type"] == "compaction":
+        opening = dict(block, content=None)
+        deltas = [{"type": "compaction_delta", "content": block["content"]}]
+    else:
+        opening = dict(block, thinking="", signature="")
+        deltas = [{"type": "thinking_delta", "thinking": block["thinking"]}, {"type": "signature_delta", "signature": block["signature"]}]
+    return [
+        ("content_block_start", {"type": "content_block_start", "index": index, "content_block": opening}),
+        *(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}) for d in deltas),
+        ("content_block_stop", {"type": "content_block_stop", "index": index}),
+    ]

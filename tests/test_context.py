@@ -1,0 +1,210 @@
+"""The context-window rules (nbagent/context.py) and the fold's compaction and clipping rules, as tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nbagent import context as ctx
+from nbagent import events as ev
+from nbagent.errors import NbagentError
+from nbagent.fold import State, apply, fold
+from nbagent.loop import thinking_param
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def assistant(text: str, *calls: str) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}, *({"type": "tool_use", "id": c, "name": "t", "input": {}} for c in calls)],
+    }
+
+
+def results(*ids: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": "ok"} for i in ids]}
+
+
+BIG = "x" * 4_000  # about 1,000 tokens
+
+
+@pytest.mark.parametrize(
+    ("messages", "keep_tokens", "keep"),
+    [
+        ([user("q")], 10, 0),  # nothing before the request: nothing to compact
+        ([user("q"), assistant("a")], 10, 1),  # the answer is kept, the request summarised
+        ([user(BIG), assistant(BIG), user("q2")], 10, 1),  # the new request alone
+        ([user(BIG), assistant(BIG), user("q2")], 5_000, 2),  # everything after the first message fits
+        ([user("q"), assistant("a", "t1"), results("t1")], 10, 2),  # a tool result never starts the kept part
+        ([user("q"), assistant("a", "t1"), results("t1"), assistant("b")], 10, 1),
+        ([user("q"), assistant(BIG, "t1"), results("t1"), assistant(BIG, "t2"), results("t2")], 1_200, 2),
+    ],
+)
+def test_keep_count(messages: list[dict[str, Any]], keep_tokens: int, keep: int) -> None:
+    assert ctx.keep_count(messages, keep_tokens) == keep
+    if keep:
+        assert ctx.can_start(messages[-keep])
+
+
+@pytest.mark.parametrize(
+    ("messages", "limit", "end"),
+    [
+        ([user("q"), assistant("a")], 1_000, 2),  # fits: all of it
+        ([user(BIG), assistant(BIG), user(BIG), assistant(BIG)], 1_500, 2),  # two parts
+        ([user(BIG), assistant(BIG, "t"), results("t"), assistant(BIG)], 1_200, 3),  # never before a tool result
+        ([user(BIG), assistant(BIG)], 10, 2),  # no place to split: the whole prefix
+    ],
+)
+def test_first_chunk(messages: list[dict[str, Any]], limit: int, end: int) -> None:
+    assert ctx.first_chunk(messages, limit) == end
+
+
+@pytest.mark.parametrize(
+    ("content", "budget", "expected_texts"),
+    [
+        ("short", 100, None),  # unchanged
+        ("abcdefghij", None, None),  # no budget: whole
+        ("abcdefghij", 4, ["abcd", "NOTE"]),
+        ([{"type": "text", "text": "abc"}, {"type": "text", "text": "defgh"}], 5, ["abc", "de", "NOTE"]),
+        ([{"type": "text", "text": "abcdef"}, {"type": "image", "source": {}}, {"type": "text", "text": "xyz"}], 3, ["abc", None, "NOTE"]),
+    ],
+)
+def test_clip_result(content: Any, budget: int | None, expected_texts: list[str | None] | None) -> None:
+    clipped = ctx.clip_result(content, budget, seq=7)
+    if expected_texts is None:
+        assert clipped is content
+        return
+    texts = [b.get("text") for b in clipped]
+    assert texts[:-1] == expected_texts[:-1]
+    assert "event 7" in texts[-1] and f"first {budget:,}" in texts[-1]
+
+
+@pytest.mark.parametrize(
+    ("kind", "status", "message", "too_long", "refused"),
+    [
+        ("invalid_request_error", 400, "prompt is too long: 210000 tokens > 200000 maximum", True, False),
+        ("prompt_too_long", 400, "Prompt is too long", True, False),
+        ("request_too_large", 413, "Request exceeds the maximum allowed number of bytes", True, False),
+        ("invalid_request_error", 400, "context_management: Extra inputs are not permitted", False, True),
+        ("invalid_request_error", 400, "messages.0: bad", False, False),
+        ("overloaded_error", 529, "Overloaded", False, False),
+    ],
+)
+def test_error_rules(kind: str, status: int, message: str, too_long: bool, refused: bool) -> None:
+    assert ctx.is_prompt_too_long(kind, status, message) is too_long
+    assert ctx.refuses_compaction(status, message) is refused
+
+
+@pytest.mark.parametrize(
+    ("settings", "model", "refused", "server"),
+    [
+        (ctx.ContextSettings(), "claude-sonnet-5-5", False, True),
+        (ctx.ContextSettings(), "claude-sonnet-5-5", True, False),  # the API refused it once: local from then on
+        (ctx.ContextSettings(), "my-gateway-model", False, False),
+        (ctx.ContextSettings(compact="server"), "my-gateway-model", True, True),  # asked for: always
+        (ctx.ContextSettings(compact="local"), "claude-sonnet-5-5", False, False),
+        (ctx.ContextSettings(compact="off"), "claude-sonnet-5-5", False, False),
+    ],
+)
+def test_which_compaction(settings: ctx.ContextSettings, model: str, refused: bool, server: bool) -> None:
+    assert ctx.uses_server(settings, model, refused) is server
+
+
+def test_the_default_trigger_is_a_margin_under_the_window() -> None:
+    assert ctx.ContextSettings().threshold == 175_000
+    assert ctx.ContextSettings(window=1_000_000).threshold == 875_000
+    assert ctx.ContextSettings(trigger=5_000).threshold == 5_000
+    assert ctx.needs_compaction(175_000, ctx.ContextSettings(), server=False)
+    assert not ctx.needs_compaction(175_000, ctx.ContextSettings(), server=True)
+    assert not ctx.needs_compaction(10**9, ctx.ContextSettings(compact="off"), server=False)
+
+
+@pytest.mark.parametrize(
+    ("setting", "param"),
+    [(None, None), ("off", None), ("adaptive", {"type": "adaptive"}), (2048, {"type": "enabled", "budget_tokens": 2048})],
+)
+def test_thinking_param(setting: Any, param: Any) -> None:
+    assert thinking_param(setting, 8192) == param
+
+
+@pytest.mark.parametrize("setting", [512, 8192, "lots", True, 3.5])
+def test_a_bad_thinking_setting_says_what_is_allowed(setting: Any) -> None:
+    with pytest.raises(NbagentError, match="'off', 'adaptive', or a token budget of at least 1024"):
+        thinking_param(setting, 8192)
+
+
+# The fold ----------------------------------------------------------------------------------------------------
+def events(*specs: tuple[str, dict[str, Any]]) -> list[ev.Event]:
+    return [ev.make(n, kind, payload) for n, (kind, payload) in enumerate([(ev.SESSION_START, {"session_id": "s"}), *specs], 1)]
+
+
+ANSWER = (
+    ev.ASSISTANT_MSG,
+    {"content": [{"type": "text", "text": "a1"}], "stop_reason": "end_turn", "usage": {"input_tokens": 90, "output_tokens": 10}},
+)
+COMPACTED = {"type": "compaction", "content": "summary by the server", "encrypted_content": "opaque"}
+
+
+@pytest.mark.parametrize(
+    ("specs", "messages"),
+    [
+        (  # the server compacted: the request starts at its block, kept verbatim, and what came before is not sent
+            [(ev.USER_MSG, {"content": "q1"}), ANSWER, (ev.USER_MSG, {"content": "q2"}),
+             (ev.ASSISTANT_MSG, {"content": [COMPACTED, {"type": "text", "text": "a2"}], "stop_reason": "end_turn"}),
+             (ev.USER_MSG, {"content": "q3"})],
+            [{"role": "assistant", "content": [COMPACTED, {"type": "text", "text": "a2"}]}, {"role": "user", "content": "q3"}],
+        ),
+        (  # a failed server compaction (no summary) changes nothing
+            [(ev.USER_MSG, {"content": "q1"}), (ev.ASSISTANT_MSG, {"content": [{"type": "compaction", "content": None}, {"type": "text", "text": "a"}]})],
+            [{"role": "user", "content": "q1"}, {"role": "assistant", "content": [{"type": "compaction", "content": None}, {"type": "text", "text": "a"}]}],
+        ),
+        (  # a local summary of the first two messages goes first into the kept request
+            [(ev.USER_MSG, {"content": "q1"}), ANSWER, (ev.USER_MSG, {"content": "q2"}),
+             (ev.COMPACTION_STARTED, {"keep": 1}), (ev.COMPACTION, {"summary": "S", "messages": 2, "final": True})],
+            [{"role": "user", "content": [{"type": "text", "text": ctx.SUMMARY_PREFIX + "S"}, {"type": "text", "text": "q2"}]}],
+        ),
+        (  # kept part starting with an answer: the summary is a user message of its own
+            [(ev.USER_MSG, {"content": "q1"}), ANSWER, (ev.COMPACTION_STARTED, {"keep": 1}), (ev.COMPACTION, {"summary": "S", "messages": 1})],
+            [{"role": "user", "content": [{"type": "text", "text": ctx.SUMMARY_PREFIX + "S"}]}, {"role": "assistant", "content": [{"type": "text", "text": "a1"}]}],
+        ),
+        (  # a budget recorded in the session clips tool results in the request
+            [(ev.CONTEXT, {"result_budget": 3}), (ev.USER_MSG, {"content": "q"}),
+             (ev.ASSISTANT_MSG, {"content": [{"type": "tool_use", "id": "t", "name": "read", "input": {}}], "stop_reason": "tool_use"}),
+             (ev.TOOL_RESULT, {"tool_use_id": "t", "content": "abcdef"})],
+            None,
+        ),
+    ],
+)  # fmt: skip
+def test_the_fold_starts_the_request_at_the_latest_compaction(specs: list[tuple[str, dict[str, Any]]], messages: Any) -> None:
+    state = fold(events(*specs))
+    if messages is not None:
+        assert state.messages == messages
+    else:
+        result = state.messages[-1]["content"][0]["content"]
+        assert result[0] == {"type": "text", "text": "abc"} and "event 5" in result[1]["text"]
+
+
+def test_a_compaction_in_parts_stays_in_progress_until_its_last_part() -> None:
+    log = events(
+        (ev.USER_MSG, {"content": "q1"}), ANSWER, (ev.USER_MSG, {"content": "q2"}), ANSWER, (ev.USER_MSG, {"content": "q3"}),
+        (ev.COMPACTION_STARTED, {"keep": 1, "reason": "trigger"}),
+        (ev.COMPACTION, {"summary": "S1", "messages": 2, "final": False}),
+    )  # fmt: skip
+    state = fold(log)
+    assert state.compacting == {"keep": 1, "reason": "trigger", "seq": 7} and state.compactions == 0
+    assert [m["role"] for m in state.messages] == ["user", "assistant", "user"]
+    apply(state, ev.make(9, ev.COMPACTION, {"summary": "S2", "messages": 2, "final": True}))
+    assert state.compacting is None and state.compactions == 1
+    assert state.messages == [
+        {"role": "user", "content": [{"type": "text", "text": ctx.SUMMARY_PREFIX + "S2"}, {"type": "text", "text": "q3"}]}
+    ]
+    assert state.frontier == "model"
+
+
+def test_context_use_comes_from_the_last_reply() -> None:
+    state = fold(events((ev.CONTEXT, {"window": 1_000}), (ev.USER_MSG, {"content": "q"}), ANSWER))
+    assert (state.context_tokens, state.window) == (100, 1_000)
+    assert State.from_dict(state.to_dict()) == state
