@@ -15,6 +15,11 @@ from .reader import Scan, scan
 
 FsyncPolicy = Literal["always", "turn", "never"]
 FSYNC_POLICIES: tuple[str, ...] = ("always", "turn", "never")
+# What a second writer is told, by every store.
+LOCKED = (
+    "{where} is open for writing in another process or session (a second kernel on this notebook?). "
+    "Close that session or stop that kernel, or open a new session here."
+)
 
 
 @dataclass(frozen=True)
@@ -84,10 +89,7 @@ class EventLog:
         try:
             self._lock.acquire()
         except filelock.Timeout:
-            raise LogLockedError(
-                f"{self.path} is open for writing in another process or session (a second kernel on this "
-                "notebook?). Close that session or stop that kernel, or open a new session here."
-            ) from None
+            raise LogLockedError(LOCKED.format(where=self.path)) from None
         try:
             created = not self.path.exists()
             self._fd = self.ops.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
@@ -111,9 +113,22 @@ class EventLog:
         """The open file descriptor."""
         return self._fd
 
+    @property
+    def where(self) -> str:
+        """How messages name this log: its path."""
+        return str(self.path)
+
+    def refresh(self) -> None:
+        """Learn the size again from the file (after an append was cut short in memory)."""
+        self.size = self.ops.fstat(self._fd).st_size
+
     def read(self, start: int = 0, stop: int | None = None) -> bytes:
-        """Bytes of the file from ``start`` to ``stop`` (default: the end)."""
+        """Bytes of the file from ``start`` to ``stop`` (default: the end); after :meth:`close`, read by path."""
         stop = self.size if stop is None else stop
+        if self._fd < 0:
+            with open(self.path, "rb") as handle:
+                handle.seek(start)
+                return handle.read(max(0, stop - start))
         chunks, pos = [], start
         while pos < stop:
             chunk = self.ops.pread(self._fd, min(stop - pos, 1 << 24), pos)

@@ -16,8 +16,9 @@ from typing import Any, Protocol
 from . import events as ev
 from . import fold, snapshot, trust
 from .errors import LogError
-from .log import EventLog, FileOps, FsyncPolicy, Repair
-from .reader import HEADER_LIMIT, Reader, Scan, check_start, iter_events, scan
+from .log import FileOps, FsyncPolicy, Repair
+from .reader import HEADER_LIMIT, Reader, Scan, iter_events, scan
+from .stores import Log, Store, get_store, locate
 from .transcript import Transcript
 
 logger = logging.getLogger("nbagent")
@@ -56,8 +57,9 @@ class Subscriber(Protocol):
 class Session:
     """A durable agent session: an append-only log on disk and the state folded from it."""
 
-    def __init__(self, log: EventLog, base: snapshot.Snapshot | None, tail: Scan, snapshot_every: int) -> None:
+    def __init__(self, log: Log, base: snapshot.Snapshot | None, tail: Scan, snapshot_every: int) -> None:
         self.path = log.path
+        self.where = log.where  # how messages name it: the file, or the store URL with #<notebook>/<session>
         self.snapshot_every = snapshot_every
         self._snapshot_note = ""
         self._log = log
@@ -107,18 +109,21 @@ class Session:
         snapshot_every: int = 1000,
         meta: dict[str, Any] | None = None,
         ops: FileOps | None = None,
+        store: Store | str | None = None,
     ) -> Session:
         """Open the session log at ``path``, creating it if needed; repairs a torn tail and uses a snapshot if it agrees.
 
+        ``store`` says where sessions live: a :class:`~nbagent.stores.Store`, a ``postgresql://`` URL,
+        or None for ``NBAGENT_STORE`` (the files beside the notebook when it is unset).  ``path`` may
+        also be a session in a database, ``postgresql://.../db#<notebook>/<session>``.
         A file that is not an nbagent log raises :class:`~nbagent.errors.NotALogError`
         before anything is written, beside it or to it.
         """
-        _refuse_links(Path(path))
-        check_start(path)
-        log = EventLog(path, fsync=fsync, ops=ops)
+        where, key = locate(path)
+        log = (where or get_store(store)).open_log(key, fsync=fsync, ops=ops)
         try:
             user = _user_signer()
-            base, note = snapshot.load(log.path)
+            base, note = log.load_snapshot()
             if base is not None:
                 note = _disagreement(log, base, user)
                 if note:
@@ -128,7 +133,7 @@ class Session:
             session._user = user
             if base is None and note not in ("", "no snapshot"):
                 session._snapshot_note = f"snapshot ignored ({note}); replayed the whole log"
-                logger.warning("%s: %s", log.path, session._snapshot_note)
+                logger.warning("%s: %s", log.where, session._snapshot_note)
             if session._seq == 0:
                 session._session_id = uuid.uuid4().hex
                 session._sign_as(session._session_id)
@@ -143,7 +148,7 @@ class Session:
         if log.repair:
             logger.warning(
                 "%s: cut off a torn last line (%d bytes at offset %d: %s); kept it in %s",
-                log.path,
+                log.where,
                 log.repair.length,
                 log.repair.offset,
                 log.repair.reason,
@@ -181,16 +186,12 @@ class Session:
         May run on whichever thread first reads the messages, so it takes no lock.
         """
         self._snapshot_note = f"snapshot ignored ({why}); replayed the whole log"
-        logger.warning("%s: %s", self.path, self._snapshot_note)
-        if self._closed:  # the messages were first read after closing
-            with open(self.path, "rb") as handle:
-                data = handle.read(base.offset)
-        else:
-            data = self._log.read(0, base.offset)
-        result = scan(data, path=str(self.path), mode="strict")  # the snapshot pointed at a whole line: a torn one is damage
+        logger.warning("%s: %s", self.where, self._snapshot_note)
+        data = self._log.read(0, base.offset)  # the messages may be first read after closing: the log reads without its lock
+        result = scan(data, path=self.where, mode="strict")  # the snapshot pointed at a whole line: a torn one is damage
         why_not = snapshot.disagreement(base.header, lambda start, end: data[start:end], len(data))
         if why_not:  # only possible if the log was changed after this session closed
-            raise LogError(f"{self.path}: {why_not}; open the session again")
+            raise LogError(f"{self.where}: {why_not}; open the session again")
         self._snapshot_seq = 0  # so that closing writes a good one
         return fold.fold(result.events)
 
@@ -295,7 +296,7 @@ class Session:
         """Vouch for every line so far: append this user's signed ``trust`` event over their SHA-256 (``nbagent trust``)."""
         with self._lock:
             if self._signer is None:
-                raise LogError(f"cannot trust {self.path}: this user has no signing key ({trust.secret_path()} is unreadable)")
+                raise LogError(f"cannot trust {self.where}: this user has no signing key ({trust.secret_path()} is unreadable)")
             self._log.sync()
             return self.append(ev.TRUST, vouches=self._seq, prefix_sha256=self._prefix_sha256(self._log.size))
 
@@ -343,7 +344,7 @@ class Session:
         """Write an event (fsynced if it must be durable), fold it, and hand it to every subscriber."""
         with self._lock:
             if self._closed:
-                raise LogError(f"session {self.path} is closed; open it again to continue")
+                raise LogError(f"session {self.where} is closed; open it again to continue")
             if self._dirty:
                 self._resync()
             event = ev.make(self._seq + 1, event_type, payload)
@@ -375,7 +376,7 @@ class Session:
 
     def _resync(self) -> None:
         """Rebuild everything from the log after an append was cut short in memory."""
-        self._log.size = os.fstat(self._log.fileno()).st_size
+        self._log.refresh()
         self._trust, self._base_trust = None, None
         result = self._log.recover(0, 1)
         self._marks = Marks()  # the tail may have been cut: forget every offset learned before
@@ -394,8 +395,7 @@ class Session:
             start, crc = self._last_line
             size = self._log.size
             sign = self._user.keyed(trust.SNAPSHOT, self._session_id) if self._user is not None else None
-            written = snapshot.write(
-                self.path,
+            written = self._log.write_snapshot(
                 self.state,
                 line_start=start,
                 offset=size,
@@ -404,19 +404,17 @@ class Session:
                 report=self.trust,
                 sign=sign,
                 prefix_sha256=lambda: self._prefix_sha256(size),
-                ops=self._log.ops,
                 cache=self._snapshot_cache,
-                durable=self._log.fsync_policy != "never",
             )
             self._snapshot_seq = self._seq
-            return written
+            return Path(written)
 
     def _snapshot_quietly(self) -> None:
         """An automatic snapshot: failing to write one (a full disk) loses nothing, so it is logged, not raised."""
         try:
             self.snapshot()
         except OSError as exc:
-            logger.warning("%s: could not write a snapshot (%s); the log is intact and opening replays it", self.path, exc)
+            logger.warning("%s: could not write a snapshot (%s); the log is intact and opening replays it", self.where, exc)
 
     def close(self) -> None:
         """Snapshot if anything changed, then close the log and release its lock."""
@@ -438,7 +436,7 @@ class Session:
         self.close()
 
     def __repr__(self) -> str:
-        return f"<nbagent.Session {self.id[:8]} {str(self.path)!r} seq={self._seq}>"
+        return f"<nbagent.Session {self.id[:8]} {self.where!r} seq={self._seq}>"
 
     # Reading and watching -------------------------------------------------------------------
     def events(self, since: int = 0) -> Iterator[ev.Event]:
@@ -459,7 +457,7 @@ class Session:
 
     def _read(self, data: bytes, marks: Marks, *, since: int, first: int, start: int) -> Iterator[ev.Event]:
         """Events with ``seq > since`` from ``data`` (the log's bytes from ``start``, the line of ``first``), noting where lines start."""
-        reader = Reader(str(self.path), since=since, expected=first, offset=start, last_start=start)
+        reader = Reader(self.where, since=since, expected=first, offset=start, last_start=start)
         for event in reader.feed(data):
             seq = event["seq"]
             if seq % MARK_EVERY == 1:
@@ -483,7 +481,7 @@ class Session:
                 last = event["seq"]
             # ... then take the few events appended meanwhile and go live, atomically.
             with self._lock:
-                for event in iter_events(self._log.read(end, self._log.size), path=str(self.path), since=last, first_seq=None):
+                for event in iter_events(self._log.read(end, self._log.size), path=self.where, since=last, first_seq=None):
                     callback(event)
                 live = callback if since <= self._seq else _after(since, callback)
                 self._subscribers.append(live)
@@ -521,26 +519,6 @@ class Session:
             self._publishing = False
 
 
-def _refuse_links(path: Path) -> None:
-    """Refuse a log, or a file beside it (lock, snapshot, temp, torn tail), that is a symbolic link.
-
-    A log folder that came from elsewhere could hold such links pointing at the
-    user's own files, which opening, snapshotting or repairing would then overwrite.
-    """
-    candidates = [path]
-    try:
-        with os.scandir(path.parent) as entries:
-            candidates += [Path(e.path) for e in entries if e.name.startswith(path.name + ".") and e.is_symlink()]
-    except (FileNotFoundError, NotADirectoryError):
-        pass
-    for candidate in candidates:
-        if candidate.is_symlink():
-            raise LogError(
-                f"{candidate} is a symbolic link; nbagent does not follow links for session logs or the files beside "
-                "them (a log folder from elsewhere could point them at your files). Remove the link to continue."
-            )
-
-
 def _user_signer() -> trust.Signer | None:
     """This user's signer; None (and a warning) if the secret cannot be read or made."""
     try:
@@ -565,7 +543,7 @@ def _after(since: int, callback: Subscriber) -> Subscriber:
     return deliver
 
 
-def _disagreement(log: EventLog, base: snapshot.Snapshot, user: trust.Signer | None) -> str:
+def _disagreement(log: Log, base: snapshot.Snapshot, user: trust.Signer | None) -> str:
     """Why a snapshot cannot be used with this log ('' if it can)."""
     why = snapshot.disagreement(base.header, log.read, log.size) or snapshot.unauthentic(base.header, base.header_body, user, log.read)
     if why:

@@ -10,6 +10,7 @@ from .. import events as ev
 from .. import store
 from ..errors import HistoryError
 from ..reader import Scan, scan
+from ..stores import FILES, Store
 
 NOTEBOOK_SUFFIX = ".ipynb"
 # Folders never searched for session logs (besides hidden ones other than .nbagent).
@@ -62,15 +63,26 @@ def notebook_of(path: Path) -> str:
     return ""
 
 
-def read_log(path: Path) -> Scan:
-    """Read and check a whole log without locking it: its events, and any torn tail (raises on damage before it)."""
+def read_bytes(path: Path, source: Store = FILES) -> bytes:
+    """A whole log's bytes, from a file or (``source`` a database store) its rows, without locking it."""
+    if source.url:
+        from ..stores.postgres import PostgresStore
+
+        assert isinstance(source, PostgresStore)
+        return source.read_bytes(path)
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         raise HistoryError(f"cannot read {path}: {exc.strerror or exc}.") from None
-    return scan(data, path=str(path))
 
 
-def read_all(path: Path) -> list[ev.Event]:
+def read_log(path: Path, source: Store = FILES) -> Scan:
+    """Read and check a whole log without locking it: its events, and any torn tail (raises on damage before it)."""
+    from ..stores import session_url
+
+    return scan(read_bytes(path, source), path=session_url(source, path))
+
+
+def read_all(path: Path, source: Store = FILES) -> list[ev.Event]:
     """Every event of a log (raises LogCorruptError / LogVersionError on damage), without locking it."""
-    return read_log(path).events
+    return read_log(path, source).events

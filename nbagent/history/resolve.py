@@ -8,6 +8,7 @@ from pathlib import Path
 from .. import store
 from ..errors import HistoryError, NotALogError
 from ..reader import check_start
+from ..stores import FILES, Store, is_url, locate
 from .find import NOTEBOOK_SUFFIX, find_logs, session_name
 from .summary import list_summaries, summarize
 
@@ -29,6 +30,15 @@ def resolve(spec: str, *, root: str | os.PathLike[str] = ".", folder: Path | Non
     if write and folder is None and path.stat().st_size == 0:
         raise NotALogError(str(path), "it is empty")
     return path
+
+
+def resolve_session(spec: str, *, write: bool = False) -> tuple[Store, Path]:
+    """A SESSION argument's store and path: ``postgresql://.../db#<notebook>/<session>`` names one in a database, anything else a file (:func:`resolve`)."""
+    if is_url(spec):
+        found, path = locate(spec)
+        assert found is not None
+        return found, path
+    return FILES, resolve(spec, write=write)
 
 
 def _in_folder(spec: str, folder: Path, write: bool) -> Path:

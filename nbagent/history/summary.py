@@ -10,9 +10,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .. import fold, snapshot, trust
+from ..context import DEFAULT_WINDOW
 from ..errors import LogCorruptError, LogVersionError, NotALogError
 from ..reader import iter_events, scan
+from ..render.parts import short_tokens
 from ..render.text import shorten, when
+from ..stores import Store
 from .find import find_logs, notebook_of, session_name
 
 
@@ -34,6 +37,14 @@ class Summary:
     pending: str = ""  # what an unfinished session waits for, or why it cannot be read
     source: str = "log"  # "snapshot" (header + tail) or "log" (full read)
     trust: str = ""  # who wrote the lines: yours | unsigned | other key | altered | mixed ('' if unreadable)
+    owner: str = ""  # the database role that owns it (a database store only)
+    context_tokens: int = 0  # tokens the last reply's request and reply took (0: no reply yet)
+    window: int = 0  # the model's context window in tokens (0: not recorded; shown against the default)
+
+    @property
+    def context(self) -> str:
+        """How full the context window was after the last reply: ``143k/200k`` ('-' before any reply)."""
+        return f"{short_tokens(self.context_tokens)}/{short_tokens(self.window or DEFAULT_WINDOW)}" if self.context_tokens else "-"
 
     @property
     def tokens(self) -> int:
@@ -50,7 +61,7 @@ class Summary:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, with ``status`` and ``tokens`` filled in."""
         data = asdict(self)
-        data["status"], data["tokens"] = self.status, self.tokens
+        data["status"], data["tokens"], data["context"] = self.status, self.tokens, self.context
         return data
 
 
@@ -73,6 +84,7 @@ def _from_state(summary: Summary, state: fold.State) -> Summary:
     summary.session_id, summary.title, summary.created = state.session_id, state.title, state.created
     summary.last_ts, summary.turns, summary.events, summary.usage = state.last_ts, state.turns, state.seq, dict(state.usage)
     summary.complete, summary.pending = _pending(state.status, state.frontier, len(state.open_calls), state.status == "error")
+    summary.context_tokens, summary.window = state.context_tokens, state.window
     return summary
 
 
@@ -167,6 +179,7 @@ def _summarize(path: Path, user: trust.Signer | None) -> Summary:
                     summary.created, summary.last_ts = head.get("created", 0.0), head.get("last_ts", 0.0)
                     summary.turns, summary.events = head.get("turns", 0), int(header["seq"])
                     summary.usage = dict(head.get("usage") or {})
+                    summary.context_tokens, summary.window = int(head.get("context_tokens") or 0), int(head.get("window") or 0)
                     summary.complete, summary.pending = _pending(
                         head.get("status", ""), head.get("frontier", ""), head.get("open_calls", 0)
                     )
@@ -203,9 +216,34 @@ def list_summaries(path: str | os.PathLike[str]) -> list[Summary]:
     return sorted(summaries, key=lambda s: (s.last_ts, s.name))
 
 
+def store_summaries(source: Store, *, notebook: str = "", owner: str = "", text: str = "", limit: int | None = None) -> list[Summary]:
+    """Summaries from a store's index (no event is read): the database store answers from its sessions table.
+
+    ``trust`` here is who signed the session's first line (``verify`` checks every line).
+    """
+    user = trust.user_signer_or_none()
+    mine = user.key_id if user is not None else ""
+    found = []
+    for item in source.list(notebook=notebook, owner=owner, text=text, limit=limit):
+        summary = Summary(item.name, item.location, item.notebook, item.session_id, item.title, item.created, item.last_ts, item.turns)
+        summary.events, summary.owner, summary.source = item.events, item.owner, "index"
+        head = item.summary
+        summary.usage = {k: int(v) for k, v in (head.get("usage") or {}).items()}
+        summary.context_tokens, summary.window = int(head.get("context_tokens") or 0), int(head.get("window") or 0)
+        if head.get("seq") == item.events:
+            summary.complete, summary.pending = _pending(
+                str(head.get("status", "")), str(head.get("frontier", "")), int(head.get("open_calls", 0))
+            )
+        else:
+            summary.pending = "open, or not closed cleanly"
+        summary.trust = "unsigned" if not item.signer else ("yours" if item.signer == mine else "other key")
+        found.append(summary)
+    return found
+
+
 def write_table(summaries: Sequence[Summary], out: TextIO, *, current: str | None = None) -> None:
     """The session listing of the CLI and ``%agent_sessions``: a row per session, grouped by notebook; ``current`` is starred."""
-    header: tuple[str, ...] = ("SESSION", "TITLE", "CREATED", "LAST ACTIVITY", "TURNS", "TOKENS", "TRUST", "STATUS")
+    header: tuple[str, ...] = ("SESSION", "TITLE", "CREATED", "LAST ACTIVITY", "TURNS", "TOKENS", "CONTEXT", "TRUST", "STATUS")
     by_notebook: dict[str, list[Summary]] = {}
     for summary in summaries:
         by_notebook.setdefault(summary.notebook, []).append(summary)
@@ -217,6 +255,7 @@ def write_table(summaries: Sequence[Summary], out: TextIO, *, current: str | Non
             when(s.last_ts),
             str(s.turns),
             str(s.tokens),
+            s.context,
             s.trust or "?",
             s.status,
         ]

@@ -11,6 +11,7 @@ from .. import events as ev
 from .. import fold, snapshot, trust
 from ..errors import HistoryError
 from ..reader import Reader
+from ..stores import FILES, Store, session_url
 
 
 @dataclass(frozen=True)
@@ -48,19 +49,30 @@ class Report:
         return not self.problems
 
 
-def verify(path: str | os.PathLike[str]) -> Report:
-    """Check a log and its snapshot without changing either: checksums, sequence, schema, shapes, torn tail, snapshot agreement."""
+def verify(path: str | os.PathLike[str], source: Store = FILES) -> Report:
+    """Check a log and its snapshot without changing either: checksums, sequence, schema, shapes, torn tail, snapshot agreement.
+
+    A session in a database (``source``) is checked from its rows' bytes, by the same rules as a file.
+    """
     log_path = Path(path)
-    report = Report(str(log_path))
-    try:
-        with open(log_path, "rb") as handle:  # read-only: verify never repairs
-            data = handle.read()
-    except FileNotFoundError:
-        raise HistoryError(f"{log_path}: no such file.") from None
-    except OSError as exc:
-        raise HistoryError(f"cannot read {log_path}: {exc.strerror or exc}.") from None
+    if source.url:
+        from ..stores.postgres import PostgresStore
+
+        assert isinstance(source, PostgresStore)
+        data, where = source.read_bytes(log_path), session_url(source, log_path)
+        snapshot_at = source.snapshot_file(log_path)
+    else:
+        where, snapshot_at = str(log_path), log_path
+        try:
+            with open(log_path, "rb") as handle:  # read-only: verify never repairs
+                data = handle.read()
+        except FileNotFoundError:
+            raise HistoryError(f"{log_path}: no such file.") from None
+        except OSError as exc:
+            raise HistoryError(f"cannot read {log_path}: {exc.strerror or exc}.") from None
+    report = Report(where)
     report.size = len(data)
-    reader = Reader(str(log_path), "report")
+    reader = Reader(where, "report")
     good: list[ev.Event] = []
     line_starts: dict[int, tuple[int, str]] = {}  # seq -> (line start, crc)
     state, fold_problem = fold.State(), ""
@@ -72,28 +84,34 @@ def verify(path: str | os.PathLike[str]) -> Report:
                 fold.apply(state, event)
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 fold_problem = f"event does not fit schema v{ev.SCHEMA_VERSION}: {type(exc).__name__} {exc}"
-                report.problems.append(Problem(str(log_path), event["seq"], reader.last_start, fold_problem))
-    report.problems[:0] = [Problem(str(log_path), p.line, p.offset, p.message) for p in reader.problems]
+                report.problems.append(Problem(where, event["seq"], reader.last_start, fold_problem))
+    report.problems[:0] = [Problem(where, p.line, p.offset, p.message) for p in reader.problems]
     report.problems.sort(key=lambda p: p.line or 0)
     report.events = len(good)
     report.trust = trust.check_log(data, user=trust.user_signer_or_none()).describe()
-    for side in sorted(log_path.parent.glob(log_path.name + ".torn-*")):
+    for side in [] if source.url else sorted(log_path.parent.glob(log_path.name + ".torn-*")):
         report.notes.append(f"{side.name}: a torn tail cut off by an earlier repair is kept here")
-    for side in sorted(log_path.parent.glob(log_path.name + ".damaged-*")):
+    for side in [] if source.url else sorted(log_path.parent.glob(log_path.name + ".damaged-*")):
         report.notes.append(f"{side.name}: a copy of this log kept when damage was found on opening")
     damaged = any(not p.message.startswith("torn tail") for p in reader.problems)
-    _verify_snapshot(log_path, data, good, line_starts, report, not fold_problem and not damaged)
+    name = where + (" (snapshot)" if source.url else ".snapshot")
+    _verify_snapshot(snapshot_at, name, data, good, line_starts, report, not fold_problem and not damaged)
     return report
 
 
 def _verify_snapshot(
-    log_path: Path, data: bytes, good: list[ev.Event], line_starts: dict[int, tuple[int, str]], report: Report, can_fold: bool
+    log_path: Path | None,
+    name: str,
+    data: bytes,
+    good: list[ev.Event],
+    line_starts: dict[int, tuple[int, str]],
+    report: Report,
+    can_fold: bool,
 ) -> None:
-    target = snapshot.path_for(log_path)
-    if not target.exists():
+    """Check the snapshot beside ``log_path`` (None: there is none) against the log's bytes ``data``."""
+    if log_path is None or not snapshot.path_for(log_path).exists():
         report.notes.append("no snapshot (opening replays the whole log)")
         return
-    name = str(target)
     loaded, why = snapshot.load(log_path)
     if loaded is None:
         report.problems.append(Problem(name, 1, 0, f"snapshot header unusable: {why} (opening ignores it and replays the log)"))

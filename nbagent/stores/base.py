@@ -1,0 +1,99 @@
+"""The store seam: where a session's events live (a file beside the notebook, or a PostgreSQL table).
+
+A store keeps each session's log as its sealed lines in order; their bytes, one after the
+other with a newline each, are the log exactly as the file store writes it, so offsets,
+checksums, signatures, snapshots and trust checks mean the same on every store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from .. import events as ev
+from ..fold import State
+from ..log import FsyncPolicy, Repair
+from ..reader import Scan
+from ..snapshot import Snapshot
+
+
+@dataclass
+class Listed:
+    """One session in a store's listing (what its index knows, without reading its events)."""
+
+    name: str
+    location: str  # what `nbagent show` takes: a file path, or a store URL with #<notebook>/<session>
+    notebook: str = ""
+    session_id: str = ""
+    title: str = ""
+    created: float = 0.0
+    last_ts: float = 0.0
+    turns: int = 0
+    events: int = 0
+    owner: str = ""  # the database role that created it (file store: '')
+    signer: str = ""  # the nbagent key id that signed its first line
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+class Log(Protocol):
+    """One session's log, held by its one writer: the lock is taken on open and released by :meth:`close`."""
+
+    path: Path  # the session's file path (the file store) or the path it was opened under
+    size: int  # bytes of whole lines so far (the offset of the next line)
+    fsync_policy: FsyncPolicy
+
+    @property
+    def where(self) -> str:
+        """How messages name it: the file's path, or the store URL with ``#<notebook>/<session>``."""
+
+    @property
+    def failed(self) -> BaseException | None:
+        """The write error that made this log refuse writes, if any."""
+
+    @property
+    def repair(self) -> Repair | None:
+        """The torn tail cut off on opening, if any."""
+
+    def read(self, start: int = 0, stop: int | None = None) -> bytes:
+        """The log's bytes from ``start`` to ``stop`` (default: the end); works after :meth:`close` too."""
+
+    def recover(self, start: int = 0, first_seq: int = 1) -> Scan:
+        """Check the log from ``start`` (the line of ``first_seq``), repairing a torn tail; offsets in the result are absolute."""
+
+    def append(self, line: bytes, *, durable: bool) -> None:
+        """Append one sealed line; durable by the fsync policy when ``durable`` (raises LogWriteError)."""
+
+    def refresh(self) -> None:
+        """Learn :attr:`size` again from storage (after an append was cut short in memory)."""
+
+    def sync(self) -> None:
+        """Make everything appended so far durable."""
+
+    def close(self) -> None:
+        """Sync and release the one-writer lock."""
+
+    def load_snapshot(self) -> tuple[Snapshot | None, str]:
+        """The stored snapshot if its header is sound, else None and why."""
+
+    def write_snapshot(self, state: State, **fields: Any) -> str:
+        """Store a snapshot of ``state`` (fields as :func:`nbagent.snapshot.write` takes them); returns where."""
+
+
+class Store(Protocol):
+    """Where sessions live: open one for writing (the lock), read or follow one, list them."""
+
+    url: str  # '' for the file store
+
+    def open_log(self, path: Path, *, fsync: FsyncPolicy = "turn", ops: Any = None) -> Log:
+        """Open (creating if needed) the session at ``path`` as its one writer; a second writer is refused at once."""
+
+    def read(self, path: Path, since: int = 0) -> Iterator[ev.Event]:
+        """Events with ``seq > since`` as they are now, without the lock (a torn tail is left out)."""
+
+    def follow(self, path: Path, since: int = 0, *, idle_timeout: float | None = None) -> Iterator[ev.Event]:
+        """Events with ``seq > since``, then each new one as its writer commits it, with no gap and no duplicate."""
+
+    def list(self, *, notebook: str = "", owner: str = "", text: str = "", limit: int | None = None) -> list[Listed]:
+        """Sessions, most recently active last, filtered by notebook, owner and title/request text."""

@@ -1,0 +1,340 @@
+"""The PostgreSQL store: each session's sealed lines as rows, the one-writer lock an advisory lock, live views by LISTEN/NOTIFY.
+
+An event is durable when its transaction commits: an event the file store would fsync
+commits with ``synchronous_commit`` on, the others with it off.  ``(session, seq)`` is the
+primary key and a line is only inserted as the one after the session's last, so a second
+writer cannot interleave; partial unique indexes make ``tool_started`` (per attempt) and
+``tool_result`` exactly-once.  Each row keeps its line's exact bytes and where it starts in
+the log, so the log read back from the table is byte for byte the file the file store writes.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import re
+import shutil
+import tempfile
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import events as ev
+from .. import snapshot
+from ..errors import LogCorruptError, LogError
+from ..log import FsyncPolicy
+from ..reader import Reader
+from ..store import LOG_SUFFIX, STORE_DIR, check_name
+from . import migrations
+from .base import Listed
+
+if TYPE_CHECKING:
+    from .postgres_log import PostgresLog
+
+try:
+    import psycopg
+except ImportError:  # pragma: no cover - the postgres extra is not installed
+    psycopg = None  # type: ignore[assignment]
+
+LOCK_CLASS = 0x6E62_6167  # 'nbag': the first key of every session's advisory lock (the second is its row id)
+BATCH = 2000  # rows fetched at a time when reading a log
+REQUESTS_LIMIT = 1 << 16  # the request text kept per session for searching listings
+_PASSWORD = re.compile(r"(://[^:/@]+:)[^@]*@")
+
+
+def need_psycopg() -> Any:
+    if psycopg is None:
+        raise LogError("the PostgreSQL store needs psycopg 3: pip install 'nbagent[postgres]'")
+    return psycopg
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password (for messages and session names; put passwords in ~/.pgpass or PGPASSWORD)."""
+    return _PASSWORD.sub(r"\1***@", url)
+
+
+def key_of(path: Path) -> tuple[str, str]:
+    """A session's key in the database, (notebook, name), from its file path ``<folder>/.nbagent/<notebook>/<name>.jsonl``."""
+    path = Path(path).absolute()
+    name = check_name(path.name.removesuffix(LOG_SUFFIX))
+    folder = path.parent
+    notebook = folder.parent.parent / folder.name if folder.parent.name == STORE_DIR else folder
+    return str(notebook), name
+
+
+def key_path(notebook: str, name: str) -> Path:
+    """The file path a session of the database stands for (the inverse of :func:`key_of`)."""
+    check_name(name)
+    book = Path(notebook)
+    if book.suffix == ".ipynb":
+        return book.parent / STORE_DIR / book.name / (name + LOG_SUFFIX)
+    return book / (name + LOG_SUFFIX)
+
+
+def channel(session: int) -> str:
+    """The NOTIFY channel of a session (its row id)."""
+    return f"nbagent_s{session}"
+
+
+def message_of(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+@contextlib.contextmanager
+def db_errors(what: str) -> Iterator[None]:
+    """Turn a database error while doing ``what`` into one clear LogError (no psycopg traceback reaches a user)."""
+    pg = need_psycopg()
+    try:
+        yield
+    except pg.Error as exc:
+        raise LogError(f"{what} failed: {message_of(exc)}") from None
+
+
+_scratch_root: Path | None = None
+_scratch_lock = threading.Lock()
+
+
+def scratch_folder() -> Path:
+    """A private folder (removed at exit) where snapshots are checked with the same code as snapshot files."""
+    global _scratch_root
+    with _scratch_lock:
+        if _scratch_root is None:
+            _scratch_root = Path(tempfile.mkdtemp(prefix="nbagent-pg-snapshots-"))
+            atexit.register(shutil.rmtree, _scratch_root, True)
+        folder = _scratch_root / uuid.uuid4().hex
+        folder.mkdir(mode=0o700)
+        return folder
+
+
+class PostgresStore:
+    """Sessions in a PostgreSQL database (``postgresql://user@host/db``); its schema is created and migrated on first use."""
+
+    def __init__(self, url: str) -> None:
+        self._conninfo = url
+        self.url = redact_url(url)
+        self._migrated = False
+        self._lock = threading.Lock()
+
+    def connect(self) -> Any:
+        """A new autocommit connection, the schema checked (and migrated) on the first one."""
+        pg = need_psycopg()
+        try:
+            conn = pg.connect(self._conninfo, autocommit=True)
+        except pg.Error as exc:
+            raise LogError(f"cannot connect to {self.url}: {message_of(exc)}") from None
+        try:
+            with self._lock:
+                if not self._migrated:
+                    migrations.migrate(conn)
+                    self._migrated = True
+        except pg.Error as exc:
+            conn.close()
+            raise LogError(f"cannot set up nbagent's tables in {self.url}: {message_of(exc)}") from None
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def where(self, path: Path) -> str:
+        """The session's name on a command line: ``<url>#<notebook>/<session>``."""
+        notebook, name = key_of(path)
+        return f"{self.url}#{notebook}/{name}"
+
+    def open_log(self, path: Path, *, fsync: FsyncPolicy = "turn", ops: Any = None) -> PostgresLog:
+        """Open the session at ``path`` as its one writer (a session-level advisory lock; a second one is refused)."""
+        from .postgres_log import PostgresLog
+
+        if ops is not None:
+            raise ValueError("file operations (ops) apply to the file store only")
+        return PostgresLog(self, path, fsync)
+
+    def session_id(self, conn: Any, path: Path, *, create: bool = False) -> int | None:
+        """The row id of the session at ``path`` (created if ``create``), or None."""
+        notebook, name = key_of(path)
+        if create:
+            conn.execute("INSERT INTO nbagent_sessions (notebook, name) VALUES (%s, %s) ON CONFLICT DO NOTHING", (notebook, name))
+        row = conn.execute("SELECT id FROM nbagent_sessions WHERE notebook = %s AND name = %s", (notebook, name)).fetchone()
+        if row is None and create:
+            raise LogError(f"{self.where(path)} exists but belongs to another database role; open a session of another name")
+        return None if row is None else int(row[0])
+
+    def _rows(self, conn: Any, session: int, after: int) -> list[tuple[int, int, str]]:
+        return list(
+            conn.execute(
+                "SELECT seq, start_at, line FROM nbagent_events WHERE session = %s AND seq > %s ORDER BY seq LIMIT %s",
+                (session, after, BATCH),
+            )
+        )
+
+    def _existing(self, conn: Any, path: Path) -> int:
+        session = self.session_id(conn, path)
+        if session is None:
+            raise LogError(f"no session {self.where(path)} (list them with: nbagent sessions --store {self.url})")
+        return session
+
+    def read_bytes(self, path: Path) -> bytes:
+        """The whole log as the file store would hold it (every line with its newline)."""
+        with self.connect() as conn, db_errors(f"reading {self.where(path)}"):
+            session = self._existing(conn, path)
+            lines = [row[0] for row in conn.execute("SELECT line FROM nbagent_events WHERE session = %s ORDER BY seq", (session,))]
+        return "".join(line + "\n" for line in lines).encode("ascii")
+
+    def read(self, path: Path, since: int = 0) -> Iterator[ev.Event]:
+        """Events with ``seq > since``, checked by the one reader, without the writer's lock."""
+        where = self.where(path)
+        with self.connect() as conn, db_errors(f"reading {where}"):
+            session = self._existing(conn, path)
+            reader: Reader | None = None
+            last = since
+            while rows := self._rows(conn, session, last):
+                if reader is None:
+                    reader = Reader(where, expected=rows[0][0] if since else 1, offset=rows[0][1], last_start=rows[0][1], since=since)
+                yield from reader.feed("".join(line + "\n" for _seq, _start, line in rows).encode("ascii"))
+                _raise_torn(reader)
+                last = rows[-1][0]
+
+    def follow(self, path: Path, since: int = 0, *, idle_timeout: float | None = None) -> Iterator[ev.Event]:
+        """Catch up from the table, then wait for NOTIFY (no polling): every event with ``seq > since``, once, in order."""
+        where = self.where(path)
+        pg = need_psycopg()
+        conn = self.connect()
+        try:
+            session = self._existing(conn, path)
+            conn.execute(f"LISTEN {channel(session)}")  # before reading: a commit after this point is always notified
+            reader = Reader(where, "follow", since=since, expected=None)
+            last = since
+            while True:
+                while rows := self._rows(conn, session, last):
+                    if reader.expected is None:
+                        reader.expected = rows[0][0] if since else 1
+                        reader.offset = reader.last_start = rows[0][1]
+                    yield from reader.feed("".join(line + "\n" for _seq, _start, line in rows).encode("ascii"))
+                    _raise_torn(reader)
+                    last = rows[-1][0]
+                woken = False
+                for _note in conn.notifies(timeout=idle_timeout, stop_after=1):
+                    woken = True
+                if not woken:
+                    return  # idle for idle_timeout seconds
+        except pg.Error as exc:
+            raise LogError(f"following {where} stopped: {message_of(exc)}; run it again") from None
+        finally:
+            conn.close()
+
+    def list(self, *, notebook: str = "", owner: str = "", text: str = "", limit: int | None = None) -> list[Listed]:
+        """Sessions from the index table (no event is read), oldest activity first; ``limit`` keeps the most recent."""
+        where, params = ["last_seq > 0"], list[Any]()
+        if notebook:
+            where.append("(notebook = %s OR notebook LIKE %s)")
+            params += [notebook, "%/" + _like(notebook)]
+        if owner:
+            where.append("owner_role = %s")
+            params.append(owner)
+        if text:
+            where.append("(title ILIKE %s OR requests ILIKE %s)")
+            params += ["%" + _like(text) + "%"] * 2
+        query = (
+            "SELECT name, notebook, session_id, title, created, last_ts, turns, last_seq, owner_role, signer, summary "
+            f"FROM nbagent_sessions WHERE {' AND '.join(where)} ORDER BY last_ts DESC, name DESC"
+        )
+        if limit:
+            query += " LIMIT %s"
+            params.append(limit)
+        with self.connect() as conn, db_errors(f"listing the sessions of {self.url}"):
+            rows = conn.execute(query, params).fetchall()
+        return [
+            Listed(r[0], f"{self.url}#{r[1]}/{r[0]}", r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], dict(r[10] or {}))
+            for r in reversed(rows)
+        ]
+
+    def snapshot_file(self, path: Path) -> Path | None:
+        """The stored snapshot written to a private file beside a stand-in log path (for ``nbagent verify``); None if none."""
+        with self.connect() as conn, db_errors(f"reading the snapshot of {self.where(path)}"):
+            session = self._existing(conn, path)
+            row = conn.execute("SELECT data FROM nbagent_snapshots WHERE session = %s", (session,)).fetchone()
+        if row is None:
+            return None
+        log_path = scratch_folder() / "session.jsonl"
+        write_private(snapshot.path_for(log_path), bytes(row[0]))
+        return log_path
+
+    def watch(self, path: Path) -> Watch:
+        """A long-lived reader of one session that waits for NOTIFY (for a server's shared tail: see :class:`Watch`)."""
+        return Watch(self, path)
+
+    def enable_row_security(self) -> bool:
+        """Apply the optional ``row_security`` migration (each role sees only its own sessions); False if it was on already."""
+        with self.connect() as conn:
+            return migrations.apply_optional(conn, "row_security")
+
+
+class Watch:
+    """One session for a long-lived reader: :meth:`read` the events after a seq, :meth:`wait` for the next commit's NOTIFY.
+
+    It listens from the moment it is made, on a connection of its own, so a commit after any
+    read wakes the next wait; reading runs on a second connection.  Call :meth:`close` when done.
+    """
+
+    def __init__(self, store: PostgresStore, path: Path) -> None:
+        self.store, self.path, self.where = store, Path(path), store.where(path)
+        self._listen = store.connect()
+        try:
+            self._session = store._existing(self._listen, self.path)
+            self._listen.execute(f"LISTEN {channel(self._session)}")
+            self._query = store.connect()
+        except BaseException:
+            self._listen.close()
+            raise
+
+    def read(self, since: int) -> list[ev.Event]:
+        """The events with ``seq > since`` committed now, checked by the one reader (blocking; raises LogError on damage)."""
+        found: list[ev.Event] = []
+        reader: Reader | None = None
+        last = since
+        with db_errors(f"reading {self.where}"):
+            while rows := self.store._rows(self._query, self._session, last):
+                if reader is None:
+                    first = rows[0][0] if since else 1
+                    reader = Reader(self.where, since=since, expected=first, offset=rows[0][1], last_start=rows[0][1])
+                found += reader.feed("".join(line + "\n" for _seq, _start, line in rows).encode("ascii"))
+                _raise_torn(reader)
+                last = rows[-1][0]
+        return found
+
+    def wait_blocking(self, timeout: float) -> bool:
+        """Block until a commit to the session is notified (True) or ``timeout`` seconds pass (False)."""
+        return any(True for _note in self._listen.notifies(timeout=timeout, stop_after=1))
+
+    async def wait(self, timeout: float) -> None:
+        """Return when events after the last read may have come, or after ``timeout`` seconds at most."""
+        import asyncio
+
+        await asyncio.to_thread(self.wait_blocking, timeout)
+
+    def close(self) -> None:
+        """Close both connections."""
+        self._listen.close()
+        self._query.close()
+
+
+def _like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _raise_torn(reader: Reader) -> None:
+    """A database holds whole transactions: a line that fails its checks at the end is damage, never a torn write."""
+    if reader.torn:
+        raise LogCorruptError(reader.path, reader.expected or 0, reader.offset, f"damaged last event: {reader.torn_reason}")
+
+
+def write_private(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)

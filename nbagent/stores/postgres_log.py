@@ -1,0 +1,259 @@
+"""The PostgreSQL store's writer: one session's rows, appended under a session-level advisory lock on its own connection.
+
+Each event is one transaction: one statement checks that it is the session's next event,
+inserts it, updates the session's index row and sends NOTIFY; an event the file store would
+fsync commits with ``synchronous_commit`` on, the others with it off (see :mod:`.postgres`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+from .. import events as ev
+from .. import snapshot
+from ..errors import LogCorruptError, LogError, LogLockedError, LogWriteError
+from ..fold import State
+from ..log import FSYNC_POLICIES, LOCKED, FsyncPolicy, Repair
+from ..reader import Scan, scan
+from .postgres import LOCK_CLASS, REQUESTS_LIMIT, PostgresStore, channel, db_errors, message_of, need_psycopg, scratch_folder, write_private
+
+APPEND = """
+WITH upd AS (
+    UPDATE nbagent_sessions SET
+        last_seq = %(seq)s, last_ts = %(ts)s, size = %(end)s, turns = turns + %(turn)s,
+        session_id = CASE WHEN %(seq)s = 1 THEN %(session_id)s ELSE session_id END,
+        signer = CASE WHEN %(seq)s = 1 THEN %(signer)s ELSE signer END,
+        created = CASE WHEN %(seq)s = 1 THEN %(ts)s ELSE created END,
+        title = CASE WHEN title = '' THEN %(title)s ELSE title END,
+        requests = CASE WHEN %(request)s = '' OR length(requests) > %(limit)s THEN requests ELSE requests || %(request)s || E'\\n' END
+    WHERE id = %(id)s AND last_seq = %(seq)s - 1
+    RETURNING id
+), ins AS (
+    INSERT INTO nbagent_events (session, seq, start_at, ts, type, tool_use_id, attempt, signer, line)
+    SELECT id, %(seq)s, %(start)s, %(ts)s, %(type)s, %(tool_use_id)s, %(attempt)s, %(signer)s, %(line)s FROM upd
+    RETURNING seq
+)
+SELECT pg_notify(%(channel)s, %(seq_text)s), set_config('synchronous_commit', %(sync)s, true) FROM ins
+"""
+
+
+class PostgresLog:
+    """One session's rows, held by its one writer (a session-level advisory lock on its own connection)."""
+
+    def __init__(self, store: PostgresStore, path: Path, fsync: FsyncPolicy) -> None:
+        if fsync not in FSYNC_POLICIES:
+            raise ValueError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}; got {fsync!r}")
+        self.store = store
+        self.path = Path(path)
+        self.where = store.where(self.path)
+        self.fsync_policy = fsync
+        self.repair: Repair | None = None
+        self._failed: BaseException | None = None
+        self._closed = False
+        self._unsynced = False  # something committed with synchronous_commit off since the last sync
+        self._lock = threading.RLock()
+        self._scratch: Path | None = None
+        pg = need_psycopg()
+        self._conn = store.connect()
+        try:
+            found = store.session_id(self._conn, self.path, create=True)
+            assert found is not None
+            self._id: int = found
+            if not self._conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS, self._id)).fetchone()[0]:
+                raise LogLockedError(LOCKED.format(where=self.where))
+            self.size = self._tail()
+        except pg.Error as exc:
+            self._conn.close()
+            raise LogError(f"opening {self.where} failed: {message_of(exc)}") from None
+        except BaseException:
+            self._conn.close()
+            raise
+        self._cache_start, self._cache = self.size, bytearray()  # the log's bytes from _cache_start to size
+
+    @property
+    def failed(self) -> BaseException | None:
+        """The database error that made this log refuse writes, if any."""
+        return self._failed
+
+    def _tail(self) -> int:
+        row = self._conn.execute(
+            "SELECT start_at + octet_length(line) + 1 FROM nbagent_events WHERE session = %s ORDER BY seq DESC LIMIT 1", (self._id,)
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def read(self, start: int = 0, stop: int | None = None) -> bytes:
+        """The log's bytes from ``start`` to ``stop``: from memory for what this writer read or wrote, else from the table."""
+        with self._lock:
+            stop = self.size if stop is None else stop
+            if stop <= start:
+                return b""
+            if self._cache_start <= start and stop <= self._cache_start + len(self._cache):
+                return bytes(self._cache[start - self._cache_start : stop - self._cache_start])
+            with db_errors(f"reading {self.where}"):
+                if self._closed:
+                    with self.store.connect() as conn:
+                        return _read_range(conn, self._id, start, stop)
+                return _read_range(self._conn, self._id, start, stop)
+
+    def recover(self, start: int = 0, first_seq: int = 1) -> Scan:
+        """Check the rows from ``start`` (the line of ``first_seq``); damage raises (a transaction is never torn)."""
+        data = self.read(start, self.size)
+        result = scan(data, path=self.where, first_seq=first_seq, base_offset=start)
+        if result.torn:
+            raise LogCorruptError(
+                self.where, first_seq + len(result.events), start + result.end, f"damaged last event: {result.torn_reason}"
+            )
+        with self._lock:
+            self._cache_start, self._cache = start, bytearray(data)
+        result.end += start
+        result.last_start += start
+        return result
+
+    def append(self, line: bytes, *, durable: bool) -> None:
+        """Insert one sealed line as the session's next event, in its own transaction (committed before this returns)."""
+        pg = need_psycopg()
+        if self._failed is not None:
+            raise LogWriteError(
+                f"{self.where} refused a write because an earlier one failed ({message_of(self._failed)}). "
+                "Close and reopen the session: it resumes from the last committed event."
+            )
+        event = json.loads(line)
+        sig = event.get("sig")
+        content = event.get("content") if event["type"] == ev.USER_MSG else None
+        text = content if isinstance(content, str) else " ".join(b.get("text", "") for b in content or [] if isinstance(b, dict))
+        sync = self.fsync_policy == "always" or (durable and self.fsync_policy == "turn")
+        params = {
+            "id": self._id,
+            "seq": event["seq"],
+            "seq_text": str(event["seq"]),
+            "ts": event["ts"],
+            "start": self.size,
+            "end": self.size + len(line),
+            "type": event["type"],
+            "tool_use_id": event.get("tool_use_id"),
+            "attempt": event.get("attempt") if isinstance(event.get("attempt"), int) else None,
+            "signer": sig.split(":", 1)[0] if isinstance(sig, str) else "",
+            "session_id": event.get("session_id", ""),
+            "turn": 1 if event["type"] == ev.USER_MSG else 0,
+            "title": " ".join(text.split())[:80] if event["type"] == ev.USER_MSG else "",
+            "request": text[:4096] if event["type"] == ev.USER_MSG else "",
+            "limit": REQUESTS_LIMIT,
+            "line": line.rstrip(b"\n").decode("ascii"),
+            "channel": channel(self._id),
+            "sync": "on" if sync else "off",
+        }
+        with self._lock:
+            try:
+                row = self._conn.execute(APPEND, params).fetchone()
+            except pg.errors.UniqueViolation as exc:
+                raise LogWriteError(
+                    f"{self.where} refused event {event['seq']} ({event['type']}): {_duplicate(exc, event)}; nothing was written"
+                ) from None
+            except pg.Error as exc:
+                self._failed = exc
+                raise LogWriteError(
+                    f"writing {self.where} failed: {message_of(exc)}. The session now refuses writes; reopen it "
+                    "(it resumes from the last committed event)."
+                ) from exc
+            if row is None:
+                self._failed = LogError("another writer")
+                raise LogWriteError(
+                    f"{self.where} refused event {event['seq']}: the database's last event is not {event['seq'] - 1} "
+                    "(another writer went around the lock?); reopen the session."
+                )
+            self._cache += line
+            self.size += len(line)
+            self._unsynced = self._unsynced or not sync
+
+    def refresh(self) -> None:
+        """Learn the size again from the table (after an append was cut short in memory)."""
+        with self._lock, db_errors(f"reading {self.where}"):
+            self.size = self._tail()
+            self._cache_start, self._cache = self.size, bytearray()
+
+    def sync(self) -> None:
+        """Make events committed with ``synchronous_commit`` off durable: commit one transaction with it on."""
+        if self._failed is None and self._unsynced and not self._closed:
+            pg = need_psycopg()
+            with self._lock:
+                try:
+                    self._conn.execute("SELECT pg_current_xact_id()")  # an xid, so its commit is flushed, and the WAL before it
+                except pg.Error as exc:
+                    self._failed = exc
+                    raise LogWriteError(f"syncing {self.where} failed: {message_of(exc)}; reopen the session") from exc
+                self._unsynced = False
+
+    def close(self) -> None:
+        """Sync and release the lock (closing the connection releases it too; so does a crash)."""
+        if self._closed:
+            return
+        try:
+            self.sync()
+        finally:
+            self._closed = True
+            try:
+                if self._failed is None:
+                    self._conn.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_CLASS, self._id))
+            except Exception:  # the connection is gone, and the lock with it
+                pass
+            self._conn.close()
+
+    def load_snapshot(self) -> tuple[snapshot.Snapshot | None, str]:
+        """The stored snapshot, checked exactly like a snapshot file (it is written to a private file first)."""
+        with self._lock, db_errors(f"reading the snapshot of {self.where}"):
+            row = self._conn.execute("SELECT data FROM nbagent_snapshots WHERE session = %s", (self._id,)).fetchone()
+        if row is None:
+            return None, "no snapshot"
+        log_path = self._scratch_log()
+        write_private(snapshot.path_for(log_path), bytes(row[0]))
+        return snapshot.load(log_path)
+
+    def write_snapshot(self, state: State, **fields: Any) -> str:
+        """Store a snapshot (the same bytes as a snapshot file) and the session's summary for listings, in one transaction."""
+        pg = need_psycopg()
+        target = snapshot.write(self._scratch_log(), state, durable=False, **fields)
+        data = target.read_bytes()
+        summary = {**snapshot.summary(state), "seq": state.seq}
+        with self._lock:
+            try:
+                self._conn.execute(
+                    "WITH s AS (INSERT INTO nbagent_snapshots (session, seq, data) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (session) DO UPDATE SET seq = EXCLUDED.seq, data = EXCLUDED.data, role = current_user RETURNING session) "
+                    "UPDATE nbagent_sessions SET summary = %s WHERE id IN (SELECT session FROM s)",
+                    (self._id, state.seq, data, json.dumps(summary)),
+                )
+            except pg.Error as exc:
+                raise OSError(f"storing the snapshot of {self.where} failed: {message_of(exc)}") from exc
+        return self.where + " (snapshot)"
+
+    def _scratch_log(self) -> Path:
+        if self._scratch is None:
+            self._scratch = scratch_folder()
+        return self._scratch / "session.jsonl"
+
+
+def _read_range(conn: Any, session: int, start: int, stop: int) -> bytes:
+    """The log's bytes ``[start, stop)`` from the rows whose lines overlap it."""
+    rows = conn.execute(
+        "SELECT start_at, line FROM nbagent_events WHERE session = %s AND start_at < %s AND start_at >= "
+        "COALESCE((SELECT max(start_at) FROM nbagent_events WHERE session = %s AND start_at <= %s), 0) ORDER BY start_at",
+        (session, stop, session, start),
+    ).fetchall()
+    if not rows:
+        return b""
+    data = "".join(line + "\n" for _start, line in rows).encode("ascii")
+    first = int(rows[0][0])
+    return data[start - first : stop - first]
+
+
+def _duplicate(exc: Any, event: dict[str, Any]) -> str:
+    """What a unique key refused, in words."""
+    name = getattr(getattr(exc, "diag", None), "constraint_name", "") or ""
+    if name == "nbagent_tool_started_once":
+        return f"tool call {event.get('tool_use_id')} attempt {event.get('attempt')} was already started (dispatch is exactly-once)"
+    if name == "nbagent_tool_result_once":
+        return f"tool call {event.get('tool_use_id')} already has its result (a result is recorded once)"
+    return f"the database already has this event ({name or 'a unique key'}): a second writer?"

@@ -1,0 +1,230 @@
+"""PostgreSQL faults and access: a dropped connection mid-turn, a server restart, a statement timeout, SIGKILLs mid-commit, and row-level security with two roles.
+
+Each fault gives a clear error, loses nothing acknowledged, and the next open resumes from the
+last committed event.  (A full disk on the database side fails the commit like the timeout
+does; it is not simulated here.)
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import pytest
+
+import nbagent
+from nbagent import events as ev
+from nbagent import history, stores
+from nbagent.errors import LogError, LogWriteError
+from nbagent.session import Session
+from nbagent.stores.postgres import LOCK_CLASS
+from nbagent.tools import idempotency_key
+from tests import pg_harness
+from tests.fake_anthropic import FakeAnthropic, text, tool_uses
+from tests.store_fixtures import use_store
+from tests.test_session import add_turns
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def cluster() -> Iterator[pg_harness.Cluster]:
+    """A cluster of this test's own (restarted, or with a role's rights changed, without disturbing others)."""
+    if pg_harness.missing() or not isinstance(pg_harness.shared(), pg_harness.Cluster):
+        pytest.skip("needs a PostgreSQL this test may start and stop (not NBAGENT_TEST_POSTGRES)")
+    started = pg_harness.Cluster()
+    yield started
+    started.destroy()
+
+
+@pytest.fixture
+def url(cluster: pg_harness.Cluster, monkeypatch: pytest.MonkeyPatch) -> str:
+    db = cluster.new_database()
+    monkeypatch.setenv("NBAGENT_STORE", db)
+    return db
+
+
+def sql(url: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        cursor = conn.execute(query, params)
+        return cursor.fetchall() if cursor.description else []
+
+
+def writer_pid(url: str) -> int:
+    """The backend of the connection that holds a session's writer lock."""
+    found = sql(url, "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND granted", LOCK_CLASS)
+    assert len(found) == 1, found
+    return int(found[0][0])
+
+
+def test_a_connection_dropped_mid_turn_is_a_clear_error_and_the_next_run_resumes(url: str, tmp_path: Path, fake: FakeAnthropic) -> None:
+    path = tmp_path / "session.jsonl"
+    runs: list[str] = []
+
+    @nbagent.tool(effect="read")
+    def lookup(name: str) -> str:
+        """Look a name up."""
+        runs.append(name)
+        if len(runs) == 1:  # the database drops the writer's connection while the tool runs
+            sql(url, "SELECT pg_terminate_backend(%s)", writer_pid(url))
+        return f"{name}: found"
+
+    fake.script(tool_uses([("lookup", {"name": "ada"})], "t"), text("done"))
+    client = anthropic.Anthropic(base_url=fake.base_url, api_key="test-key", max_retries=0)
+    with Session.open(path) as session, pytest.raises(LogWriteError, match="reopen it"):
+        nbagent.run(session, "find ada", tools=[lookup], client=client, model="claude-test")
+    committed = [e["type"] for e in stores.get_store().read(path)]
+    assert committed[-1] == ev.TOOL_STARTED  # everything acknowledged before the drop is there
+    fake.script(text("done"))
+    with Session.open(path) as session:  # the lock died with the connection: no wait
+        assert session.seq == len(committed)
+        assert nbagent.run(session, None, tools=[lookup], client=client, model="claude-test") == "done"
+    assert runs == ["ada", "ada"]  # a read tool whose result was not committed runs again
+    assert history.verify(path, stores.get_store()).ok
+
+
+def test_a_server_restart_loses_nothing_committed(url: str, tmp_path: Path, cluster: pg_harness.Cluster) -> None:
+    path = tmp_path / "session.jsonl"
+    with Session.open(path, fsync="turn") as session:
+        add_turns(session, 30)
+        # Under fsync="turn" a delta commits with synchronous_commit off (the file store does not fsync it
+        # either): a server crash may lose it, as a power cut may lose it from a file. A request may not.
+        session.append(ev.USER_MSG, content="durable")
+        acknowledged = session.seq
+        cluster.restart("immediate")  # as a crash would: no checkpoint, the WAL is replayed
+        with pytest.raises(LogWriteError, match="reopen it"):
+            session.append(ev.USER_MSG, content="after the restart")
+    with Session.open(path) as session:
+        assert session.seq == acknowledged
+        session.append(ev.USER_MSG, content="after the restart")
+    assert history.verify(path, stores.get_store()).ok
+
+
+def test_a_statement_timeout_is_a_clear_error_and_nothing_half_written(url: str, tmp_path: Path) -> None:
+    import psycopg
+
+    path = tmp_path / "session.jsonl"
+    timed = url + "?options=-c%20statement_timeout%3D300"
+    with Session.open(path, store=timed) as session:
+        add_turns(session, 5)
+        with psycopg.connect(url) as blocker:
+            blocker.execute("LOCK TABLE nbagent_sessions IN EXCLUSIVE MODE")  # held until this transaction ends
+            with pytest.raises(LogWriteError, match="statement timeout"):
+                session.append(ev.USER_MSG, content="blocked")
+            blocker.rollback()
+        acknowledged = session.seq
+    with Session.open(path, store=timed) as session:
+        assert session.seq == acknowledged == 6
+        session.append(ev.USER_MSG, content="now it goes")
+    assert [e["seq"] for e in stores.get_store(url).read(path)] == list(range(1, 8))
+
+
+def test_no_server_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NBAGENT_STORE", "postgresql://nobody@127.0.0.1:1/none")
+    with pytest.raises(LogError, match=r"cannot connect to postgresql://nobody@127.0.0.1:1/none"):
+        Session.open(tmp_path / "s.jsonl")
+
+
+CHILD = """
+import sys, nbagent
+from nbagent import events as ev
+session = nbagent.Session.open(sys.argv[1], fsync=sys.argv[2], snapshot_every=7)
+print("OPEN", session.seq, flush=True)
+while True:
+    event = session.append(ev.USER_MSG if session.seq % 3 else ev.DELTA, **({"content": "x" * 200} if session.seq % 3 else {"index": 0, "text": "d"}))
+    print("ACK", event["seq"], flush=True)
+"""
+
+
+def test_sigkill_mid_commit_leaves_whole_transactions_and_the_next_open_resumes(url: str, tmp_path: Path) -> None:
+    path = tmp_path / "killed.jsonl"
+    rng = random.Random(7)
+    for round_ in range(6):
+        policy = ("always", "turn", "never")[round_ % 3]
+        child = subprocess.Popen([sys.executable, "-c", CHILD, str(path), policy], stdout=subprocess.PIPE, text=True)
+        assert child.stdout is not None
+        assert child.stdout.readline().startswith("OPEN")
+        time.sleep(rng.uniform(0.05, 0.4))
+        child.kill()
+        out, _ = child.communicate()
+        acks = [int(line.split()[1]) for line in out.splitlines() if line.startswith("ACK")]
+        seqs = [e["seq"] for e in stores.get_store().read(path)]
+        assert seqs == list(range(1, len(seqs) + 1))  # whole, in order, no gap
+        if acks:
+            assert seqs[-1] >= acks[-1]  # nothing acknowledged was lost
+        with Session.open(path) as session:  # the killed writer's lock went with its connection
+            assert session.seq == seqs[-1]
+    assert history.verify(path, stores.get_store()).ok
+
+
+def test_row_level_security_keeps_each_role_to_its_own_sessions(url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    admin = stores.get_store(url)
+    admin.list()  # creates the tables as the owner
+    assert admin.enable_row_security() is True  # type: ignore[attr-defined]
+    assert admin.enable_row_security() is False  # type: ignore[attr-defined]
+    base = url.rsplit("/", 1)[0].split("://", 1)[1].split("@", 1)[1]
+    db = url.rsplit("/", 1)[1]
+    for role in ("alice", "bob"):
+        sql(url, f"CREATE ROLE {role} LOGIN")
+        sql(url, f"GRANT SELECT, INSERT, UPDATE ON nbagent_sessions, nbagent_events, nbagent_snapshots TO {role}")
+        sql(url, f"GRANT SELECT ON _nbagent_migrations TO {role}")
+        sql(url, f"GRANT USAGE ON SEQUENCE nbagent_sessions_id_seq TO {role}")
+    alice, bob = (f"postgresql://{role}@{base}/{db}" for role in ("alice", "bob"))
+    use_store("file", monkeypatch)
+    notebook = tmp_path / "shared.ipynb"
+    path = tmp_path / ".nbagent" / "shared.ipynb" / "private.jsonl"
+    with Session.open(path, store=alice) as session:
+        session.append(ev.USER_MSG, content="alice's secret plan")
+    with Session.open(tmp_path / ".nbagent" / "shared.ipynb" / "bobs.jsonl", store=bob) as session:
+        session.append(ev.USER_MSG, content="bob's notes")
+    assert [s.name for s in stores.get_store(alice).list()] == ["private"]
+    assert [s.name for s in stores.get_store(bob).list()] == ["bobs"]
+    assert [s.owner for s in stores.get_store(bob).list()] == ["bob"]
+    with pytest.raises(LogError, match="no session"):
+        list(stores.get_store(bob).read(path))
+    with pytest.raises(LogError, match="belongs to another database role"):
+        Session.open(path, store=bob)
+    assert sql(bob.replace("bob@", "bob@"), "SELECT count(*) FROM nbagent_events")[0][0] == 2  # bob's own two lines only
+    everyone = {(s.name, s.owner) for s in admin.list()}  # the tables' owner (an auditor) sees every session
+    assert everyone == {("private", "alice"), ("bobs", "bob")}
+    assert f"{url}#{notebook}/private".split("#")[1] == f"{notebook}/private"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kill_at", [("--block-in", "charge"), ("--pause-after", "assistant_msg:1"), ("--pause-after", "tool_result:1")])
+def test_the_crash_campaign_on_postgres_runs_keyed_effects_once(
+    url: str, tmp_path: Path, fake: FakeAnthropic, kill_at: tuple[str, str]
+) -> None:
+    """tests/test_crash.py's job (charge keyed, note unkeyed, lookup read) killed with SIGKILL at one point, resumed in a new process."""
+    from tests.crash_tools import read_effects
+    from tests.test_crash import FINAL, PROMPT, responder
+
+    log, effects = tmp_path / "session.jsonl", tmp_path / "effects.jsonl"
+    fake.responder = responder()
+    common = [sys.executable, "-m", "tests.crash_child", str(log), str(effects), fake.base_url]
+    first = subprocess.Popen([*common, "--prompt", PROMPT, *kill_at], stdout=subprocess.PIPE, text=True)
+    assert first.stdout is not None
+    deadline = time.monotonic() + 60
+    while not first.stdout.readline().startswith("READY"):
+        assert time.monotonic() < deadline and first.poll() is None, "the child never reached the kill point"
+    first.kill()
+    first.wait()
+    resumed = subprocess.run(common, capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert json.loads(resumed.stdout.split(" final=", 1)[1]) == FINAL
+    events = list(stores.get_store().read(log))
+    key = idempotency_key(events[0]["session_id"], "toolu_charge")
+    applied = [e for e in read_effects(effects) if e["tool"] == "charge" and e["kind"] == "applied"]
+    assert [(e["key"], e["args"]) for e in applied] == [(key, {"order": "order-1", "amount": 500})]
+    notes = [e for e in read_effects(effects) if e["tool"] == "append_note" and e["kind"] == "applied"]
+    assert len(notes) == 1
+    assert history.verify(log, stores.get_store()).ok
