@@ -55,8 +55,8 @@ EVENT_TYPES = frozenset(
     | {CONTEXT, COMPACTION_STARTED, COMPACTION}
 )
 
-# Under fsync="turn" these are fsynced before append() returns; so is a
-# tool_started whose effect is not "read".  Deltas and model_call never are.
+# Under fsync="turn" these are fsynced before append() returns, except a tool_started or tool_result whose
+# effect is "read".  Deltas and model_call never are.
 DURABLE_TYPES = frozenset(
     {SESSION_START, USER_MSG, ASSISTANT_MSG, MODEL_ERROR, APPROVAL, TOOL_RESULT, INTERRUPTED, NOTE, TRUST, CONTEXT}
     | {COMPACTION_STARTED, COMPACTION}
@@ -148,6 +148,7 @@ class ToolResult(TypedDict):
     content: str | list[Block]
     is_error: NotRequired[bool]
     abandoned: NotRequired[str]  # not_started | unknown_outcome: it settles a call of a request the user moved on from
+    effect: NotRequired[str]  # the effect of the tool that ran (v4); a "read" result is not fsynced on its own
 
 
 class InterruptedEvent(TypedDict):
@@ -322,7 +323,8 @@ def upgrade(event: Event) -> Event:
 
 def is_durable(event_type: str, payload: dict[str, Any]) -> bool:
     """Whether an event must reach the disk before the engine acts on it."""
-    if event_type == TOOL_STARTED:
+    if event_type in (TOOL_STARTED, TOOL_RESULT):
+        # A lost read runs again harmlessly; the next durable line's fsync covers it (one file, written in order).
         return payload.get("effect") != "read"
     return event_type in DURABLE_TYPES
 

@@ -21,6 +21,7 @@ from . import events as ev
 from .deltas import DELTA_INTERVAL, DeltaWriter
 from .errors import Interrupted, ModelError, NbagentError
 from .fold import SERVER_REFUSED
+from .images import fit_images
 from .model import DEFAULT_MODEL, AnthropicModel, Model, ModelRequest, Reply
 from .rules import NOT_APPROVED, UNKNOWN_OUTCOME, Ask, Call, Offered, Refuse, changed, decide
 from .rules import UNTRUSTED as UNTRUSTED  # re-exported: callers import the refusals from the loop
@@ -255,7 +256,7 @@ class Loop:
             started["idempotency_key"] = key
         self.session.append(ev.TOOL_STARTED, **started)  # durable (for non-read tools) before the body runs
         content, is_error = tool.invoke(arguments, key)
-        self._result(tool_use_id, content, is_error=is_error)
+        self._result(tool_use_id, content, is_error=is_error, effect=tool.effect)
 
     def _warn(self, tool_use_id: str, text: str) -> None:
         """Tell the user (a note in the log, a logged warning) that the code's tools disagree with the record."""
@@ -277,10 +278,12 @@ class Loop:
         )
         return decision
 
-    def _result(self, tool_use_id: str, content: Any, *, is_error: bool) -> None:
-        payload: dict[str, Any] = {"tool_use_id": tool_use_id, "content": fit_content(content, RESULT_BUDGET)}
+    def _result(self, tool_use_id: str, content: Any, *, is_error: bool, effect: str | None = None) -> None:
+        payload: dict[str, Any] = {"tool_use_id": tool_use_id, "content": fit_content(fit_images(content), RESULT_BUDGET)}
         if is_error:
             payload["is_error"] = True
+        if effect is not None:
+            payload["effect"] = effect
         self.session.append(ev.TOOL_RESULT, **payload)
 
     def _settle_abandoned_calls(self) -> None:

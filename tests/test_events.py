@@ -140,6 +140,8 @@ def test_durable_types() -> None:
     assert not ev.is_durable(ev.DELTA, {"text": "x"}) and not ev.is_durable(ev.MODEL_CALL, {})
     assert ev.is_durable(ev.TOOL_STARTED, {"effect": "write"}) and ev.is_durable(ev.TOOL_STARTED, {"effect": "irreversible"})
     assert not ev.is_durable(ev.TOOL_STARTED, {"effect": "read"})
+    assert not ev.is_durable(ev.TOOL_RESULT, {"effect": "read"}) and ev.is_durable(ev.TOOL_RESULT, {"effect": "write"})
+    assert ev.is_durable(ev.COMPACTION_STARTED, {}) and ev.is_durable(ev.COMPACTION, {}) and ev.is_durable(ev.CONTEXT, {})
 
 
 def test_a_key_streamed_across_several_deltas_never_reaches_the_file(log_path: Path, fake, client) -> None:
