@@ -1,8 +1,10 @@
 """The Jupyter Server extension (``nbagent.server``), enabled on install by ``jupyter-config/``.
 
-For now it does one thing: a notebook saved while an nbagent view is live keeps that view's static
+It does two things: a notebook saved while an nbagent view is live keeps that view's static
 copy and drops the live widget reference (see :mod:`.saving`), so reopening it without its kernel
-shows no broken widget.  The engine never imports this package, nor ``jupyter_server``.
+shows no broken widget; and it serves the sessions and their live event stream to the browser
+under ``{base_url}nbagent/`` (see :mod:`.app`, docs/server.md).  The engine never imports this
+package, nor ``jupyter_server`` (the magics use only :mod:`.links`, which needs neither).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
 
 
 def _load_jupyter_server_extension(serverapp: Any) -> None:
-    """Register the pre-save hook with the server's contents manager (its public hook list)."""
+    """Register the pre-save hook with the server's contents manager (its public hook list), and the session API and page."""
     serverapp.contents_manager.register_pre_save_hook(pre_save)
     serverapp.log.info("nbagent: live agent views are saved as their static copies")
+    from .app import load_api
+
+    load_api(serverapp)

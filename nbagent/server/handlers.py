@@ -1,0 +1,266 @@
+"""The JSON API and the event stream under ``{base_url}nbagent/``, behind Jupyter's authentication and authorization.
+
+- ``api/sessions?path=<folder or notebook>``: the session listing (``nbagent sessions --json`` rows);
+- ``api/sessions/<notebook>/<session>/events?since=N``: the events after seq N;
+- ``api/sessions/<notebook>/<session>/stream``: Server-Sent Events from the shared tail (:mod:`.tail`);
+- ``api/tails``: the tails being followed, their clients and reads.
+
+``<notebook>`` is the notebook's API path URL-encoded as one segment (``/`` as ``%2F``).  Every
+answer to bad input is a 4xx with a JSON body ``{"message": ...}``; nothing is written, locked or
+created: the logs are only read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar, cast
+from urllib.parse import quote
+
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.base.handlers import APIHandler
+from tornado import web
+from tornado.iostream import StreamClosedError
+
+from .. import trust
+from ..history.summary import summarize
+from .paths import Refused, Roots
+from .present import sse_notice
+from .settings import NbagentServer
+from .source import FileSource
+from .tail import BATCH_BYTES, Client, Tail, Tails
+
+MAX_SEQ = 10**15  # no log has more events; a bigger number is refused before it is compared with anything
+MAX_LIMIT = 10_000
+_NUMBER = re.compile(r"[0-9]{1,16}")
+T = TypeVar("T")
+
+
+@dataclass
+class Extension:
+    """What the handlers share: where logs are, the settings, and the tails."""
+
+    roots: Roots
+    settings: NbagentServer
+    tails: Tails
+
+
+def parse_seq(value: str | None, name: str) -> int:
+    """A seq from a request (``since``, ``Last-Event-ID``): a whole number from 0 to 10^15, else a 400."""
+    if value is None or value == "":
+        return 0
+    value = value.strip()
+    if not _NUMBER.fullmatch(value) or int(value) > MAX_SEQ:
+        shown = value if len(value) <= 40 else value[:40] + "..."
+        raise Refused(400, f"{name} must be a whole number of events from 0 to {MAX_SEQ} (got {shown!r})")
+    return int(value)
+
+
+def session_links(base_url: str, notebook: str, session: str) -> dict[str, str]:
+    """The API and page URLs of one session."""
+    api = f"{base_url}nbagent/api/sessions/{quote(notebook, safe='')}/{quote(session, safe='')}"
+    page = f"{base_url}nbagent/sessions?notebook={quote(notebook, safe='')}&session={quote(session, safe='')}"
+    return {"events": f"{api}/events", "stream": f"{api}/stream", "page": page}
+
+
+class Handler(APIHandler):
+    """A read-only nbagent API handler (the contents resource: who may read files may read their sessions)."""
+
+    auth_resource = "contents"
+
+    @property
+    def nbagent(self) -> Extension:
+        """The extension's shared state."""
+        return cast(Extension, self.settings["nbagent"])
+
+    def refuse(self, refused: Refused) -> None:
+        """Answer ``{"message": ...}`` with the refusal's 4xx status (the access log's line is the only log line)."""
+        self.set_status(refused.status)
+        self.set_header("Content-Type", "application/json")
+        self.finish({"message": refused.message, "status": refused.status})
+
+    async def in_thread(self, work: Callable[[], T]) -> T:
+        """Run blocking file reads off the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(None, work)
+
+
+class SessionsHandler(Handler):
+    """``api/sessions?path=``: every session of a notebook, or of the notebooks below a folder."""
+
+    @web.authenticated
+    @authorized(action="read")
+    async def get(self) -> None:
+        api_path = self.get_argument("path", "")
+        roots = self.nbagent.roots
+        try:
+            rows = await self.in_thread(lambda: self._rows(roots, api_path))
+        except Refused as refused:
+            self.refuse(refused)
+            return
+        self.finish({"path": api_path.strip("/"), "sessions": rows})
+
+    def _rows(self, roots: Roots, api_path: str) -> list[dict[str, Any]]:
+        user = trust.user_signer_or_none()
+        rows = []
+        for notebook, log in roots.logs_under(api_path):
+            row = summarize(log, user=user).to_dict()
+            row["notebook"], row["path"] = notebook, roots.shown_path(log)
+            row["links"] = session_links(self.base_url, notebook, row["name"])
+            rows.append(row)
+        return sorted(rows, key=lambda r: (r["last_ts"], r["notebook"], r["name"]))
+
+
+class EventsHandler(Handler):
+    """``api/sessions/<notebook>/<session>/events?since=N&limit=M``: the events after N, as logged, with the log's labels."""
+
+    @web.authenticated
+    @authorized(action="read")
+    async def get(self, notebook: str, session: str) -> None:
+        try:
+            path = self.nbagent.roots.log_file(notebook, session)
+            since = parse_seq(self.get_argument("since", "0"), "since")
+            limit = parse_seq(self.get_argument("limit", str(MAX_LIMIT)), "limit")
+            if not 1 <= limit <= MAX_LIMIT:
+                raise Refused(400, f"limit must be from 1 to {MAX_LIMIT} (got {limit})")
+            reply = await self.in_thread(lambda: self._read(path, since, limit))
+        except Refused as refused:
+            self.refuse(refused)
+            return
+        self.finish({"notebook": notebook, "session": session, **reply})
+
+    @staticmethod
+    def _read(path: Path, since: int, limit: int) -> dict[str, Any]:
+        batch = FileSource(path).read(since)
+        summary = summarize(path)
+        last = max(summary.events, batch.events[-1]["seq"] if batch.events else 0)
+        if since > last:
+            raise Refused(400, f"since {since} is after the session's last event ({last})")
+        return {
+            "since": since,
+            "last_seq": last,
+            "events": batch.events[:limit],
+            "more": len(batch.events) > limit,
+            "trust": summary.trust,
+            "status": summary.status,
+            "problem": batch.problem,  # damage that stopped the reading ('' if none): the log is labelled damaged
+            "torn": batch.torn,  # the last line is unfinished (being written, or cut short by a crash)
+        }
+
+
+class StreamHandler(Handler):
+    """``api/sessions/<notebook>/<session>/stream``: one SSE message per event (``id: <seq>``), heartbeats, never ending on its own."""
+
+    _track_activity = False  # an open stream is not user activity (the server may still cull idle kernels)
+
+    @web.authenticated
+    @authorized(action="read")
+    async def get(self, notebook: str, session: str) -> None:
+        ext = self.nbagent
+        try:
+            path = ext.roots.log_file(notebook, session)
+            header = self.request.headers.get("Last-Event-ID")
+            since = parse_seq(header, "Last-Event-ID") if header is not None else parse_seq(self.get_argument("since", "0"), "since")
+        except Refused as refused:
+            self.refuse(refused)
+            return
+        tail = ext.tails.get(path)
+        client = Client(ext.settings.client_queue, on_drop=self._drop)
+        self._client = client
+        try:
+            await tail.ready.wait()
+            if since > tail.last_seq:
+                await tail.refresh()
+            if since > tail.last_seq:
+                self.refuse(Refused(400, f"Last-Event-ID / since {since} is after the session's last event ({tail.last_seq})"))
+                return
+            until = tail.subscribe(client)
+            await self._stream(tail, client, since, until)
+        except StreamClosedError:
+            pass
+        finally:
+            ext.tails.release(path, client)
+
+    async def _stream(self, tail: Tail, client: Client, since: int, until: int) -> None:
+        settings = self.nbagent.settings
+        self.set_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.set_header("Cache-Control", "no-cache, no-store")
+        self.set_header("X-Accel-Buffering", "no")
+        self.write(b"retry: %d\n\n" % settings.retry_ms)
+        self.write(sse_notice("session", {"last_seq": until, "trust": tail.trust, "problem": tail.problem, "torn": tail.torn}))
+        await self.flush()
+        backlog = tail.backlog(since, until)
+        if backlog is None:
+            backlog = await tail.catch_up(since, until)
+        chunk: list[bytes] = []
+        size = 0
+        for frame in backlog:  # in writes of about BATCH_BYTES, each flushed before the next
+            chunk.append(frame.data)
+            size += len(frame.data)
+            if size >= BATCH_BYTES:
+                await self._send(chunk)
+                chunk, size = [], 0
+        if chunk:
+            await self._send(chunk)
+        problem = tail.problem
+        while not (client.dropped or client.closed):
+            frames = await client.next(settings.heartbeat)
+            if client.dropped or client.closed:
+                break
+            chunks = [f.data for f in frames] or [b": heartbeat\n\n"]
+            if tail.problem != problem:
+                problem = tail.problem
+                chunks.append(sse_notice("problem", {"problem": problem, "last_seq": tail.last_seq}))
+            await self._send(chunks)
+
+    async def _send(self, chunks: list[bytes]) -> None:
+        self.write(b"".join(chunks))
+        await self.flush()
+
+    def _drop(self) -> None:
+        """A client too far behind: close its connection (it resumes from its Last-Event-ID)."""
+        connection: Any = self.request.connection
+        if connection is not None:
+            connection.close()
+
+    def on_connection_close(self) -> None:
+        """The client went away."""
+        client = getattr(self, "_client", None)
+        if client is not None:
+            client.close()
+
+
+class TailsHandler(Handler):
+    """``api/tails``: the sessions being followed, with their clients and how many events each tail read."""
+
+    @web.authenticated
+    @authorized(action="read")
+    async def get(self) -> None:
+        roots = self.nbagent.roots
+        rows = [
+            {
+                "log": roots.shown_path(path),
+                "clients": len(tail.clients),
+                "last_seq": tail.last_seq,
+                "events_read": tail.events_read,
+                "reads": getattr(tail.source, "reads", None),
+                "kept": len(tail.recent),
+                "problem": tail.problem,
+            }
+            for path, tail in self.nbagent.tails.tails.items()
+        ]
+        self.finish({"tails": rows})
+
+
+def handlers(base_url: str) -> list[tuple[str, type[Handler]]]:
+    """The API routes."""
+    api = f"{base_url}nbagent/api/"
+    one = r"sessions/([^/]+)/([^/]+)"
+    return [
+        (api + "sessions", SessionsHandler),
+        (api + one + "/events", EventsHandler),
+        (api + one + "/stream", StreamHandler),
+        (api + "tails", TailsHandler),
+    ]

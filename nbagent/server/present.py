@@ -1,0 +1,66 @@
+"""A session's events as the stream sends them: each with its sanitized HTML, computed once per event for every client.
+
+The HTML is the live panel's (:func:`nbagent.render.html.event_html`: Markdown without raw HTML,
+cleaned by nh3 against an allow-list), so a hostile log shows as inert text in the browser too.
+Streamed text (``delta`` events) is sent as plain text, which the page only ever sets as text.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .. import events as ev
+from ..fold import Asides, State
+from ..render import html
+from ..render.parts import ToolNames, kind_of, with_usage
+from ..render.view import STARTING, follow, status, stream_effect
+
+
+class Presenter:
+    """Follows a session from its first event and gives each event's stream record (tool names, notes, stream, status)."""
+
+    def __init__(self) -> None:
+        self.names = ToolNames()
+        self.asides = Asides()
+        self.state = State()
+        self.stream: list[str] = []
+        self.status = STARTING
+
+    def record(self, event: ev.Event) -> dict[str, Any]:
+        """The JSON record of one event: ``seq``, ``type``, ``event`` (as logged), ``html``, ``stream``, ``text``, ``status``."""
+        effect = stream_effect(event)
+        fragment = ""
+        if effect is not None:
+            if self.stream and effect == "end":  # cut off: what streamed stays, as the panel showed it
+                fragment = html.cut_off_html("".join(self.stream))
+            self.stream = []
+        text = event.get("text") if kind_of(event) == ev.DELTA and isinstance(event.get("text"), str) else None
+        if text is not None:
+            self.stream.append(text)
+        self.names.learn(event)
+        try:
+            fragment += html.event_html(event, tool_names=self.names, notes=self.asides.see(event))
+        except Exception as exc:  # noqa: BLE001 - whatever the log holds, the view shows the rest
+            fragment += html.note_html(f"[event {event.get('seq')} ({kind_of(event)}) could not be rendered: {type(exc).__name__}]")
+        follow(self.state, event)
+        self.status = status(event, self.state) or self.status
+        return {
+            "seq": event["seq"],
+            "type": kind_of(event),
+            "event": event,
+            "html": fragment,
+            "stream": effect,
+            "text": text,
+            "status": with_usage(self.status, self.state.usage),
+        }
+
+
+def sse_frame(record: dict[str, Any]) -> bytes:
+    """One Server-Sent Events message: ``id: <seq>`` and the record as one line of JSON (ASCII: no line breaks inside)."""
+    return b"id: %d\ndata: %s\n\n" % (record["seq"], json.dumps(record, separators=(",", ":")).encode("ascii"))
+
+
+def sse_notice(kind: str, data: dict[str, Any]) -> bytes:
+    """A named SSE message without an id (it does not move the client's Last-Event-ID)."""
+    return b"event: %s\ndata: %s\n\n" % (kind.encode("ascii"), json.dumps(data, separators=(",", ":")).encode("ascii"))

@@ -1,0 +1,28 @@
+"""The server extension's settings (``c.NbagentServer.<name>`` in a Jupyter Server config, or ``--NbagentServer.<name>=...``)."""
+
+from __future__ import annotations
+
+from traitlets import Float, Int, Unicode
+from traitlets.config import Configurable
+
+
+class NbagentServer(Configurable):
+    """Where the server finds session logs, and how it streams them."""
+
+    log_dir = Unicode(
+        "",
+        help="The folder of session logs kept under a custom Agent.log_dir ('<log_dir>/<notebook name>/<session>.jsonl'), "
+        "searched after '.nbagent/' beside each notebook. Empty (default): only beside the notebooks.",
+    ).tag(config=True)
+    poll_interval = Float(0.02, min=0.001, help="Seconds between two checks of a followed log for new lines.").tag(config=True)
+    heartbeat = Float(15.0, min=0.05, help="Seconds of quiet after which an event stream sends a comment line (a heartbeat).").tag(
+        config=True
+    )
+    client_queue = Int(
+        1000,
+        min=1,
+        help="Events queued for one stream client at most; a client further behind is disconnected and resumes from its last id.",
+    ).tag(config=True)
+    buffer = Int(5000, min=1, help="Recent events of a followed session kept in memory for clients that reconnect.").tag(config=True)
+    linger = Float(30.0, min=0.0, help="Seconds a session's shared tail is kept after its last client leaves.").tag(config=True)
+    retry_ms = Int(1000, min=0, help="The reconnection delay a stream asks browsers to use, in milliseconds.").tag(config=True)

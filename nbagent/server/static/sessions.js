@@ -1,0 +1,183 @@
+// The nbagent session page: a session browser, and a read-only live view of one session.
+// Event HTML comes from the server, rendered and sanitized by nbagent's one renderer (nh3 allow-list);
+// everything else from the API (names, titles, statuses, streamed text) is only ever set as text.
+(function () {
+  "use strict";
+  const base = document.body.dataset.baseUrl || "/";
+  const api = base + "nbagent/api/";
+  const params = new URLSearchParams(window.location.search);
+  const main = document.getElementById("nbagent-main");
+  const where = document.getElementById("nbagent-where");
+  const enc = encodeURIComponent;
+
+  function el(tag, cls, text) {
+    const node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  async function getJSON(url) {
+    const reply = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+    let body = {};
+    try {
+      body = await reply.json();
+    } catch (e) {
+      body = {};
+    }
+    if (!reply.ok) throw new Error(body.message || reply.status + " " + reply.statusText);
+    return body;
+  }
+
+  function when(ts) {
+    return ts ? new Date(ts * 1000).toLocaleString() : "-";
+  }
+
+  function showError(message) {
+    main.appendChild(el("p", "nbagent-error-box", message));
+  }
+
+  // The session browser ------------------------------------------------------------------------------
+  async function browse(path) {
+    where.textContent = path ? "under " + path : "under the server's root";
+    let listing;
+    try {
+      listing = await getJSON(api + "sessions?path=" + enc(path));
+    } catch (e) {
+      showError("Cannot list sessions: " + e.message);
+      return;
+    }
+    if (!listing.sessions.length) {
+      main.appendChild(el("p", "", "No agent sessions here yet."));
+      return;
+    }
+    const table = el("table", "nbagent-sessions");
+    const head = table.createTHead().insertRow();
+    for (const name of ["Notebook", "Session", "Title", "Turns", "Tokens", "Status", "Who wrote it", "Last activity"]) {
+      head.appendChild(el("th", "", name));
+    }
+    const body = table.createTBody();
+    for (const s of listing.sessions) {
+      const row = body.insertRow();
+      row.className = "nbagent-session-row";
+      row.dataset.session = s.name;
+      row.insertCell().textContent = s.notebook;
+      const link = el("a", "nbagent-session-link", s.name);
+      link.href = "?notebook=" + enc(s.notebook) + "&session=" + enc(s.name);
+      row.insertCell().appendChild(link);
+      row.insertCell().textContent = s.title || "-";
+      row.insertCell().textContent = s.turns;
+      row.insertCell().textContent = s.tokens;
+      row.insertCell().textContent = s.status;
+      row.insertCell().textContent = s.trust || "unreadable";
+      row.insertCell().textContent = when(s.last_ts);
+    }
+    main.appendChild(table);
+  }
+
+  // The live view ------------------------------------------------------------------------------------
+  function live(notebook, session) {
+    const sessionUrl = api + "sessions/" + enc(notebook) + "/" + enc(session);
+    where.textContent = notebook + " / " + session;
+    const header = el("div", "nbagent-header");
+    const title = el("b", "nbagent-title", session);
+    const status = el("span", "nbagent-dim nbagent-status", "");
+    const connection = el("span", "nbagent-connection", "connecting");
+    const labels = el("div", "nbagent-origin nbagent-labels", "");
+    header.append(title, " ", status, " ", connection, labels);
+    const transcript = el("div", "nbagent-transcript");
+    transcript.id = "nbagent-transcript";
+    main.append(header, transcript);
+
+    let lastSeq = 0;
+    let streamed = null;
+    let source = null;
+    let retry = null;
+    let summary = {};
+    let tail = {};
+
+    function setConnection(state) {
+      connection.dataset.state = state;
+      connection.textContent = state;
+    }
+
+    function showLabels() {
+      const parts = [];
+      if (summary.trust) parts.push("written by: " + summary.trust);
+      if (summary.status) parts.push("when opened: " + summary.status);
+      if (tail.torn) parts.push("the last line is unfinished (being written, or cut short)");
+      labels.textContent = parts.join(" · ");
+      let box = document.getElementById("nbagent-problem");
+      if (tail.problem && !box) {
+        box = el("div", "nbagent-label-warn", "");
+        box.id = "nbagent-problem";
+        header.appendChild(box);
+      }
+      if (box) box.textContent = tail.problem ? "damaged log: " + tail.problem : "";
+    }
+
+    getJSON(api + "sessions?path=" + enc(notebook))
+      .then((listing) => {
+        const found = listing.sessions.find((s) => s.name === session);
+        if (found) {
+          summary = found;
+          title.textContent = found.title || session;
+          document.title = (found.title || session) + " - nbagent";
+          showLabels();
+        }
+      })
+      .catch(() => {});
+
+    function apply(record) {
+      if (record.stream && streamed) {
+        streamed.remove();
+        streamed = null;
+      }
+      if (record.html) transcript.insertAdjacentHTML("beforeend", record.html); // sanitized by the server (nh3)
+      if (typeof record.text === "string") {
+        if (!streamed) {
+          streamed = el("div", "nbagent-text nbagent-streaming", "");
+          transcript.appendChild(streamed);
+        }
+        streamed.textContent += record.text;
+      }
+      if (record.status) status.textContent = "— " + record.status;
+    }
+
+    function connect() {
+      retry = null;
+      // A new EventSource sends no Last-Event-ID: ?since= carries it. The browser's own reconnects send the header.
+      source = new EventSource(sessionUrl + "/stream?since=" + lastSeq);
+      source.onopen = () => setConnection("live");
+      source.onmessage = (message) => {
+        const record = JSON.parse(message.data);
+        if (record.seq <= lastSeq) return;
+        if (record.seq !== lastSeq + 1) document.body.dataset.gaps = String(Number(document.body.dataset.gaps || 0) + 1);
+        apply(record);
+        lastSeq = record.seq;
+        document.body.dataset.lastSeq = String(lastSeq);
+      };
+      source.addEventListener("session", (message) => {
+        tail = JSON.parse(message.data);
+        showLabels();
+      });
+      source.addEventListener("problem", (message) => {
+        tail = Object.assign({}, tail, JSON.parse(message.data));
+        showLabels();
+      });
+      source.onerror = () => {
+        setConnection("reconnecting");
+        if (source.readyState === EventSource.CLOSED && retry === null) {
+          source.close();
+          retry = window.setTimeout(connect, 1000); // an HTTP error ends an EventSource: start a new one from lastSeq
+        }
+      };
+    }
+    connect();
+  }
+
+  const notebook = params.get("notebook");
+  const session = params.get("session");
+  if (notebook && session) live(notebook, session);
+  else browse(params.get("path") || "");
+})();

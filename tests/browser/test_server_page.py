@@ -1,0 +1,160 @@
+"""The session page of nbagent.server in Chromium: the browser lists sessions, the live view follows a session another
+process writes, survives a server restart without a gap or a duplicate, shows an unfinished turn after a SIGKILL, and
+renders hostile payloads inertly.  A plain ``jupyter server`` (no kernel: the page works without one)."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from nbagent import events as ev
+from nbagent.reader import read_events
+from reliability.attacker import markdown_log, write_log
+from reliability.payloads import MARKUP
+from tests.browser.conftest import _pages
+from tests.browser.harness import ConsoleLog
+from tests.server_harness import NbServer, start_writer, write_turns
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+NOTEBOOK = "work/analysis.ipynb"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NbServer]:
+    place = tmp_path_factory.mktemp("server-page")
+    (place / "root" / "work").mkdir(parents=True)
+    (place / "root" / NOTEBOOK).write_text("{}")
+    nb = NbServer(place / "root", place / "home")
+    nb.start()
+    yield nb
+    nb.stop()
+
+
+@pytest.fixture
+def page(chromium: Browser, server: NbServer) -> Iterator[Page]:
+    context = chromium.new_context(viewport={"width": 1200, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    _pages.append(page)  # screenshotted if the test fails (tests/browser/conftest.py)
+    try:
+        yield page
+    finally:
+        _pages.remove(page)
+        context.close()
+
+
+def log_of(server: NbServer, session: str) -> Path:
+    return server.root / "work" / ".nbagent" / "analysis.ipynb" / f"{session}.jsonl"
+
+
+def last_seq(page: Page) -> int:
+    return int(page.evaluate("() => Number(document.body.dataset.lastSeq || 0)"))
+
+
+def wait_seq(page: Page, seq: int, timeout: float = 60.0) -> None:
+    page.wait_for_function(f"() => Number(document.body.dataset.lastSeq || 0) >= {seq}", timeout=timeout * 1000)
+
+
+def test_the_browser_lists_sessions_and_the_live_view_follows_one_across_a_server_restart(page: Page, server: NbServer) -> None:
+    console = ConsoleLog()
+    console.watch(page, "sessions")
+    write_turns(log_of(server, "followed"), 11, 0)
+    page.goto(server.url("nbagent/sessions"))  # the token logs in; the page and its script use the cookie from then on
+    row = page.locator("tr.nbagent-session-row[data-session=followed]")
+    row.wait_for()
+    cells = row.locator("td").all_inner_texts()
+    assert cells[:6] == [NOTEBOOK, "followed", "request 1: say something", "2", "7", "unfinished: model reply"]
+    assert cells[6] == "yours"
+    row.locator("a.nbagent-session-link").click()
+    wait_seq(page, 12)
+    assert page.locator(".nbagent-connection").inner_text() == "live"
+
+    writer = start_writer(log_of(server, "followed"), 120, 0.04)  # about 5 s of a session being written
+    try:
+        wait_seq(page, 40)
+        server.stop()  # the server goes away mid-stream...
+        page.wait_for_function("() => document.querySelector('.nbagent-connection').dataset.state === 'reconnecting'")
+        time.sleep(1.0)  # ...while the writer goes on
+        server.start()
+        wait_seq(page, 132)
+    finally:
+        writer.wait(60)
+    assert page.locator(".nbagent-connection").inner_text() == "live"
+    assert page.evaluate("() => document.body.dataset.gaps || ''") == ""
+    events = list(read_events(log_of(server, "followed")))
+    answers = [e["content"][0]["text"] for e in events if e["type"] == ev.ASSISTANT_MSG]
+    shown = page.locator("#nbagent-transcript").inner_text()
+    assert all(shown.count(answer + "\n") + shown.endswith(answer) == 1 for answer in answers)  # each answer once: no gap, no duplicate
+    assert shown.count("You: request ") == len([e for e in events if e["type"] == ev.USER_MSG])
+    assert not [e for e in console.entries if e["kind"] == "pageerror"], console.entries
+
+
+def test_a_writer_killed_mid_turn_shows_the_unfinished_turn(page: Page, server: NbServer) -> None:
+    log = log_of(server, "killed")
+    ready = server.root.parent / "killed.ready"
+    process = start_writer(log, 9, 0.01, torn=True, ready=ready)
+    deadline = time.monotonic() + 30
+    while not (ready.exists() and ready.read_text() == "torn"):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait(10)
+    page.goto(server.url("nbagent/sessions", notebook=NOTEBOOK, session="killed"))
+    wait_seq(page, 10)
+    streamed = page.locator("#nbagent-transcript .nbagent-streaming")
+    assert streamed.inner_text() == "part 9 "  # the answer being streamed when the writer died (seq 10), kept on screen
+    labels = page.locator(".nbagent-labels")
+    labels.filter(has_text="unfinished: model reply").wait_for()
+    assert "the last line is unfinished" in labels.inner_text()
+
+
+HOSTILE_EVENTS = [
+    (ev.USER_MSG, {"content": "<script>window.__pwned = 'user'</script><img src=x onerror=\"window.__pwned='img'\">"}),
+    (ev.MODEL_CALL, {"model": "<b onmouseover=alert(4)>", "attempt": 1}),
+    (ev.DELTA, {"index": 0, "text": "<img src=x onerror=\"window.__pwned='delta'\"><script>window.__pwned='delta2'</script>"}),
+    (ev.NOTE, {"kind": "x", "text": "<a href='javascript:window.__pwned=1'>note</a>"}),
+]
+
+
+def test_hostile_payloads_are_inert(page: Page, server: NbServer) -> None:
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    sessions = []
+    for i, payload in enumerate(MARKUP):
+        name = f"hostile-{i}"
+        markdown_log(log_of(server, name), payload.replace("alert(1)", "window.__pwned=1"))
+        sessions.append(name)
+    write_log(log_of(server, "hostile-events"), HOSTILE_EVENTS)
+    sessions.append("hostile-events")
+    for name in sessions:
+        page.goto(server.url("nbagent/sessions", notebook=NOTEBOOK, session=name))
+        wait_seq(page, 2)
+        page.wait_for_timeout(100)
+        transcript = page.locator("#nbagent-transcript")
+        transcript.locator("details").evaluate_all("(all) => all.forEach((d) => { d.open = true; })")
+        page.mouse.move(10, 10)
+        found = page.evaluate(
+            """() => {
+              const root = document.getElementById('nbagent-transcript');
+              const bad = [];
+              for (const el of root.querySelectorAll('*')) {
+                for (const a of el.attributes) {
+                  if (a.name.startsWith('on') || a.name === 'style' || a.name === 'srcdoc') bad.push(el.tagName + ' ' + a.name);
+                  if ((a.name === 'href' || a.name === 'src') && /^\\s*(javascript|data:text|vbscript)/i.test(a.value)) bad.push(el.tagName + ' ' + a.value);
+                }
+                if (['SCRIPT', 'IFRAME', 'SVG', 'FORM', 'INPUT', 'OBJECT', 'EMBED', 'MATH'].includes(el.tagName.toUpperCase())) bad.push(el.tagName);
+              }
+              return {bad, pwned: window.__pwned === undefined ? null : String(window.__pwned), text: root.innerText.length};
+            }"""
+        )
+        assert found["bad"] == [] and found["pwned"] is None and found["text"] > 0, (name, found)
+    assert dialogs == []
+    shown = page.locator("#nbagent-transcript").inner_text()
+    assert "<script>window.__pwned" in shown  # the hostile text is shown as text
