@@ -16,7 +16,6 @@ from typing import Any, Literal
 CompactMode = Literal["auto", "server", "local", "off"]
 COMPACT_MODES: tuple[str, ...] = ("auto", "server", "local", "off")
 COMPACT_BETA = "compact-2026-01-12"
-CONTEXT_BETA = "context-management-2025-06-27"  # clear_tool_uses_20250919
 DEFAULT_WINDOW = 200_000
 DEFAULT_RESULT_BUDGET = 40_000  # characters of one tool result in a request (about 10k tokens)
 CHARS_PER_TOKEN = 4  # the estimate used before the API has counted (the API's own count wins when there is one)
@@ -37,7 +36,7 @@ class ContextSettings:
     window: int = DEFAULT_WINDOW
     trigger: int | None = None  # input tokens at which to compact; None: a margin under the window
     result_budget: int | None = DEFAULT_RESULT_BUDGET
-    keep_tool_results: int = 0  # >0: the request keeps only this many latest tool results (the API's clear_tool_uses)
+    keep_tool_results: int = 0  # >0: the request keeps only this many latest tool results (the fold clears older ones)
     keep_tokens: int = 8_000  # a local compaction keeps the latest messages up to about this many tokens
 
     @property
@@ -65,12 +64,12 @@ def uses_server(settings: ContextSettings, model: str, server_refused: bool) -> 
 
 
 def context_management(settings: ContextSettings) -> dict[str, Any] | None:
-    """The request's ``context_management`` for server-side compaction (and clearing old tool results)."""
-    edits: list[dict[str, Any]] = []
-    if settings.keep_tool_results > 0:
-        edits.append({"type": "clear_tool_uses_20250919", "keep": {"type": "tool_uses", "value": settings.keep_tool_results}})
-    edits.append({"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": settings.threshold}})
-    return {"edits": edits}
+    """The request's ``context_management`` for server-side compaction.
+
+    Old tool results are cleared by the fold itself (the same rule as the API's ``clear_tool_uses`` edit),
+    so that the request is the same whichever way the session compacts.
+    """
+    return {"edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": settings.threshold}}]}
 
 
 def needs_compaction(estimate: int, settings: ContextSettings, server: bool) -> bool:
@@ -183,6 +182,11 @@ def clip_result(content: Any, budget: int | None, seq: int) -> Any:
             out.append(block)
     out.append({"type": "text", "text": clip_note(size, budget, seq)})
     return out
+
+
+def cleared_result(seq: int) -> str:
+    """What the model reads in place of an old tool result cleared from the request."""
+    return f"[nbagent note: this older tool result was cleared from the context; the session log keeps it (event {seq}).]"
 
 
 def clip_note(size: int, budget: int, seq: int) -> str:

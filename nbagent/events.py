@@ -170,6 +170,7 @@ class Trust(TypedDict):
 
 class Context(TypedDict):
     result_budget: NotRequired[int | None]  # characters of one tool result in a request (the log keeps it whole); None: no limit
+    keep_tool_results: NotRequired[int]  # >0: a request carries only the latest this many tool results (older ones cleared)
     window: NotRequired[int]  # the model's context window in tokens (for views: "context 143k / 200k")
     trigger: NotRequired[int | None]  # input tokens at which the conversation is compacted
     compact: NotRequired[str]  # auto | server | local | off

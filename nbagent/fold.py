@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from . import events as ev
-from .context import SUMMARY_PREFIX, clip_result, context_tokens
+from .context import SUMMARY_PREFIX, cleared_result, clip_result, context_tokens
 from .transcript import Transcript
 
 Frontier = Literal["empty", "model", "tools", "done"]
@@ -48,6 +48,8 @@ class State:
     # The context window (see context.py): a tool result's characters in a request (None: whole), the window
     # in tokens, the tokens the last reply's request and reply took, compactions so far, one in progress.
     result_budget: int | None = None
+    keep_tool_results: int = 0
+    results: list[list[int]] = field(default_factory=list)  # [message index, block index, seq] of the results kept whole
     window: int = 0
     context_tokens: int = 0
     compactions: int = 0
@@ -191,7 +193,7 @@ def _assistant_msg(state: State, event: ev.Event) -> None:
     content = event["content"]
     start = latest_compaction(content)
     if start is not None:  # the server compacted: the API ignores what is before this block, so the request starts at it
-        state.messages = []
+        state.messages, state.results = [], []
         content = content[start:] if start else content
         state.compactions += 1
     state.messages.append({"role": "assistant", "content": content})
@@ -227,6 +229,8 @@ def _tool_result(state: State, event: ev.Event) -> None:
     if event.get("is_error"):
         block["is_error"] = True
     _add_user_content(state, [block], [block])
+    if state.keep_tool_results > 0:
+        _clear_old_results(state, event["seq"])
     state.open_calls.pop(event["tool_use_id"], None)
     state.status = "tools" if state.open_calls else "model"
 
@@ -244,9 +248,22 @@ def _note(state: State, event: ev.Event) -> None:
         state.pending_notes.append(text)
 
 
+def _clear_old_results(state: State, seq: int) -> None:
+    """Keep the latest ``keep_tool_results`` results whole; the oldest one beyond them is replaced by a note."""
+    message = len(state.messages) - 1
+    state.results.append([message, len(state.messages[message]["content"]) - 1, seq])
+    if len(state.results) > state.keep_tool_results:
+        index, position, old = state.results.pop(0)
+        content = list(state.messages[index]["content"])
+        content[position] = dict(content[position], content=cleared_result(old))
+        state.messages[index] = dict(state.messages[index], content=content)
+
+
 def _context(state: State, event: ev.Event) -> None:
     if "result_budget" in event:
         state.result_budget = event["result_budget"]
+    if "keep_tool_results" in event:
+        state.keep_tool_results = int(event["keep_tool_results"] or 0)
     state.window = int(event.get("window") or state.window)
 
 
@@ -263,7 +280,7 @@ def _compaction(state: State, event: ev.Event) -> None:
         rest[0] = {"role": "user", "content": [summary, *as_blocks(rest[0]["content"])]}
     else:
         rest.insert(0, {"role": "user", "content": [summary]})
-    state.messages = rest
+    state.messages, state.results = rest, []  # results before it are in the summary; the kept ones stay whole
     state.context_tokens = 0  # unknown until the next reply: estimated from the messages meanwhile
     if event.get("final", True):
         state.compacting = None

@@ -96,7 +96,7 @@ class Loop:
         request = ModelRequest(state.messages, self.toolbox.definitions(), self.system, self.max_tokens, thinking=self.thinking)
         if self._server():
             request.context_management = ctx.context_management(self.context)
-            request.betas = (ctx.COMPACT_BETA, ctx.CONTEXT_BETA) if self.context.keep_tool_results else (ctx.COMPACT_BETA,)
+            request.betas = (ctx.COMPACT_BETA,)
         return request
 
     def _server(self) -> bool:
@@ -145,12 +145,14 @@ class Loop:
 
     # The context window ------------------------------------------------------------------------------
     def _record_context(self) -> None:
-        """Log the context settings the fold needs (the tool-result budget) when they differ from the session's."""
+        """Log the context settings the fold needs (tool-result budget, results kept) when they differ from the session's."""
         state, settings = self.session.state, self.context
-        if state.result_budget != settings.result_budget or state.window != settings.window:
+        recorded = (state.result_budget, state.window, state.keep_tool_results)
+        if recorded != (settings.result_budget, settings.window, settings.keep_tool_results):
             self.session.append(
                 ev.CONTEXT,
                 result_budget=settings.result_budget,
+                keep_tool_results=settings.keep_tool_results,
                 window=settings.window,
                 trigger=settings.threshold,
                 compact=settings.compact,

@@ -208,3 +208,18 @@ def test_context_use_comes_from_the_last_reply() -> None:
     state = fold(events((ev.CONTEXT, {"window": 1_000}), (ev.USER_MSG, {"content": "q"}), ANSWER))
     assert (state.context_tokens, state.window) == (100, 1_000)
     assert State.from_dict(state.to_dict()) == state
+
+
+def test_only_the_latest_tool_results_stay_whole_when_asked() -> None:
+    def turn(n: int) -> list[tuple[str, dict[str, Any]]]:
+        call = {"type": "tool_use", "id": f"t{n}", "name": "read", "input": {}}
+        return [(ev.ASSISTANT_MSG, {"content": [call], "stop_reason": "tool_use"}), (ev.TOOL_RESULT, {"tool_use_id": f"t{n}", "content": f"r{n}"})]
+
+    log = events((ev.CONTEXT, {"keep_tool_results": 2}), (ev.USER_MSG, {"content": "q"}), *turn(1), *turn(2), *turn(3))
+    state = fold(log)
+    sent = [m["content"][0]["content"] for m in state.messages if m["role"] == "user" and isinstance(m["content"], list)]
+    assert sent[1:] == ["r2", "r3"] and sent[0] == ctx.cleared_result(5)
+    assert next(e for e in log if e["seq"] == 5)["content"] == "r1"  # the log keeps it
+    assert State.from_dict(state.to_dict()) == state
+    without = fold([e for e in log if e["type"] != ev.CONTEXT])
+    assert [m["content"][0]["content"] for m in without.messages[2::2]] == ["r1", "r2", "r3"]
