@@ -1,4 +1,4 @@
-"""The ``nbagent`` command: list, show, follow, export, verify and compact session logs, and run the demo.
+"""The ``nbagent`` command: list, show, follow, export, verify and snapshot session logs, and run the demo.
 
 Exit codes: 0 success, 1 bad data (a damaged or newer-schema log, a failed
 verify, a locked log), 2 a usage mistake (bad arguments, missing file, unknown
@@ -41,6 +41,24 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_argument("path", nargs="?", default=".", help="a notebook, a log folder, a log, or a folder with notebooks (default: .)")
     sessions.add_argument("--json", action="store_true", help="print JSON for machines")
     sessions.add_argument("--grep", metavar="TEXT", help="search requests, replies and tool input/output (case-insensitive)")
+    sessions.add_argument(
+        "--store",
+        metavar="URL",
+        help="list a database's sessions (postgresql://...) from its index; --grep then searches titles and requests",
+    )
+    sessions.add_argument(
+        "--notebook", metavar="NOTEBOOK", default="", help="with --store: only this notebook's sessions (a path or a file name)"
+    )
+    sessions.add_argument("--owner", metavar="ROLE", default="", help="with --store: only sessions of this database role")
+    sessions.add_argument("--limit", type=int, metavar="N", help="with --store: only the N most recently active")
+
+    copy = commands.add_parser("copy", help="copy a session to another store or file, line for line (seq, times and signatures kept)")
+    copy.add_argument("src", metavar="SRC", help=SESSION_HELP + ", or postgresql://.../db#<notebook>/<session>")
+    copy.add_argument(
+        "dst",
+        metavar="DST",
+        help="a new .jsonl file, a notebook (its log folder), a folder, or a postgresql:// URL (with or without #<notebook>/<session>)",
+    )
 
     show = commands.add_parser("show", help="print a session's transcript")
     show.add_argument("session", help=SESSION_HELP)
@@ -62,7 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("session", help=SESSION_HELP)
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
 
-    compact = commands.add_parser("compact", help="write a fresh snapshot of a session (speeds up listing and opening)")
+    snapshot = commands.add_parser("snapshot", help="write a fresh snapshot of a session (speeds up listing and opening)")
+    snapshot.add_argument("session", help=SESSION_HELP)
+    compact = commands.add_parser("compact", help="deprecated: the old name of snapshot (it says so on stderr, then does the same)")
     compact.add_argument("session", help=SESSION_HELP)
 
     trust = commands.add_parser(
@@ -81,6 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
 # Commands ----------------------------------------------------------------------------------------
 def cmd_sessions(args: argparse.Namespace, out: TextIO) -> int:
     """``nbagent sessions``."""
+    if args.store:
+        return _store_sessions(args, out)
     if args.grep is not None:
         if not args.grep:
             raise history.HistoryError("--grep needs some text to search for.")
@@ -104,11 +126,38 @@ def cmd_sessions(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def _store_sessions(args: argparse.Namespace, out: TextIO) -> int:
+    """``nbagent sessions --store URL``: from the database's index, filtered there."""
+    from .stores import get_store
+
+    summaries = history.store_summaries(
+        get_store(args.store), notebook=args.notebook, owner=args.owner, text=args.grep or "", limit=args.limit
+    )
+    if args.json:
+        out.write(terminal.json_dumps([s.to_dict() for s in summaries], indent=2) + "\n")
+    elif not summaries:
+        out.write(f"no sessions in {get_store(args.store).url}\n")
+    else:
+        history.write_table(summaries, out)
+    return EXIT_OK
+
+
+def cmd_copy(args: argparse.Namespace, out: TextIO) -> int:
+    """``nbagent copy SRC DST``."""
+    done = history.copy(args.src, args.dst)
+    out.write(f"copied {done.events} events from {done.source} to {done.target}\n")
+    if done.note:
+        out.write(f"  note: {done.note}\n")
+    return EXIT_OK
+
+
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     """``nbagent show``: the good events, then the damage (if any) as an error."""
-    path = history.resolve(args.session)
-    out.write(f"session {history.session_name(path)}  ({path})\n")
-    read = history.read_log(path)
+    from .stores import session_url
+
+    source, path = history.resolve_session(args.session)
+    out.write(f"session {history.session_name(path)}  ({session_url(source, path)})\n")
+    read = history.read_log(path, source)
     history.transcript(read.events, out, result_limit=10**9 if args.full else 600)
     if read.torn:
         out.write(
@@ -120,11 +169,9 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_tail(args: argparse.Namespace, out: TextIO) -> int:
     """``nbagent tail [-f]``."""
-    from .reader import follow
-
     if args.since < 0:
         raise history.HistoryError("--since must be 0 or more.")
-    path = history.resolve(args.session)
+    source, path = history.resolve_session(args.session)
     printer = history.Printer(out)
 
     def emit(event: dict[str, object]) -> None:
@@ -136,12 +183,12 @@ def cmd_tail(args: argparse.Namespace, out: TextIO) -> int:
 
     if args.follow:
         try:
-            for event in follow(path, since=args.since, idle_timeout=args.idle_exit):
+            for event in source.follow(path, args.since, idle_timeout=args.idle_exit):
                 emit(event)
         except KeyboardInterrupt:
             pass
     else:
-        for event in history.read_all(path):
+        for event in history.read_all(path, source):
             if event["seq"] > args.since:
                 emit(event)
     printer.finish()
@@ -152,21 +199,21 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     """``nbagent export``."""
     from . import export
 
-    path = history.resolve(args.session)
+    source, path = history.resolve_session(args.session)
     target = Path(args.output)
     try:
         export.format_for(target, args.format)
     except ValueError as exc:
         raise history.HistoryError(str(exc)) from None
-    written = export.export(history.read_all(path), target, fmt=args.format, source=path)
+    written = export.export(history.read_all(path, source), target, fmt=args.format, source=path)
     out.write(f"wrote {written}\n")
     return EXIT_OK
 
 
 def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
     """``nbagent verify``: exit 1 when anything is wrong."""
-    path = history.resolve(args.session)
-    report = history.verify(path)
+    source, path = history.resolve_session(args.session)
+    report = history.verify(path, source)
     if args.json:
         data = {
             "path": report.path,
@@ -189,8 +236,8 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK if report.ok else EXIT_DATA
 
 
-def cmd_compact(args: argparse.Namespace, out: TextIO) -> int:
-    """``nbagent compact``."""
+def cmd_snapshot(args: argparse.Namespace, out: TextIO) -> int:
+    """``nbagent snapshot`` (and its deprecated old name, ``compact``)."""
     path = history.resolve(args.session, write=True)
     written, seq = history.compact(path)
     out.write(f"wrote {written} (events 1-{seq})\n")
@@ -201,14 +248,14 @@ def cmd_trust(args: argparse.Namespace, out: TextIO) -> int:
     """``nbagent trust``: show what trusting would let run, ask, then append a signed ``trust`` event."""
     from .session import Session
 
-    path = history.resolve(args.session, write=True)
-    with Session.open(path) as session:
+    source, path = history.resolve_session(args.session, write=True)
+    with Session.open(path, store=source) as session:
         report = session.trust
         if report.trusted:
-            out.write(f"{path}: already trusted ({report.describe()}); nothing was changed\n")
+            out.write(f"{session.where}: already trusted ({report.describe()}); nothing was changed\n")
             return EXIT_OK
         state = session.state
-        out.write(f"session {history.session_name(path)}  ({path})\n  {report.describe()}\n")
+        out.write(f"session {history.session_name(path)}  ({session.where})\n  {report.describe()}\n")
         out.write(f"  {state.turns} turn(s), {len(state.messages)} message(s): continuing it sends this history to the model.\n")
         if state.open_calls:
             out.write("  Trusted, continuing it runs these recorded calls without asking you:\n")
@@ -242,14 +289,19 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
 
 COMMANDS = {
     "sessions": cmd_sessions,
+    "copy": cmd_copy,
     "show": cmd_show,
     "tail": cmd_tail,
     "export": cmd_export,
     "verify": cmd_verify,
-    "compact": cmd_compact,
+    "snapshot": cmd_snapshot,
+    "compact": cmd_snapshot,
     "trust": cmd_trust,
     "demo": cmd_demo,
 }
+
+
+DEPRECATED = {"compact": "snapshot"}  # an old command name -> the new one (it still works, and says so on stderr)
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -265,6 +317,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     if not args.command:
         parser.print_help(out)
         return EXIT_USAGE
+    if args.command in DEPRECATED:
+        err.write(f"nbagent {args.command}: deprecated, use `nbagent {DEPRECATED[args.command]}` (it does the same)\n")
     try:
         return COMMANDS[args.command](args, out)
     except history.HistoryError as exc:

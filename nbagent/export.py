@@ -22,11 +22,23 @@ from nbformat import NotebookNode
 from nbformat import v4 as nbf
 
 from . import events as ev
-from . import fold
+from . import fold, redact
 from .fold import Asides
 from .render import text
 from .render.markdown import code_span, decoded_url, defuse_links, fenced, image_allowed, link_allowed, plain, safe_markdown
-from .render.parts import ToolNames, clip, content_blocks, image_data, kind_of, note_words, request_parts, text_of
+from .render.parts import (
+    ToolNames,
+    clip,
+    compaction_words,
+    content_blocks,
+    image_data,
+    kind_of,
+    note_words,
+    request_parts,
+    server_compaction_words,
+    state_context,
+    text_of,
+)
 
 __all__ = [
     "FORMATS",
@@ -61,7 +73,7 @@ def _clip(text: str) -> str:
 class Part:
     """One piece of a transcript: a request, a reply, a tool call with its result, or a note."""
 
-    kind: Literal["request", "reply", "call", "note"]
+    kind: Literal["request", "reply", "call", "note", "thinking", "compaction"]
     seq: int
     text: str = ""
     name: str = ""
@@ -93,6 +105,10 @@ def _reply(event: ev.Event, calls: Calls, names: ToolNames) -> Iterator[Part]:
     for block in content_blocks(event.get("content")):
         if block.get("type") == "text" and block.get("text"):
             yield Part("reply", event["seq"], str(block["text"]))
+        elif block.get("type") in ("thinking", "redacted_thinking"):  # verbatim in the log: exported redacted
+            yield Part("thinking", event["seq"], redact.block_text(block), name=str(block["type"]))
+        elif block.get("type") == "compaction":
+            yield Part("compaction", event["seq"], redact.block_text(block), name=server_compaction_words(block))
         elif block.get("type") == "tool_use":
             arguments = dict(block.get("input") or {})
             call = Part("call", event["seq"], name=str(block.get("name")), arguments=arguments, tool_use_id=str(block.get("id")))
@@ -111,6 +127,10 @@ def _line(event: ev.Event, calls: Calls, names: ToolNames) -> Iterator[Part]:
     yield Part("note", event["seq"], line[:1].upper() + line[1:])
 
 
+def _compaction(event: ev.Event, calls: Calls, names: ToolNames) -> Iterator[Part]:
+    yield Part("compaction", event["seq"], redact.text(str(event.get("summary", ""))), name=compaction_words(event))
+
+
 def _decision(event: ev.Event, calls: Calls, names: ToolNames) -> Iterator[Part]:
     if event.get("decision") in ("approved", "declined"):
         yield from _line(event, calls, names)
@@ -123,6 +143,7 @@ PARTS: dict[str, Callable[[ev.Event, Calls, ToolNames], Iterator[Part]]] = {
     ev.MODEL_ERROR: _line,
     ev.INTERRUPTED: _line,
     ev.APPROVAL: _decision,
+    ev.COMPACTION: _compaction,
 }
 
 
@@ -162,6 +183,10 @@ def _header(state: fold.State, source: Path, events: list[ev.Event]) -> str:
     ]
     if models:
         lines.append(f"Model: {plain(', '.join(models))}.")
+    if state.compactions:
+        lines.append(f"The context was compacted {state.compactions} time(s) for the model; this export holds the whole history.")
+    if state.context_tokens:
+        lines.append(f"After the last reply: {plain(state_context(state))} tokens.")
     lines.append("Code cells are the agent's recorded `python` tool calls with the outputs recorded at the time.")
     return "\n".join(lines)
 
@@ -187,6 +212,17 @@ def _call_markdown(part: Part, *, images: bool) -> str:
 def _python_markdown(part: Part) -> str:
     head = ["**Python** (run by the agent)", "", fenced(part.arguments["code"], "python")]
     return "\n".join(head + _result_sections(part, label="Error:" if part.is_error else "Output:", image_alt="output image"))
+
+
+def _thinking_markdown(part: Part) -> str:
+    if part.name == "redacted_thinking":
+        return "_Thinking: (redacted thinking, encrypted by the API)_"
+    return "**Thinking** (the model's reasoning; secrets redacted)\n\n" + safe_markdown(_clip(part.text))
+
+
+def _compaction_markdown(part: Part) -> str:
+    summary = "\n\n**Summary**\n\n" + safe_markdown(_clip(part.text)) if part.text else ""
+    return f"**Compaction:** {plain(part.name)}{summary}"
 
 
 # Notebook ----------------------------------------------------------------------------------------
@@ -229,6 +265,8 @@ NOTEBOOK_CELLS: dict[str, Callable[[Part, dict[str, Any]], list[NotebookNode]]] 
     "request": lambda part, meta: [nbf.new_markdown_cell("**Request**\n\n" + safe_markdown(part.text), metadata=meta)],
     "reply": lambda part, meta: [nbf.new_markdown_cell("**Assistant**\n\n" + safe_markdown(part.text), metadata=meta)],
     "note": lambda part, meta: [nbf.new_markdown_cell("_" + plain(part.text) + "_", metadata=meta)],
+    "thinking": lambda part, meta: [nbf.new_markdown_cell(_thinking_markdown(part), metadata=meta)],
+    "compaction": lambda part, meta: [nbf.new_markdown_cell(_compaction_markdown(part), metadata=meta)],
     "call": _call_cells,
 }
 
@@ -257,6 +295,8 @@ MARKDOWN_SECTIONS: dict[str, Callable[[Part], str]] = {
     "request": lambda part: "## Request\n\n" + safe_markdown(part.text),
     "reply": lambda part: "**Assistant**\n\n" + safe_markdown(part.text),
     "note": lambda part: "_" + plain(part.text) + "_",
+    "thinking": _thinking_markdown,
+    "compaction": _compaction_markdown,
     "call": lambda part: _python_markdown(part) if _is_python(part) else _call_markdown(part, images=True),
 }
 

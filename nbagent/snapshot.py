@@ -166,6 +166,8 @@ def summary(state: State) -> dict[str, Any]:
         "status": state.status,
         "frontier": state.frontier,
         "open_calls": len(state.open_calls),
+        "context_tokens": state.context_tokens,
+        "window": state.window,
     }
 
 

@@ -331,7 +331,7 @@ def session_open_not_logs(tally: Tally, folder: Path, paths: dict[str, Path]) ->
 
 def cli_not_logs(tally: Tally, folder: Path, paths: dict[str, Path], out: Path, quick: bool) -> None:
     for name, path in paths.items():
-        commands = [["compact"], ["trust", "--yes"], ["show"], ["export", "-o", str(out / f"{name}.md")], ["tail"], ["verify"]]
+        commands = [["snapshot"], ["trust", "--yes"], ["show"], ["export", "-o", str(out / f"{name}.md")], ["tail"], ["verify"]]
         for command in commands[:4] if quick else commands:
             before = listing(folder)
             result = cli([command[0], str(path), *command[1:]], folder, timeout=60)
@@ -973,7 +973,7 @@ def run_cli(quick: bool, seed: int) -> dict[str, Any]:
         quick,
         seed,
         "12. Hostile inputs: the CLI",
-        "python -m nbagent compact/trust --yes/show/export/tail/verify on files that are not logs (text, binary, "
+        "python -m nbagent snapshot/trust --yes/show/export/tail/verify on files that are not logs (text, binary, "
         "near-empty, FIFO, folder, links to a victim file): refused with one line, no file changed or created; a log "
         "with terminal escapes in every field (and in its file name) through show/tail/sessions/--grep/verify/--json: "
         "no ESC, BEL, CR, C0 or C1 byte in the output; snapshot headers with huge/negative/mistyped lengths, "

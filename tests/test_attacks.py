@@ -500,7 +500,7 @@ def test_agent_resume_refuses_a_path_outside_the_folder(shell, fake: FakeAnthrop
     assert outside.read_bytes() == PASSWD and sorted(p.name for p in outside.parent.iterdir()) == [name]
 
 
-@pytest.mark.parametrize("command", ["show", "export", "verify", "compact", "trust"])
+@pytest.mark.parametrize("command", ["show", "export", "verify", "snapshot", "trust"])
 def test_cli_refuses_a_file_that_is_not_a_log(tmp_path: Path, command: str) -> None:
     folder = tmp_path / "data"
     folder.mkdir()

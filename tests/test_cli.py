@@ -47,7 +47,7 @@ def test_sessions_lists_the_notebook_sessions(workspace: Path) -> None:
     code, out, err = cli("sessions")
     assert code == 0 and not err
     header, row = out.splitlines()
-    assert header.split() == ["SESSION", "TITLE", "CREATED", "LAST", "ACTIVITY", "TURNS", "TOKENS", "TRUST", "STATUS"]
+    assert header.split() == ["SESSION", "TITLE", "CREATED", "LAST", "ACTIVITY", "TURNS", "TOKENS", "CONTEXT", "TRUST", "STATUS"]
     assert row.startswith(the_log(workspace).stem) and "Compute 1+1 and read data.csv" in row
     assert row.split()[-1] == "complete" and " 2 " in row
     assert cli("sessions", "analysis.ipynb")[1] == out
@@ -98,15 +98,26 @@ def test_export_both_formats(workspace: Path) -> None:
     assert code == 2 and "use a .ipynb or .md file name" in err
 
 
-def test_verify_and_compact(workspace: Path) -> None:
+def test_verify_and_snapshot(workspace: Path) -> None:
     log = the_log(workspace)
     snapshot.path_for(log).unlink()
     code, out, _ = cli("verify", str(log))
     assert code == 0 and ": OK:" in out and "no snapshot" in out
-    code, out, _ = cli("compact", log.stem)
-    assert code == 0 and out.startswith("wrote ") and snapshot.path_for(log).name in out
+    code, out, err = cli("snapshot", log.stem)
+    assert code == 0 and out.startswith("wrote ") and snapshot.path_for(log).name in out and not err
     report = json.loads(cli("verify", str(log), "--json")[1])
     assert report["ok"] and "snapshot agrees" in report["notes"][0]
+
+
+def test_compact_is_the_deprecated_old_name_of_snapshot(workspace: Path) -> None:
+    """``nbagent compact`` still writes the snapshot, and says once on stderr that it is deprecated."""
+    log = the_log(workspace)
+    snapshot.path_for(log).unlink()
+    code, out, err = cli("compact", log.stem)
+    assert code == 0 and out.startswith("wrote ") and snapshot.path_for(log).name in out
+    assert err == "nbagent compact: deprecated, use `nbagent snapshot` (it does the same)\n"
+    assert snapshot.path_for(log).is_file() and json.loads(cli("verify", str(log), "--json")[1])["ok"]
+    assert out == cli("snapshot", log.stem)[1]  # the same effect, the same report
 
 
 def test_verify_a_damaged_log_exits_1_with_a_precise_report(workspace: Path) -> None:
@@ -153,9 +164,9 @@ def test_usage_errors_are_one_line_with_exit_2(workspace: Path) -> None:
         assert expected in err and err.count("\n") == 1, err
 
 
-def test_compact_refuses_a_log_another_process_writes(workspace: Path) -> None:
+def test_snapshot_refuses_a_log_another_process_writes(workspace: Path) -> None:
     with nbagent.Session.open(the_log(workspace)):
-        code, _, err = cli("compact", str(the_log(workspace)))
+        code, _, err = cli("snapshot", str(the_log(workspace)))
     assert code == 1 and "open for writing in another process" in err
 
 

@@ -168,6 +168,7 @@ def test_text_view_streams_plain_text(fake: FakeAnthropic, client: anthropic.Ant
     shown = re.sub(r"\d+ in / \d+ out tokens( \(\d+ read from cache\))?", "TOKENS", out.getvalue())
     assert shown == (
         f"session {session.id} started\n"
+        "context settings: window 200k tokens, compaction auto at 175k tokens, tool results cut at 40,000 characters in requests\n"
         "request:\n    1+1?\n"
         "calling claude-test\n"
         "assistant (tool_use; TOKENS)\n"

@@ -419,7 +419,7 @@ def test_store_refuses_a_linked_log(tmp_path: Path) -> None:
     assert [s.name for s in store.list_sessions(tmp_path)] == ["real"]
 
 
-@pytest.mark.parametrize("command", ["show", "tail", "verify", "compact", "export"])
+@pytest.mark.parametrize("command", ["show", "tail", "verify", "snapshot", "export"])
 @pytest.mark.parametrize("spec", ["../x", "/nonexistent/etc/passwd", "a\0b", "..", "x\0.jsonl", "../../etc/shadow.jsonl"])
 def test_cli_session_arguments_cannot_leave_the_folder(tmp_path: Path, command: str, spec: str) -> None:
     os.chdir(tmp_path)

@@ -138,8 +138,8 @@ def test_statuses_follow_the_panel_and_add_the_tokens() -> None:
         "running tool add",
         "waiting for the model",
     ]
-    assert timeline.statuses[10] == "done · 0 in / 7 out tokens"
-    assert timeline.statuses[-1] == "interrupted · 0 in / 7 out tokens"
+    assert timeline.statuses[10] == "done · 0 in / 7 out tokens · context 7 / 200k"
+    assert timeline.statuses[-1] == "interrupted · 0 in / 7 out tokens · context 7 / 200k"
     assert timeline.title == "add 2 and 3"
 
 

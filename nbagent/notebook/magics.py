@@ -9,12 +9,11 @@ from typing import Any, cast
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import parse_argstring
 
 from .. import approval as approvals
 from .. import events as ev
 from .. import fold, history, store, toolkit, trust
-from ..approval import APPROVAL_MODES
 from ..errors import Interrupted, NbagentError
 from ..log import FsyncPolicy, make_folder
 from ..loop import Loop
@@ -25,8 +24,9 @@ from ..tools import Tool
 from . import kernel as nbkernel
 from . import python_tool as pytool
 from . import restart
-from .settings import Agent
-from .syntax import keep_question_marks, split_request
+from .foreign import calls_not_signed_by_user, untrusted_warning
+from .settings import Agent, context_settings, thinking_setting
+from .syntax import agent_arguments, check_agent_line, keep_question_marks, split_request
 from .usage import WRITABLE, usage_errors
 
 # What a re-rendered panel's header says after "from the log, recorded ...", by (a request follows, the turn continues).
@@ -60,20 +60,7 @@ class AgentMagics(Magics):
         self.replay: Any = None  # the last replay shown (its widgets stay live)
 
     # Magics ---------------------------------------------------------------------------------------
-    @magic_arguments()
-    @argument("--new", action="store_true", help="Start a new session for this request.")
-    @argument("--session", metavar="NAME", help="Use (or create) the session called NAME in this notebook's log folder.")
-    @argument(
-        "--resume",
-        metavar="SESSION",
-        help="Continue a past session (a name from %%agent_sessions, or a log path), re-rendering its history first.",
-    )
-    @argument("--model", metavar="NAME", help="Claude model for this request (default: Agent.model).")
-    @argument("--approval", choices=APPROVAL_MODES, help="Approval for this request (default: Agent.approval).")
-    @argument(
-        "--restore", action="store_true", help="After a kernel restart, re-run the agent's recorded python code to restore its variables."
-    )
-    @argument("request", nargs="*", help="What you want the agent to do. A request may end with '?'.")
+    @agent_arguments
     @line_cell_magic
     def agent(self, line: str, cell: str | None = None) -> None:
         """Ask the Claude agent to do something; the cell runs until the agent's turn ends.
@@ -82,19 +69,16 @@ class AgentMagics(Magics):
         session is a log beside the notebook (see ``%agent_sessions``), so it
         survives kernel restarts: re-running this notebook's ``%agent`` cells
         after a restart shows the recorded turns again without calling the model.
+        ``%agent --compact`` compacts the session now (see docs/notebook.md).
         """
         options, request = split_request(line)
         args = parse_argstring(self.agent, options)
         if cell is not None:
             request = (request + "\n" + cell).strip()
-        if not request and not (args.resume or args.restore):
-            raise UsageError("The request is empty: write what you want the agent to do, e.g. `%agent summarize data.csv`.")
-        if args.new and (args.session or args.resume):
-            raise UsageError("--new starts a fresh session; it cannot be combined with --session or --resume.")
+        check_agent_line(args, request)
         with usage_errors():
-            session = self._session(args)
             try:
-                self._serve(session, args, request)
+                self._compact(args) if args.compact else self._serve(self._session(args), args, request)
             except Interrupted:
                 pass  # the panel shows the interruption; the next %agent continues the session
 
@@ -110,6 +94,10 @@ class AgentMagics(Magics):
         print(f"Sessions in {folder} (* = current):")
         summaries = [history.summarize(stored.path, user=user) for stored in found]
         history.write_table(summaries, sys.stdout, current=str(self.current) if self.current else "")
+        from ..server.links import where_to_open  # the live view on the Jupyter server (nbagent.server); a pure function
+
+        shown = history.session_name(self.current) if self.current else summaries[-1].name
+        print(where_to_open(str(nbkernel.notebook_path(self.shell) or ""), shown))
 
     @line_magic
     def agent_replay(self, line: str = "") -> None:
@@ -180,7 +168,10 @@ class AgentMagics(Magics):
             make_folder(path.parent)  # .nbagent too is owner-only (mkdir(parents=True) gives parents the umask's mode)
         with usage_errors(oserror=f"Cannot write the session log {path}: {{reason}}. {WRITABLE}"):
             session = Session.open(
-                path, fsync=cast(FsyncPolicy, self.settings.fsync), meta={"notebook": str(nbkernel.notebook_path(self.shell) or "")}
+                path,
+                fsync=cast(FsyncPolicy, self.settings.fsync),
+                meta={"notebook": str(nbkernel.notebook_path(self.shell) or "")},
+                store=self.settings.store or None,
             )
         if not session.trusted:
             print(untrusted_warning(session), file=sys.stdout, flush=True)
@@ -297,9 +288,9 @@ class AgentMagics(Magics):
             meta["cell_id"] = self.tracker.cell_id
         self._run(session, request, args, view, meta=meta, note=restart_note)
 
-    def _run(self, session: Session, prompt: Any, args: Any, view: Any, *, meta: dict[str, Any] | None = None, note: str = "") -> None:
-        """Run the loop with ``view`` subscribed; ``note``: a note to the model, which the fold puts before the request."""
-        loop = Loop(
+    def _loop(self, session: Session, args: Any, view: Any) -> Loop:
+        """The agent loop of this cell, as the ``Agent`` settings and the magic's options say."""
+        return Loop(
             session,
             tools=self._tools(),
             model=self._model(args),
@@ -307,7 +298,35 @@ class AgentMagics(Magics):
             system=self.settings.system_prompt,
             max_tokens=self.settings.max_tokens,
             retries=self.settings.retries,
+            context=context_settings(self.settings),
+            thinking=thinking_setting(self.settings),
         )
+
+    def _compact(self, args: Any) -> None:
+        """``%agent --compact``: summarise the session's earlier conversation now (the local path), shown in a panel."""
+        if not (args.session or args.resume or self.current is not None or store.list_sessions(self.folder())):
+            raise UsageError("There is no session to compact yet in this notebook: `%agent --compact` works on an existing one.")
+        session = self._session(args)
+        if not session.trusted:
+            raise UsageError(f"{untrusted_warning(session)} Compacting it would send its history to the model; trust it first.")
+        view = self._view(f"Compacting {session.path.stem}")
+        loop = self._loop(session, args, view)
+        view.begin(Start.of_state(session.state))
+        unsubscribe = session.subscribe(view, since=session.seq)
+        done = True
+        try:
+            done = loop.compact("request")
+        except KeyboardInterrupt:  # the intent is logged: the next request (or --compact) goes on from the last part logged
+            print("nbagent: compaction interrupted; the next request finishes it.", flush=True)
+        finally:
+            unsubscribe()
+            view.finish()
+        if not done:
+            print(f"nbagent: nothing to compact in {session.path.stem}: its conversation is already short.", flush=True)
+
+    def _run(self, session: Session, prompt: Any, args: Any, view: Any, *, meta: dict[str, Any] | None = None, note: str = "") -> None:
+        """Run the loop with ``view`` subscribed; ``note``: a note to the model, which the fold puts before the request."""
+        loop = self._loop(session, args, view)
         if note:  # a note event, not part of the request: every view shows it as a note, never as the user's words
             session.append(ev.NOTE, kind="kernel_restarted", to_model=note)
         begin = getattr(view, "begin", None)
@@ -325,7 +344,7 @@ class AgentMagics(Magics):
         """Re-run the recorded python tool code of these turns (each turn once per kernel), in order."""
         done = self.restored.setdefault(session.path, set())
         todo = [t for t in turns if t.seq not in done]
-        unsigned = _calls_not_signed_by_user(session)
+        unsigned = calls_not_signed_by_user(session)
         calls = failed = skipped = 0
         self.tracker.paused = True
         try:
@@ -407,29 +426,6 @@ class AgentMagics(Magics):
         for session in self.sessions.values():
             session.close()
         self.sessions.clear()
-
-
-def untrusted_warning(session: Session) -> str:
-    """The line shown when a notebook opens a session log this user did not write."""
-    return (
-        f"nbagent: WARNING: the session log {session.path.name} was not written by you ({session.trust.describe()}); "
-        "it may come from a cloned or downloaded notebook. Its recorded tool calls will not run without your "
-        "approval, and its recorded python code is not re-run to restore kernel state."
-    )
-
-
-def _calls_not_signed_by_user(session: Session) -> set[str]:
-    """Tool-use ids requested by assistant messages in lines this user did not sign."""
-    report = session.trust
-    if report.trusted:
-        return set()
-    return {
-        str(block.get("id"))
-        for event in session.events(since=report.trusted_upto)
-        if event["type"] == ev.ASSISTANT_MSG
-        for block in event.get("content") or []
-        if isinstance(block, dict) and block.get("type") == "tool_use"
-    }
 
 
 _state: dict[int, AgentMagics] = {}

@@ -21,9 +21,9 @@ from .. import events as ev
 from ..approval import ApprovalRequest, Decision
 from ..fold import Asides, State
 from ..render import html as render
-from ..render.parts import Start, ToolNames, esc, timestamp, when, with_usage
+from ..render.parts import Start, ToolNames, esc, timestamp, when
 from ..render.text import VIEW_LIMIT, Printer, transcript_text
-from ..render.view import FINAL_STATUSES, STARTING, follow, status, stream_effect
+from ..render.view import FINAL_STATUSES, STARTING, follow, status, status_line, stream_effect
 from ..server.saving import LIVE
 from ..terminal import safe
 from .pump import CommPump, current_kernel
@@ -55,8 +55,8 @@ class CellOutput:
         """Start from where the session stands (see :class:`Start`): the calls it names, and before the first event, its notes."""
         self._tool_names.update(start.names)
         if not self.events:
-            self.start = start.fresh()
-            self._asides = start.fresh().asides
+            self.start, self._asides = start.fresh(), start.fresh().asides
+            self.state.context_tokens, self.state.window = start.context  # the header's "context 143k / 200k" from the start
 
     def recorded(self, then: str) -> None:
         """Say in the header that the events so far come from the log: when they were recorded, and ``then`` what."""
@@ -72,7 +72,7 @@ class CellOutput:
 
     def static_bundle(self) -> dict[str, Any]:
         """The finished output: the transcript as text/html and text/plain, and no widget (a saved notebook shows it as is)."""
-        line = with_usage(self.status, self.usage)
+        line = status_line(self.status, self.state)
         return {
             "text/html": render.transcript_html(self.events, title=self.title, status=line, origin=self.origin, start=self.start),
             "text/plain": transcript_text(self.events, title=self.title, status=line, start=self.start),
@@ -211,7 +211,7 @@ class Panel(CellOutput):
         self._set(self.header, self._header_html())
 
     def _header_html(self) -> str:
-        return render.STYLE + render.header_html(self.title, with_usage(self.status, self.usage), origin=self.origin)
+        return render.STYLE + render.header_html(self.title, status_line(self.status, self.state), origin=self.origin)
 
     def recorded(self, then: str) -> None:
         """Say in the header that the events so far come from the log (see :meth:`CellOutput.recorded`)."""

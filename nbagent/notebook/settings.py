@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from traitlets import Bool, Enum, Int, List, TraitError, Unicode, validate
+from traitlets import Bool, Enum, Int, List, TraitError, Unicode, Union, validate
 from traitlets.config import Configurable
 
 from ..approval import APPROVAL_MODES
+from ..context import COMPACT_MODES, DEFAULT_RESULT_BUDGET, DEFAULT_WINDOW, CompactMode, ContextSettings
 from ..model import DEFAULT_MODEL
 from . import python_tool as pytool
 
@@ -41,6 +42,11 @@ class Agent(Configurable):
         help="Folder for session logs. Empty (default): '.nbagent/<notebook name>/' beside the notebook; "
         "otherwise '<log_dir>/<notebook name>/'.",
     ).tag(config=True)
+    store = Unicode(
+        "",
+        help="Where sessions live: empty (default) for NBAGENT_STORE, or the log files beside the notebook when that is "
+        "unset; or a postgresql:// URL (a team's database: see docs/postgres.md).",
+    ).tag(config=True)
     demo = Bool(False, help="Use the offline demo model (not Claude) instead of the Anthropic API; for trying nbagent without a key.").tag(
         config=True
     )
@@ -62,6 +68,31 @@ class Agent(Configurable):
         "to restore the variables it made; per cell with --restore.",
     ).tag(config=True)
     retries = Int(2, help="Extra attempts for a model call that fails with a retryable error.").tag(config=True)
+    # The context window (docs/notebook.md, "Long sessions"): the log keeps everything; only the request is compacted.
+    compact = Enum(
+        COMPACT_MODES,
+        "auto",
+        help="How a long session is kept inside the context window: 'auto' (the API compacts where the model supports it, "
+        "else a local summary), 'server' (the API only), 'local' (a summary made by a model call, logged as a "
+        "compaction event), 'off' (never: a request past the window fails).",
+    ).tag(config=True)
+    compact_trigger = Int(
+        0, help="Input tokens at which the conversation is compacted; 0 (default): a safe margin under Agent.context_window."
+    ).tag(config=True)
+    context_window = Int(DEFAULT_WINDOW, help="The model's context window in tokens (shown as 'context 143k / 200k').").tag(config=True)
+    tool_result_budget = Int(
+        DEFAULT_RESULT_BUDGET,
+        help="Characters of one tool result sent to the model; the rest is cut with a note (the log keeps it whole). 0: no clipping.",
+    ).tag(config=True)
+    clear_tool_results = Int(
+        0, help="Keep only this many latest tool results in the request (older ones become a short note; the log keeps them). 0: off."
+    ).tag(config=True)
+    thinking = Union(
+        [Unicode(), Int()],
+        default_value="off",
+        help="Extended thinking: 'off' (default), 'adaptive' (the model decides, where it supports it), or a token budget "
+        "of at least 1024 (below Agent.max_tokens). Shown collapsed in the panel, redacted wherever shown or exported.",
+    ).tag(config=True)
 
     @validate("tools")
     def _known_tools(self, proposal: Any) -> list[str]:
@@ -69,3 +100,64 @@ class Agent(Configurable):
         if unknown:
             raise TraitError(f"Agent.tools has unknown names {unknown}; choose from {', '.join(BUILTIN_TOOLS)}.")
         return proposal["value"]
+
+    @validate("compact_trigger", "tool_result_budget", "clear_tool_results")
+    def _not_negative(self, proposal: Any) -> int:
+        value = proposal["value"]
+        if value < 0:
+            raise TraitError(f"Agent.{proposal['trait'].name} must be 0 or more, not {value} (0 means: {ZERO[proposal['trait'].name]}).")
+        return int(value)
+
+    @validate("context_window")
+    def _window(self, proposal: Any) -> int:
+        if proposal["value"] < MIN_WINDOW:
+            raise TraitError(f"Agent.context_window is in tokens and must be at least {MIN_WINDOW:,}, not {proposal['value']}.")
+        return int(proposal["value"])
+
+    @validate("thinking")
+    def _thinking(self, proposal: Any) -> int | str:
+        return thinking_value(proposal["value"])
+
+
+MIN_WINDOW = 1_000
+MIN_THINKING = 1_024
+ZERO = {"compact_trigger": "a margin under the window", "tool_result_budget": "no clipping", "clear_tool_results": "keep them all"}
+
+
+def thinking_value(value: Any) -> int | str:
+    """An ``Agent.thinking`` value checked: 'off', 'adaptive', or a budget of at least 1024 tokens (a numeric string too)."""
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in ("off", "adaptive"):
+            return word
+        if word.isdigit():
+            value = int(word)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= MIN_THINKING:
+        return value
+    raise TraitError(f"Agent.thinking must be 'off', 'adaptive' or a token budget of at least {MIN_THINKING} (e.g. 4096), not {value!r}.")
+
+
+def context_settings(agent: Agent) -> ContextSettings:
+    """The run's context settings from the ``Agent`` traitlets (a trigger must be under the window)."""
+    if agent.compact_trigger and agent.compact_trigger >= agent.context_window:
+        raise TraitError(
+            f"Agent.compact_trigger ({agent.compact_trigger:,}) must be below Agent.context_window ({agent.context_window:,}); "
+            "0 picks a safe margin under the window."
+        )
+    return ContextSettings(
+        compact=cast(CompactMode, agent.compact),
+        window=agent.context_window,
+        trigger=agent.compact_trigger or None,
+        result_budget=agent.tool_result_budget or None,
+        keep_tool_results=agent.clear_tool_results,
+    )
+
+
+def thinking_setting(agent: Agent) -> int | str | None:
+    """The run's thinking setting (None: off); a budget must be below ``Agent.max_tokens``."""
+    value = thinking_value(agent.thinking)
+    if isinstance(value, int) and value >= agent.max_tokens:
+        raise TraitError(
+            f"Agent.thinking ({value:,} tokens) must be below Agent.max_tokens ({agent.max_tokens:,}): raise max_tokens or lower it."
+        )
+    return None if value == "off" else value

@@ -1,10 +1,58 @@
-"""How a magic line is read: options before a free-text request, and requests that end in '?'."""
+"""How a magic line is read: the options of ``%agent``, options before a free-text request, and requests that end in '?'."""
 
 from __future__ import annotations
 
 import re
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic_arguments import argument, magic_arguments
+
+from ..approval import APPROVAL_MODES
 
 _VALUE_OPTIONS = ("--session", "--model", "--approval", "--resume")
+
+# The options of %agent, in the order its help lists them (IPython's magic_arguments).
+AGENT_ARGUMENTS = (
+    argument("--new", action="store_true", help="Start a new session for this request."),
+    argument("--session", metavar="NAME", help="Use (or create) the session called NAME in this notebook's log folder."),
+    argument(
+        "--resume",
+        metavar="SESSION",
+        help="Continue a past session (a name from %%agent_sessions, or a log path), re-rendering its history first.",
+    ),
+    argument("--model", metavar="NAME", help="Claude model for this request (default: Agent.model)."),
+    argument("--approval", choices=APPROVAL_MODES, help="Approval for this request (default: Agent.approval)."),
+    argument(
+        "--restore", action="store_true", help="After a kernel restart, re-run the agent's recorded python code to restore its variables."
+    ),
+    argument(
+        "--compact",
+        action="store_true",
+        help="Compact the current session (or --session/--resume's) now, with no request: a model call summarises the "
+        "earlier conversation (the local path, whatever Agent.compact says), and the summary is logged as a compaction event.",
+    ),
+    argument("request", nargs="*", help="What you want the agent to do. A request may end with '?'."),
+)
+
+
+def agent_arguments(func: Any) -> Any:
+    """Give ``%agent`` its options (and its help text)."""
+    for decorate in reversed(AGENT_ARGUMENTS):
+        func = decorate(func)
+    return magic_arguments()(func)
+
+
+def check_agent_line(args: Any, request: str) -> None:
+    """Refuse option combinations that make no sense, saying what to do instead."""
+    if args.compact:
+        if request or args.new or args.restore:
+            raise UsageError("--compact compacts a session and takes no request (nor --new or --restore): run `%agent --compact` alone.")
+        return
+    if not request and not (args.resume or args.restore):
+        raise UsageError("The request is empty: write what you want the agent to do, e.g. `%agent summarize data.csv`.")
+    if args.new and (args.session or args.resume):
+        raise UsageError("--new starts a fresh session; it cannot be combined with --session or --resume.")
 
 
 def split_request(line: str) -> tuple[str, str]:

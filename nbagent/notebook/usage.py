@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from IPython.core.error import UsageError
+from traitlets import TraitError
 
 from ..errors import LogCorruptError, LogLockedError, LogVersionError, ModelError, NbagentError
 
@@ -30,6 +31,8 @@ def usage_errors(hint: str = "", *, hints: Hints = HINTS, oserror: str = "") -> 
     except NbagentError as err:
         extra = next((text for types, text in hints if isinstance(err, types)), hint)
         raise UsageError(f"{err} {extra}".strip()) from None
+    except TraitError as err:  # Agent settings that do not fit together (each is checked when it is set)
+        raise UsageError(f"{err} Change it with `%config Agent.<name> = ...`.") from None
     except OSError as err:
         if not oserror:
             raise

@@ -32,6 +32,8 @@ from .parts import (
     ToolNames,
     abandoned_words,
     clip,
+    compacting_words,
+    compaction_words,
     content_blocks,
     dumps,
     esc,
@@ -40,7 +42,11 @@ from .parts import (
     note_text,
     note_words,
     request_parts,
+    server_compaction_words,
+    superseded_starts,
     text_of,
+    thinking_length,
+    thinking_words,
     tool_name,
 )
 from .view import stream_effect
@@ -48,38 +54,7 @@ from .view import stream_effect
 Event = Mapping[str, Any]
 
 ALLOWED_TAGS = frozenset(
-    {
-        "a",
-        "b",
-        "blockquote",
-        "br",
-        "code",
-        "del",
-        "em",
-        "h1",
-        "h2",
-        "h3",
-        "h4",
-        "h5",
-        "h6",
-        "hr",
-        "i",
-        "li",
-        "ol",
-        "p",
-        "pre",
-        "s",
-        "strong",
-        "sub",
-        "sup",
-        "table",
-        "tbody",
-        "td",
-        "th",
-        "thead",
-        "tr",
-        "ul",
-    }
+    "a b blockquote br code del em h1 h2 h3 h4 h5 h6 hr i li ol p pre s strong sub sup table tbody td th thead tr ul".split()
 )
 ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}}
 MAX_TOOL_TEXT = 20_000  # characters of a tool result shown before it is cut (the log keeps all of it)
@@ -173,7 +148,8 @@ _RULES = "".join(
         _rule(".nbagent-note", "font-style:italic;border-left:3px solid var(--jp-border-color1,#bdbdbd)"),
         _rule(".nbagent-error,.nbagent-tool-error>summary", "border-left:3px solid var(--jp-error-color1,#b00020);padding-left:6px"),
         _rule(".nbagent-approval", "border-left:3px solid var(--jp-warn-color0,#e65100)"),
-        _rule(".nbagent-tool>summary", "cursor:pointer"),
+        _rule(".nbagent-tool>summary,.nbagent-compaction summary", "cursor:pointer"),
+        _rule(".nbagent-compaction", "margin:4px 0;padding-left:6px;border-left:3px double var(--jp-brand-color1,#1976d2)"),
         *(f"& .nbagent-code :is({','.join('.' + c for c in classes.split())}){{{style}}}" for classes, style in CODE_COLOURS.items()),
         _rule(".jupyter-button", "background-color:var(--jp-layout-color2,#eee);color:var(--jp-ui-font-color1,#1a1a1a)"),
         _rule(
@@ -298,10 +274,26 @@ class Context(NamedTuple):
     notes: Sequence[str] = ()
 
 
+def thinking_html(block: Mapping[str, Any]) -> str:
+    """A thinking block, collapsed and redacted (it is verbatim in the log); redacted thinking as a dim line."""
+    if block.get("type") == "redacted_thinking":
+        return f'<div class="nbagent-dim nbagent-thinking">{esc(thinking_words(block))}</div>'
+    summary = f'Thinking <span class="nbagent-dim">({thinking_length(block):,} characters)</span>'
+    return _details(summary, _pre(redact.block_text(dict(block))))  # as written: the model's notes, not Markdown
+
+
+def compaction_html(words: str, summary: str) -> str:
+    """A compaction as its own entry: what it did, and the summary (redacted) collapsed under it."""
+    body = f"<details><summary>Summary</summary>{markdown_html(summary)}</details>" if summary else ""
+    return f'<div class="nbagent-compaction"><span class="nbagent-label">compaction</span> {esc(words)}{body}</div>'
+
+
 BLOCKS: dict[str, Callable[[dict[str, Any]], str]] = {
     "text": lambda b: f'<div class="nbagent-text">{markdown_html(str(b.get("text", "")))}</div>',
     "tool_use": lambda b: tool_call_html(str(b.get("name", "?")), b.get("input", {})),
-    "thinking": lambda b: _details("thinking", _pre(redact.block_text(b))),  # verbatim in the log, redacted when shown
+    "thinking": thinking_html,  # verbatim in the log, redacted when shown
+    "redacted_thinking": thinking_html,
+    "compaction": lambda b: compaction_html(server_compaction_words(b), redact.block_text(b)),
 }
 
 
@@ -347,6 +339,14 @@ def _note(e: Event, c: Context) -> str:
     return "" if to_model(e) is not None else note_html(note_text(e))  # a note to the model shows with its request
 
 
+def _compaction_started(e: Event, c: Context) -> str:
+    return f'<div class="nbagent-compaction nbagent-dim">{esc(compacting_words(e))}…</div>'
+
+
+def _compaction(e: Event, c: Context) -> str:
+    return compaction_html(compaction_words(e), redact.text(str(e.get("summary", ""))))
+
+
 HTML: dict[str, Callable[[Event, Context], str]] = {
     ev.SESSION_START: _nothing,
     ev.USER_MSG: _user_msg,
@@ -360,6 +360,9 @@ HTML: dict[str, Callable[[Event, Context], str]] = {
     ev.INTERRUPTED: _interrupted,
     ev.NOTE: _note,
     ev.TRUST: _nothing,
+    ev.CONTEXT: _nothing,  # settings, not conversation: the header shows the window it sets
+    ev.COMPACTION_STARTED: _compaction_started,
+    ev.COMPACTION: _compaction,
 }
 
 
@@ -377,11 +380,14 @@ def transcript_html(events: Iterable[Event], *, title: str = "", status: str = "
     ``start``: where the session stood before the first event (for a view that starts mid-session).
     """
     listed = list(events)
-    known, asides = start.fresh() if start is not None else (ToolNames(), Asides())
+    known, asides = start.fresh()[:2] if start is not None else (ToolNames(), Asides())
     known.update(ToolNames.of_events(listed))
     parts: list[str] = []
     stream: list[str] = []  # streamed text stays where a stream was cut off, as the live panel showed it
-    for event in listed:
+    finished = superseded_starts(listed)  # a compaction's "in progress" line, once the compaction itself is there
+    for index, event in enumerate(listed):
+        if index in finished:
+            continue
         effect = stream_effect(event)
         if effect is not None:
             parts.append(cut_off_html("".join(stream)) if stream and effect == "end" else "")

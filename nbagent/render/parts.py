@@ -8,11 +8,12 @@ import datetime
 import html
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple
 
 from .. import redact
+from ..context import DEFAULT_WINDOW
 from ..fold import Asides, State
 
 Event = Mapping[str, Any]
@@ -159,19 +160,23 @@ class ToolNames(dict[str, str]):
 
 
 class Start(NamedTuple):
-    """Where a view that begins mid-session starts: the names of the calls still open, what the fold puts before the next request."""
+    """Where a view that begins mid-session starts: the names of the calls still open, what the fold puts before the next request.
+
+    ``context``: the tokens the last reply's request and reply took, and the window (see :func:`context_text`).
+    """
 
     names: ToolNames
     asides: Asides
+    context: tuple[int, int] = (0, 0)
 
     @classmethod
     def of_state(cls, state: State) -> Start:
         """Where ``state`` stands (copied: the state goes on changing)."""
-        return cls(ToolNames.of_state(state), Asides.of_state(state))
+        return cls(ToolNames.of_state(state), Asides.of_state(state), (state.context_tokens, state.window))
 
     def fresh(self) -> Start:
         """A copy to render with (renderers change what they are given as they go)."""
-        return Start(ToolNames(self.names), replace(self.asides, notes=list(self.asides.notes)))
+        return Start(ToolNames(self.names), replace(self.asides, notes=list(self.asides.notes)), self.context)
 
 
 def tool_name(names: Mapping[str, str] | None, tool_use_id: Any) -> str:
@@ -250,6 +255,90 @@ def usage_text(usage: Any) -> str:
     return text + (f" ({cached:,} read from cache)" if cached else "")
 
 
-def with_usage(status: str, usage: Mapping[str, int]) -> str:
-    """A status line, with the tokens used so far once there are any."""
-    return f"{status} · {usage_text(usage)}" if any(usage.values()) else status
+def with_usage(status: str, usage: Mapping[str, int], context: str = "") -> str:
+    """A status line, with the tokens used so far once there are any, and the context use (see :func:`context_text`)."""
+    line = f"{status} · {usage_text(usage)}" if any(usage.values()) else status
+    return f"{line} · {context}" if context else line
+
+
+def short_tokens(count: int) -> str:
+    """A token count, short: '950', '8.2k', '143k', '1.2M'."""
+    if count < 1000:
+        return str(count)
+    if count < 1_000_000:
+        return f"{count / 1000:.1f}k".replace(".0k", "k") if count < 10_000 else f"{count // 1000}k"
+    return f"{count / 1_000_000:.1f}M".replace(".0M", "M")
+
+
+def context_text(tokens: Any, window: Any = 0) -> str:
+    """How full the context window is: 'context 143k / 200k' ('' before the first reply); window 0: the default window."""
+    tokens, window = _count(tokens), _count(window) or DEFAULT_WINDOW
+    return f"context {short_tokens(tokens)} / {short_tokens(window)}" if tokens else ""
+
+
+def state_context(state: State) -> str:
+    """The context use of a folded session (see :func:`context_text`); after a local compaction, until the next reply, 'context compacted'."""
+    if not state.context_tokens and state.compactions:
+        return "context compacted"  # the fold knows the size again from the next reply's usage
+    return context_text(state.context_tokens, state.window)
+
+
+def compaction_words(event: Event) -> str:
+    """What a local ``compaction`` event did, in words: how many messages it summarised, with which model and tokens."""
+    count = _count(event.get("messages"))
+    words = f"{count} earlier message{'s' if count != 1 else ''} summarised"
+    if event.get("final") is False:
+        words += " (one part of a longer compaction)"
+    model = event.get("model")
+    about = [str(model)] if isinstance(model, str) and model else []
+    if isinstance(event.get("usage"), Mapping) and any(_count(v) for v in event["usage"].values()):
+        about.append(usage_text(event["usage"]))
+    return words + (f" ({'; '.join(about)})" if about else "")
+
+
+COMPACTION_REASONS = {
+    "trigger": "the context passed its trigger",
+    "too_long": "the API said the prompt is too long",
+    "request": "asked for",
+}
+
+
+def compacting_words(event: Event) -> str:
+    """What a ``compaction_started`` event says: a compaction began, why, and how much it keeps."""
+    keep = _count(event.get("keep"))
+    reason = event.get("reason")
+    why = COMPACTION_REASONS.get(reason, str(reason)) if isinstance(reason, str) and reason else ""
+    return f"compacting the context: summarising all but the latest {keep} message{'s' if keep != 1 else ''}" + (f" ({why})" if why else "")
+
+
+def superseded_starts(events: Sequence[Event]) -> dict[int, int]:
+    """Index of each ``compaction_started`` whose compaction finished -> index of the (final) ``compaction`` that did.
+
+    A view shows the "compacting" line while a compaction runs; once it is done, the entry replaces it.
+    A start with no finished compaction after it (a crash, an interruption) keeps its line.
+    """
+    done: dict[int, int] = {}
+    started: int | None = None
+    for index, event in enumerate(events):
+        kind = kind_of(event)
+        if kind == "compaction_started":
+            started = index
+        elif kind == "compaction" and started is not None and event.get("final") is not False:
+            done[started], started = index, None
+    return done
+
+
+def server_compaction_words(block: Mapping[str, Any]) -> str:
+    """What a server-side ``compaction`` block of a reply means, in words."""
+    return "the API compacted the context: the earlier conversation is summarised"
+
+
+def thinking_length(block: Mapping[str, Any]) -> int:
+    """How many characters of thinking a block holds (0 for redacted thinking: it is encrypted)."""
+    text = block.get("thinking")
+    return len(text) if isinstance(text, str) else 0
+
+
+def thinking_words(block: Mapping[str, Any]) -> str:
+    """The one-line label of a thinking block: 'thinking (N characters)', or '(redacted thinking)'."""
+    return "(redacted thinking)" if block.get("type") == "redacted_thinking" else f"thinking ({thinking_length(block):,} characters)"

@@ -13,13 +13,15 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, TextIO
 
 from .. import events as ev
-from .. import terminal
+from .. import redact, terminal
 from ..fold import Asides, to_model
 from .parts import (
     Start,
     ToolNames,
     abandoned_words,
     clip,
+    compacting_words,
+    compaction_words,
     content_blocks,
     dumps,
     gap,
@@ -29,8 +31,11 @@ from .parts import (
     note_words,
     payload,
     request_parts,
+    server_compaction_words,
+    short_tokens,
     shorten,
     text_of,
+    thinking_words,
     timestamp,
     tool_name,
     usage_text,
@@ -101,6 +106,10 @@ def _assistant_msg(e: Mapping[str, Any], c: Context) -> Shown:
             lines.append(str(block.get("text", "")))
         elif block.get("type") == "tool_use":
             lines.append(f"-> {block.get('name')}({clip(dumps(block.get('input')), ARGUMENTS_LIMIT)})")
+        elif block.get("type") in ("thinking", "redacted_thinking"):
+            lines.append("[redacted thinking]" if block["type"] == "redacted_thinking" else f"[{thinking_words(block)}]")  # collapsed
+        elif block.get("type") == "compaction":
+            lines.append(f"[compaction] {server_compaction_words(block)}:\n{indent(clip(redact.block_text(block), c.result_limit))}")
     return Shown(f"assistant ({e.get('stop_reason') or 'no stop reason'}; {usage_text(e.get('usage'))})", "\n".join(lines))
 
 
@@ -147,6 +156,32 @@ def _trust(e: Mapping[str, Any], c: Context) -> Shown:
     return Shown(f"trusted: this user vouched for the events up to {e.get('vouches', '?')} (nbagent trust)")
 
 
+def _context(e: Mapping[str, Any], c: Context) -> Shown:
+    """The context settings of the requests from here on (a log view shows them; the panel and exports do not)."""
+    parts = []
+    if isinstance(e.get("window"), int) and e["window"]:
+        parts.append(f"window {short_tokens(e['window'])} tokens")
+    if isinstance(e.get("compact"), str):
+        trigger = e.get("trigger")
+        parts.append(f"compaction {e['compact']}" + (f" at {short_tokens(trigger)} tokens" if isinstance(trigger, int) and trigger else ""))
+    if "result_budget" in e:
+        budget = e.get("result_budget")
+        parts.append(
+            f"tool results cut at {budget:,} characters in requests" if isinstance(budget, int) and budget else "tool results whole"
+        )
+    if isinstance(e.get("keep_tool_results"), int) and e["keep_tool_results"] > 0:
+        parts.append(f"only the latest {e['keep_tool_results']} tool results kept")
+    return Shown(f"context settings: {', '.join(parts) or dumps(payload(e))}")
+
+
+def _compaction_started(e: Mapping[str, Any], c: Context) -> Shown:
+    return Shown(compacting_words(e))
+
+
+def _compaction(e: Mapping[str, Any], c: Context) -> Shown:
+    return Shown(f"compaction: {compaction_words(e)}", clip(redact.text(str(e.get("summary", ""))), c.result_limit))
+
+
 def _unknown(e: Mapping[str, Any], c: Context) -> Shown:
     return Shown(f"{e.get('type')}: {clip(dumps(payload(e)), ARGUMENTS_LIMIT)}")
 
@@ -164,6 +199,9 @@ SHOW: dict[str, Callable[[Mapping[str, Any], Context], Shown]] = {
     ev.INTERRUPTED: _interrupted,
     ev.NOTE: _note,
     ev.TRUST: _trust,
+    ev.CONTEXT: _context,
+    ev.COMPACTION_STARTED: _compaction_started,
+    ev.COMPACTION: _compaction,
 }
 
 

@@ -17,8 +17,8 @@ from .. import events as ev
 from ..fold import Asides, State
 from ..terminal import safe
 from . import html, text
-from .parts import ToolNames, clip, esc, gap, kind_of, shorten, timestamp, when, with_usage
-from .view import STARTING, follow, status, stream_effect
+from .parts import ToolNames, clip, esc, gap, kind_of, shorten, superseded_starts, timestamp, when
+from .view import STARTING, follow, status, status_line, stream_effect
 
 MAX_GAP = 2.0  # seconds: a longer quiet gap between two events plays as this long
 SHOWN_ITEMS = 100  # transcript entries shown above the current event; earlier ones are reached by moving back
@@ -33,7 +33,7 @@ class Item:
     anchor: int  # index of the event that puts it on screen
     html: str = ""
     deltas: list[int] = field(default_factory=list)  # for a stream: indices of its text deltas
-    until: int | None = None  # for a stream: index of the message that replaces it
+    until: int | None = None  # for a stream: index of the message that replaces it (a compaction's start: of the compaction)
 
 
 class Timeline:
@@ -77,6 +77,7 @@ class Timeline:
     def _collect_items(self) -> None:
         self.items: list[Item] = []
         stream: Item | None = None
+        finished = superseded_starts(self.events)
         for i, event in enumerate(self.events):
             effect = stream_effect(event)
             if effect is not None and stream is not None:
@@ -89,7 +90,7 @@ class Timeline:
                     self.items.append(stream)
                 stream.deltas.append(i)
             elif self.htmls[i]:
-                self.items.append(Item(i, html=self.htmls[i]))
+                self.items.append(Item(i, html=self.htmls[i], until=finished.get(i)))
         self.anchors = [item.anchor for item in self.items]
         self._stream_of = {i: item for item in self.items for i in item.deltas}
 
@@ -103,7 +104,7 @@ class Timeline:
             if state.turns > turns:
                 self.turn_starts.append(i)
             current = status(event, state) or current
-            self.statuses.append(with_usage(current, state.usage))
+            self.statuses.append(status_line(current, state))
         self.title = state.title or Path(self.source).stem or "session"
 
     # Moving ---------------------------------------------------------------------------------------------
@@ -171,7 +172,7 @@ class Timeline:
         """The transcript as the live panel showed it right after event ``index`` (its last entries)."""
         entries: list[str] = []
         for item in reversed(self.items[: bisect.bisect_right(self.anchors, index)]):
-            body = item.html or self._stream_html(item, index)
+            body = (item.html if item.until is None or item.until > index else "") or self._stream_html(item, index)
             if not body:
                 continue
             current = " nbagent-current" if item.anchor == index or self._stream_of.get(index) is item else ""

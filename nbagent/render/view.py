@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from .. import events as ev
 from ..fold import State, apply
-from .parts import kind_of
+from .parts import kind_of, state_context, with_usage
 
 Event = Mapping[str, Any]
 STARTING = "starting"
@@ -47,6 +47,14 @@ def _tool_started(e: Event, state: State) -> str:
     return f"running tool {e.get('name', '?')}"
 
 
+def _compaction_started(e: Event, state: State) -> str:
+    return "compacting the context"
+
+
+def _compaction(e: Event, state: State) -> str:
+    return "compacting the context" if state.compacting is not None else _folded(e, state)
+
+
 # None: the event leaves the status as it was.
 STATUS: dict[str, Callable[[Event, State], str] | None] = {
     ev.SESSION_START: None,
@@ -61,6 +69,9 @@ STATUS: dict[str, Callable[[Event, State], str] | None] = {
     ev.INTERRUPTED: _folded,
     ev.NOTE: None,
     ev.TRUST: None,
+    ev.CONTEXT: None,
+    ev.COMPACTION_STARTED: _compaction_started,
+    ev.COMPACTION: _compaction,
 }
 
 
@@ -68,6 +79,11 @@ def status(event: Event, state: State) -> str | None:
     """The status line right after ``event``, given the fold ``state`` after it; None if the event leaves it as it was."""
     rule = STATUS.get(kind_of(event))
     return rule(event, state) if rule is not None else None
+
+
+def status_line(status: str, state: State) -> str:
+    """A view's status line: the status, the tokens used so far, and how full the context window is."""
+    return with_usage(status, state.usage, state_context(state))
 
 
 def follow(state: State, event: Event) -> State:
