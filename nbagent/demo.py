@@ -1,7 +1,8 @@
 """``nbagent demo``: the product in one terminal run — a live agent turn, a real crash, an exactly-once resume.
 
 Without ``ANTHROPIC_API_KEY`` the replies come from the offline :class:`~nbagent.model.DemoModel`,
-which says on every line that it is not Claude; with a key they come from Claude.
+which says on every line that it is not Claude; with a key they come from Claude.  The demo shows the
+log file on disk, so it always uses the file store, even when ``NBAGENT_STORE`` names a database.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .errors import NbagentError
 from .loop import Loop
 from .model import DEFAULT_MODEL, AnthropicModel, DemoModel, Model, ModelRequest
 from .session import Session
+from .stores import ENV, FILES
 from .tools import Tool, tool
 
 DEFAULT_FOLDER = "nbagent-demo"
@@ -150,10 +152,12 @@ def run_demo(
     log = store.log_path(store.log_dir_for(workspace / NOTEBOOK), store.new_name())
     out.write("nbagent demo: an agent session that is an append-only log on disk.\n" + label + "\n")
     out.write(f"Workspace: {workspace}/   Session log: {log}\n")
+    if os.environ.get(ENV, "").strip():
+        out.write(f"({ENV} is set, but the demo keeps its session in the log file above, to show what is on disk.)\n")
 
     runs: Counter[str] = Counter()
     _rule(out, f"1. A live turn: {REQUESTS[0]!r}")
-    with Session.open(log, meta={"source": "nbagent demo"}) as session:
+    with Session.open(log, meta={"source": "nbagent demo"}, store=FILES) as session:
         printer = history.Printer(out, stamps=False)
         session.subscribe(printer)
         Loop(session, tools=make_tools(workspace, runs), model=model, approval="deny", system=SYSTEM).run(REQUESTS[0])
@@ -175,7 +179,7 @@ def run_demo(
 
     _rule(out, "3. Resume in this process from the log alone")
     runs_before = sum(runs.values())
-    with Session.open(log) as session:
+    with Session.open(log, store=FILES) as session:
         state = session.state
         started = sum(1 for c in state.open_calls.values() if c["started"])
         repaired = f"; cut off a torn tail of {session.repair.length} bytes" if session.repair else ""
@@ -196,7 +200,7 @@ def run_demo(
 
     _rule(out, "4. Open it once more: a finished session replays from the log")
     runs_before = sum(runs.values())
-    with Session.open(log) as session:
+    with Session.open(log, store=FILES) as session:
         counting = CountingModel(model)
         final = Loop(session, tools=make_tools(workspace, runs), model=counting, approval="deny", system=SYSTEM).run()
         replay_runs = sum(runs.values()) - runs_before
@@ -238,7 +242,7 @@ def run_demo(
 def _crash_turn(log: Path, folder: Path, model_name: str | None) -> None:
     """The child side of step 2: run the second request; the keyed tool kills this process."""
     model, _ = choose_model(model_name)
-    with Session.open(log) as session:
+    with Session.open(log, store=FILES) as session:
         printer = history.Printer(terminal.wrap(sys.stdout), stamps=False)
         session.subscribe(printer, since=session.seq)
         tools = make_tools(folder, Counter(), crash_after_write=True)

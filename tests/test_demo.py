@@ -124,3 +124,16 @@ def test_demo_with_a_rejected_key_is_a_one_line_error(tmp_path: Path, fake: Fake
     done = run_demo(tmp_path / "demo", env)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1 and "authentication_error" in done.stderr and "Check ANTHROPIC_API_KEY" in done.stderr
+
+
+@pytest.mark.slow
+def test_demo_keeps_its_session_in_a_file_when_nbagent_store_names_a_database(tmp_path: Path) -> None:
+    """NBAGENT_STORE set (to a database nobody answers on): the demo still writes, crashes, resumes and reads a log file."""
+    env = clean_env() | {"NBAGENT_STORE": "postgresql://nobody@127.0.0.1:9/no_such_db?connect_timeout=2"}
+    folder = tmp_path / "demo"
+    done = run_demo(folder, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "NBAGENT_STORE is set, but the demo keeps its session in the log file above" in done.stdout
+    assert "child process exit: killed by SIGKILL" in done.stdout and "Resume: 1 model call(s), 1 tool run(s)" in done.stdout
+    assert "verify:   OK" in done.stdout and "cannot connect" not in done.stdout + done.stderr
+    check_what_is_on_disk(folder)  # the crash child, the resume and the replay all used the same file

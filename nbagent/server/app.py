@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..errors import NbagentError
 from . import handlers, page
 from .paths import Roots
 from .settings import NbagentServer
@@ -16,12 +17,17 @@ def load_api(serverapp: Any) -> handlers.Extension:
     settings = NbagentServer(parent=serverapp)
     log_dir = Path(settings.log_dir).expanduser().absolute() if settings.log_dir else None
     contents = serverapp.contents_manager
-    roots = Roots(Path(serverapp.root_dir).expanduser().absolute(), log_dir, bool(getattr(contents, "allow_hidden", False)))
+    try:
+        store = settings.database()
+    except NbagentError as exc:
+        serverapp.log.error(f"nbagent: {exc}; serving the log files only")
+        store = None
+    roots = Roots(Path(serverapp.root_dir).expanduser().absolute(), log_dir, bool(getattr(contents, "allow_hidden", False)), store)
     extension = handlers.Extension(roots, settings, Tails(poll=settings.poll_interval, buffer=settings.buffer, linger=settings.linger))
     web_app = serverapp.web_app
     web_app.settings["nbagent"] = extension
     base_url = web_app.settings.get("base_url", "/")
     web_app.add_handlers(".*$", [*handlers.handlers(base_url), *page.handlers(base_url)])
-    where = f" and {log_dir}" if log_dir else ""
+    where = (f" and {log_dir}" if log_dir else "") + (f", and the database {store.url}" if store is not None else "")
     serverapp.log.info(f"nbagent: sessions at {base_url}nbagent/sessions (logs beside the notebooks{where})")
     return extension

@@ -5,14 +5,16 @@
 - ``api/sessions/<notebook>/<session>/stream``: Server-Sent Events from the shared tail (:mod:`.tail`);
 - ``api/tails``: the tails being followed, their clients and reads.
 
-``<notebook>`` is the notebook's API path URL-encoded as one segment (``/`` as ``%2F``).  Every
-answer to bad input is a 4xx with a JSON body ``{"message": ...}``; nothing is written, locked or
-created: the logs are only read.
+``<notebook>`` is the notebook's API path URL-encoded as one segment (``/`` as ``%2F``); a session of
+the database store (the ``store`` setting) is named by its notebook as stored, an absolute path,
+encoded the same way.  Every answer to bad input is a 4xx with a JSON body ``{"message": ...}``, an
+unreachable database a 503 with one; nothing is written, locked or created: the logs are only read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,18 +27,22 @@ from jupyter_server.base.handlers import APIHandler
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from .. import trust
-from ..history.summary import summarize
-from .paths import Refused, Roots
+from .. import events as ev
+from .. import fold, trust
+from ..errors import LogError
+from ..history.summary import Summary, _from_state, summarize
+from ..reader import Reader
+from .paths import Refused, Roots, Stored, Unavailable
 from .present import sse_notice
 from .settings import NbagentServer
-from .source import FileSource
+from .source import DAMAGE, FileSource
 from .tail import BATCH_BYTES, Client, Tail, Tails
 
 MAX_SEQ = 10**15  # no log has more events; a bigger number is refused before it is compared with anything
 MAX_LIMIT = 10_000
 _NUMBER = re.compile(r"[0-9]{1,16}")
 T = TypeVar("T")
+log = logging.getLogger("nbagent.server")
 
 
 @dataclass
@@ -77,7 +83,9 @@ class Handler(APIHandler):
         return cast(Extension, self.settings["nbagent"])
 
     def refuse(self, refused: Refused) -> None:
-        """Answer ``{"message": ...}`` with the refusal's 4xx status (the access log's line is the only log line)."""
+        """Answer ``{"message": ...}`` with the refusal's status (a 4xx: the access log's line is the only log line; a 503 says why in one more)."""
+        if refused.status >= 500:
+            self.log.warning("nbagent: %s", refused.message)
         self.set_status(refused.status)
         self.set_header("Content-Type", "application/json")
         self.finish({"message": refused.message, "status": refused.status})
@@ -95,21 +103,39 @@ class SessionsHandler(Handler):
     async def get(self) -> None:
         api_path = self.get_argument("path", "")
         roots = self.nbagent.roots
+        limit = self.nbagent.settings.store_listing
         try:
-            rows = await self.in_thread(lambda: self._rows(roots, api_path))
+            rows = await self.in_thread(lambda: self._rows(roots, api_path, limit))
         except Refused as refused:
             self.refuse(refused)
             return
-        self.finish({"path": api_path.strip("/"), "sessions": rows})
+        self.finish({"path": api_path if api_path.startswith("/") else api_path.strip("/"), "sessions": rows})
 
-    def _rows(self, roots: Roots, api_path: str) -> list[dict[str, Any]]:
+    def _rows(self, roots: Roots, api_path: str, limit: int) -> list[dict[str, Any]]:
         user = trust.user_signer_or_none()
         rows = []
-        for notebook, log in roots.logs_under(api_path):
+        files = roots.store is None or not api_path.startswith("/") or roots.in_root(api_path)
+        try:
+            found = roots.logs_under(api_path) if files else []
+        except Refused as refused:
+            if roots.store is None or refused.status != 404:
+                raise
+            files, found = False, []
+        for notebook, log in found:
             row = summarize(log, user=user).to_dict()
             row["notebook"], row["path"] = notebook, roots.shown_path(log)
             row["links"] = session_links(self.base_url, notebook, row["name"])
             rows.append(row)
+        if roots.store is not None:  # from the database's index: no event is read (trust: who signed the first line)
+            for summary in roots.stored_under(api_path, limit):
+                row = summary.to_dict()
+                row["store"] = roots.store.url
+                row["links"] = session_links(self.base_url, summary.notebook, summary.name)
+                rows.append(row)
+            if not rows and not files:
+                raise Refused(
+                    404, f"{api_path!r}: no such notebook or folder under the server's root, and no such notebook in {roots.store.url}"
+                )
         return sorted(rows, key=lambda r: (r["last_ts"], r["notebook"], r["name"]))
 
 
@@ -119,13 +145,19 @@ class EventsHandler(Handler):
     @web.authenticated
     @authorized(action="read")
     async def get(self, notebook: str, session: str) -> None:
+        roots = self.nbagent.roots
         try:
-            path = self.nbagent.roots.log_file(notebook, session)
             since = parse_seq(self.get_argument("since", "0"), "since")
             limit = parse_seq(self.get_argument("limit", str(MAX_LIMIT)), "limit")
             if not 1 <= limit <= MAX_LIMIT:
                 raise Refused(400, f"limit must be from 1 to {MAX_LIMIT} (got {limit})")
-            reply = await self.in_thread(lambda: self._read(path, since, limit))
+            found = await self.in_thread(lambda: roots.session(notebook, session))
+            if isinstance(found, Stored):
+                stored = found
+                reply = await self.in_thread(lambda: self._read_stored(stored, since, limit))
+            else:
+                path = found
+                reply = await self.in_thread(lambda: self._read(path, since, limit))
         except Refused as refused:
             self.refuse(refused)
             return
@@ -136,17 +168,45 @@ class EventsHandler(Handler):
         batch = FileSource(path).read(since)
         summary = summarize(path)
         last = max(summary.events, batch.events[-1]["seq"] if batch.events else 0)
+        return EventsHandler._reply(since, last, limit, batch.events, summary.trust, summary.status, batch.problem, batch.torn)
+
+    @staticmethod
+    def _read_stored(stored: Stored, since: int, limit: int) -> dict[str, Any]:
+        """A database session read once, whole (one query): its events by the one reader, its trust and status as for a file."""
+        try:
+            data = stored.store.read_bytes(stored.path)
+        except LogError as exc:
+            raise Unavailable(exc) from None
+        reader, events, problem = Reader(stored.where), list[ev.Event](), ""
+        try:
+            events.extend(reader.feed(data))
+        except DAMAGE as exc:
+            problem = str(exc)
+        if reader.torn:  # a database holds whole transactions: an unfinished last line is damage
+            problem = f"damaged last event: {reader.torn_reason}"
+        summary = Summary(stored.name, stored.where, stored.notebook)
+        try:
+            _from_state(summary, fold.fold(events))
+        except (KeyError, TypeError, ValueError) as exc:
+            summary.pending = f"damaged log ({type(exc).__name__}): run nbagent verify"
+        verdict = trust.check_log(data, user=trust.user_signer_or_none()).verdict if data else ""
+        last = events[-1]["seq"] if events else 0
+        after = [e for e in events if e["seq"] > since]
+        return EventsHandler._reply(since, last, limit, after, verdict, summary.status, problem, False)
+
+    @staticmethod
+    def _reply(since: int, last: int, limit: int, events: list[Any], verdict: str, status: str, problem: str, torn: bool) -> dict[str, Any]:
         if since > last:
             raise Refused(400, f"since {since} is after the session's last event ({last})")
         return {
             "since": since,
             "last_seq": last,
-            "events": batch.events[:limit],
-            "more": len(batch.events) > limit,
-            "trust": summary.trust,
-            "status": summary.status,
-            "problem": batch.problem,  # damage that stopped the reading ('' if none): the log is labelled damaged
-            "torn": batch.torn,  # the last line is unfinished (being written, or cut short by a crash)
+            "events": events[:limit],
+            "more": len(events) > limit,
+            "trust": verdict,
+            "status": status,
+            "problem": problem,  # damage that stopped the reading ('' if none): the log is labelled damaged
+            "torn": torn,  # the last line is unfinished (being written, or cut short by a crash)
         }
 
 
@@ -160,13 +220,14 @@ class StreamHandler(Handler):
     async def get(self, notebook: str, session: str) -> None:
         ext = self.nbagent
         try:
-            path = ext.roots.log_file(notebook, session)
             header = self.request.headers.get("Last-Event-ID")
             since = parse_seq(header, "Last-Event-ID") if header is not None else parse_seq(self.get_argument("since", "0"), "since")
+            found = await self.in_thread(lambda: ext.roots.session(notebook, session))
         except Refused as refused:
             self.refuse(refused)
             return
-        tail = ext.tails.get(path)
+        path, store = (found.path, found.store) if isinstance(found, Stored) else (found, None)
+        tail = ext.tails.get(path, store)
         client = Client(ext.settings.client_queue, on_drop=self._drop)
         self._client = client
         try:
@@ -181,7 +242,7 @@ class StreamHandler(Handler):
         except StreamClosedError:
             pass
         finally:
-            ext.tails.release(path, client)
+            ext.tails.release(path, client, store)
 
     async def _stream(self, tail: Tail, client: Client, since: int, until: int) -> None:
         settings = self.nbagent.settings
@@ -241,7 +302,7 @@ class TailsHandler(Handler):
         roots = self.nbagent.roots
         rows = [
             {
-                "log": roots.shown_path(path),
+                "log": roots.shown_path(path) if isinstance(path, Path) else path,
                 "clients": len(tail.clients),
                 "last_seq": tail.last_seq,
                 "events_read": tail.events_read,

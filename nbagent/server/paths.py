@@ -5,6 +5,11 @@ with a ``..`` part is refused as it stands; a path that leads outside the root t
 link is refused once resolved.  Logs are found only where the notebook extension writes them:
 ``<folder>/.nbagent/<notebook file>/<session>.jsonl`` beside the notebook, or
 ``<log_dir>/<notebook file>/<session>.jsonl`` under the server's ``log_dir`` setting.
+
+With a database store (the ``store`` setting), a session there is named by its notebook as stored
+(an absolute path): a notebook outside the root, or one with no such log file, is looked up in the
+database's index.  A database session is not a file: the root does not confine it; the database
+decides what the server's role may see.
 """
 
 from __future__ import annotations
@@ -14,10 +19,12 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .. import store
-from ..errors import NbagentError
+from ..errors import LogError, NbagentError
 from ..history.find import NOTEBOOK_SUFFIX, find_logs, notebook_of
+from ..history.summary import Summary, store_summaries
 
 _SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages", "venv"})
 MAX_PATH = 4096
@@ -47,13 +54,42 @@ def inside(path: Path, folder: Path) -> bool:
     return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
 
 
+class Unavailable(Refused):
+    """The database store cannot be reached or read: a 503."""
+
+    def __init__(self, exc: Exception) -> None:
+        super().__init__(503, " ".join(str(exc).split()) + " (the database sessions cannot be served now; try again later)")
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A session of the server's database store: its notebook as stored and its name."""
+
+    store: Any
+    notebook: str
+    name: str
+
+    @property
+    def path(self) -> Path:
+        """The session's key in the store (the file path it stands for)."""
+        from ..stores.postgres import key_path
+
+        return key_path(self.notebook, self.name)
+
+    @property
+    def where(self) -> str:
+        """Its full name, ``<store url>#<notebook>/<session>``."""
+        return f"{self.store.url}#{self.notebook}/{self.name}"
+
+
 @dataclass(frozen=True)
 class Roots:
-    """The server's root folder, and the configured log folder ('' if none)."""
+    """The server's root folder, the configured log folder ('' if none), and the database store (None if none)."""
 
     root: Path
     log_dir: Path | None = None
     allow_hidden: bool = False
+    store: Any = None  # a PostgreSQL store (nbagent.stores.postgres.PostgresStore), or None: files only
 
     def local(self, api_path: str, *, must_exist: bool = True) -> Path:
         """The file or folder of an API path, inside the root (links included); 404 if ``must_exist`` and it is not there.
@@ -105,6 +141,81 @@ class Roots:
                     raise Refused(403, f"the log of session {session!r} is not a regular file; it is not served")
                 return path
         raise Refused(404, f"no session {session!r} for notebook {notebook_api_path!r}")
+
+    def session(self, notebook: str, session: str) -> Path | Stored:
+        """A session's log file, or its database session (blocking with a store: call it in a worker thread).
+
+        With a store, a notebook given as an absolute path outside the root names a database session;
+        any other names the log file if there is one, and else the database session of that notebook
+        (a relative path: the notebook at that path under the root).
+        """
+        if self.store is None:
+            return self.log_file(notebook, session)
+        absolute = notebook.startswith("/")
+        if absolute and not self.in_root(notebook):
+            return self.stored(notebook, session)
+        try:
+            return self.log_file(notebook, session)
+        except Refused as refused:
+            if refused.status != 404:
+                raise
+            if absolute:
+                return self.stored(notebook, session)
+            parts = split_api_path(notebook)
+            for top in dict.fromkeys((str(self.root), os.path.realpath(self.root))):
+                try:
+                    return self.stored(str(Path(top, *parts)), session)
+                except Refused as missing:
+                    if missing.status != 404:
+                        raise
+            raise
+
+    def in_root(self, absolute: str) -> bool:
+        """Whether an absolute path (as a string, links not followed) is below the root (as given or resolved)."""
+        return any(absolute.startswith(top.rstrip("/") + "/") for top in {str(self.root), os.path.realpath(self.root)})
+
+    def stored(self, notebook: str, session: str) -> Stored:
+        """The database session of a notebook (as stored) and a name, found in the store's index; 400, 404, or 503."""
+        if len(notebook) > MAX_PATH or "\0" in notebook:
+            raise Refused(400, "the notebook is not a valid path")
+        try:
+            store.check_name(session)
+        except NbagentError as exc:
+            raise Refused(400, str(exc)) from None
+        try:
+            found = self.store.list(notebook=notebook)
+        except LogError as exc:
+            raise Unavailable(exc) from None
+        if any(item.notebook == notebook and item.name == session for item in found):
+            return Stored(self.store, notebook, session)
+        raise Refused(404, f"no session {session!r} for notebook {notebook!r} (neither a log file nor in {self.store.url})")
+
+    def stored_under(self, api_path: str, limit: int) -> list[Summary]:
+        """The database sessions a listing of ``api_path`` shows, from the store's index (no event is read).
+
+        '' lists the ``limit`` most recently active; a notebook (absolute as stored, or relative to the
+        root) its sessions; a folder the sessions of the notebooks below it.
+        """
+        path = api_path.strip()
+        if not path:
+            candidates: set[str] = set()
+        elif path.startswith("/"):
+            split_api_path(path)
+            candidates = {path.rstrip("/")}
+        else:
+            parts = split_api_path(path)
+            candidates = {str(Path(top, *parts)) for top in (str(self.root), os.path.realpath(self.root))}
+        try:
+            if not candidates:
+                return store_summaries(self.store, limit=limit)
+            if path.endswith(NOTEBOOK_SUFFIX):
+                found = [s for book in sorted(candidates) for s in store_summaries(self.store, notebook=book) if s.notebook == book]
+            else:
+                tops = tuple(c + "/" for c in candidates)
+                found = [s for s in store_summaries(self.store) if s.notebook.startswith(tops)]
+        except LogError as exc:
+            raise Unavailable(exc) from None
+        return sorted(found, key=lambda s: (s.last_ts, s.name))[-limit:]
 
     def logs_under(self, api_path: str) -> list[tuple[str, Path]]:
         """(notebook API path, log file) of every session of a notebook, or of the notebooks below a folder."""

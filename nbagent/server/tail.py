@@ -15,11 +15,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from .. import trust
-from ..history.summary import trust_of
 from .present import Presenter, sse_frame
-from .source import Batch, EventSource, FileSource
+from .source import Batch, EventSource, FileSource, StoreSource
 
 log = logging.getLogger("nbagent.server")
 BATCH_BYTES = 1 << 20  # a client's write joins frames up to this size (one bigger frame goes alone): its copy stays small
@@ -108,20 +107,18 @@ class Tail:
         self._task = asyncio.ensure_future(self._run())
 
     def stop(self) -> None:
-        """Stop following; every client is closed."""
+        """Stop following; every client is closed, and so is the source (a database watch's connections)."""
         if self._task is not None:
             self._task.cancel()
         for client in list(self.clients):
             client.close()
+        self.source.close()
 
     def _read(self) -> tuple[Batch, list[Frame]]:
         batch = self.source.read(self.last_seq)
         frames = [Frame(e["seq"], sse_frame(self.presenter.record(e))) for e in batch.events]
-        if not self.trust and self.path is not None:
-            try:
-                self.trust = trust_of(self.path, user=trust.user_signer_or_none()).verdict
-            except (OSError, ValueError):
-                self.trust = "unknown"
+        if not self.trust:
+            self.trust = self.source.trust()
         return batch, frames
 
     async def _run(self) -> None:
@@ -187,7 +184,11 @@ class Tail:
 
         def read() -> list[Frame]:
             presenter = Presenter()
-            batch = self.open_source().read(0)
+            source = self.open_source()
+            try:
+                batch = source.read(0)
+            finally:
+                source.close()
             frames = [Frame(e["seq"], sse_frame(presenter.record(e))) for e in batch.events if e["seq"] <= until]
             return [f for f in frames if f.seq > since]
 
@@ -195,36 +196,50 @@ class Tail:
 
 
 class Tails:
-    """The server's tails, one per log file, kept ``linger`` seconds after their last client."""
+    """The server's tails, one per log file or database session, kept ``linger`` seconds after their last client.
+
+    A log file's tail is keyed by its path, a database session's by its name (``<store url>#<notebook>/<session>``).
+    """
 
     def __init__(self, *, poll: float, buffer: int, linger: float) -> None:
         self.poll, self.buffer, self.linger = poll, buffer, linger
-        self.tails: dict[Path, Tail] = {}
-        self._timers: dict[Path, asyncio.TimerHandle] = {}
+        self.tails: dict[Path | str, Tail] = {}
+        self._timers: dict[Path | str, asyncio.TimerHandle] = {}
 
-    def get(self, path: Path) -> Tail:
-        """The tail of a log, started if it is not running."""
-        timer = self._timers.pop(path, None)
+    def get(self, path: Path, store: Any = None) -> Tail:
+        """The tail of a log (of a session of ``store``, a database store, if given), started if it is not running."""
+        key = self.key(path, store)
+        timer = self._timers.pop(key, None)
         if timer is not None:
             timer.cancel()
-        tail = self.tails.get(path)
+        tail = self.tails.get(key)
         if tail is None:
-            tail = self.tails[path] = Tail(
-                FileSource(path, poll=self.poll), buffer=self.buffer, path=path, open_source=lambda: FileSource(path, poll=self.poll)
-            )
+            if store is None:
+                source: EventSource = FileSource(path, poll=self.poll)
+                tail = Tail(source, buffer=self.buffer, path=path, open_source=lambda: FileSource(path, poll=self.poll))
+            else:
+                source = StoreSource(store, path)
+                tail = Tail(source, buffer=self.buffer, path=path, open_source=lambda: StoreSource(store, path, listen=False))
+            self.tails[key] = tail
             tail.start()
         return tail
 
-    def release(self, path: Path, client: Client) -> None:
+    @staticmethod
+    def key(path: Path, store: Any = None) -> Path | str:
+        """A log file's path, or a database session's name."""
+        return path if store is None else str(store.where(path))
+
+    def release(self, path: Path, client: Client, store: Any = None) -> None:
         """A client left; the tail stops ``linger`` seconds after its last one."""
-        tail = self.tails.get(path)
+        key = self.key(path, store)
+        tail = self.tails.get(key)
         if tail is None:
             return
         tail.unsubscribe(client)
-        if not tail.clients and path not in self._timers:
-            self._timers[path] = asyncio.get_running_loop().call_later(self.linger, self._expire, path)
+        if not tail.clients and key not in self._timers:
+            self._timers[key] = asyncio.get_running_loop().call_later(self.linger, self._expire, key)
 
-    def _expire(self, path: Path) -> None:
+    def _expire(self, path: Path | str) -> None:
         self._timers.pop(path, None)
         tail = self.tails.get(path)
         if tail is not None and not tail.clients:

@@ -308,6 +308,10 @@ class Watch:
         """Block until a commit to the session is notified (True) or ``timeout`` seconds pass (False)."""
         return any(True for _note in self._listen.notifies(timeout=timeout, stop_after=1))
 
+    def fileno(self) -> int:
+        """The listening connection's socket: readable when a NOTIFY (or the connection's end) came, for an event loop's reader."""
+        return int(self._listen.fileno())
+
     async def wait(self, timeout: float) -> None:
         """Return when events after the last read may have come, or after ``timeout`` seconds at most."""
         import asyncio
