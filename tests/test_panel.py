@@ -341,3 +341,15 @@ def test_python_tool_input_is_code_in_the_panel() -> None:
     panel({"type": "assistant_msg", "seq": 1, "content": [{"type": "tool_use", "id": "t", "name": "python", "input": {"code": code}}]})
     [child] = panel.items.children
     assert '<pre class="nbagent-code"><span class="pg-k">for</span>' in child.value and "&quot;code&quot;" not in child.value
+
+
+def test_the_live_header_links_to_the_session_page_and_the_link_is_escaped() -> None:
+    from nbagent.server.links import kernel_page_url
+
+    link = kernel_page_url("work/a b.ipynb", "s1", environ={})
+    panel = Panel("title", link=link)
+    assert link == "/nbagent/sessions?notebook=work%2Fa%20b.ipynb&session=s1"
+    assert f'href="{link.replace("&", "&amp;")}" target="_blank" rel="noopener"' in panel.header.value
+    hostile = Panel("title", link='/x" onclick="alert(1)')
+    assert 'onclick="' not in hostile.header.value and "&quot; onclick=&quot;" in hostile.header.value
+    assert "live view" not in Panel("title").header.value

@@ -103,8 +103,11 @@ class Panel(CellOutput):
     transcript and its widgets are closed: a reopened notebook shows the transcript, never a missing widget.
     """
 
-    def __init__(self, title: str, *, interval: float = BATCH_INTERVAL, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, title: str, *, interval: float = BATCH_INTERVAL, clock: Callable[[], float] = time.monotonic, link: str = ""
+    ) -> None:
         super().__init__(title)
+        self.link = link  # the session's live page on the Jupyter server, shown in the header while the turn runs
         self.interval = interval
         self.clock = clock
         self.widget_updates = 0  # widget value changes made so far (measures batching)
@@ -211,7 +214,7 @@ class Panel(CellOutput):
         self._set(self.header, self._header_html())
 
     def _header_html(self) -> str:
-        return render.STYLE + render.header_html(self.title, status_line(self.status, self.state), origin=self.origin)
+        return render.STYLE + render.header_html(self.title, status_line(self.status, self.state), origin=self.origin, link=self.link)
 
     def recorded(self, then: str) -> None:
         """Say in the header that the events so far come from the log (see :meth:`CellOutput.recorded`)."""

@@ -255,9 +255,14 @@ def cut_off_html(streamed: str) -> str:
     return f'<div class="nbagent-text">{markdown_html(streamed)}</div>'
 
 
-def header_html(title: str, status: str = "", *, origin: str = "") -> str:
-    """A view's header: its title, its status (with the tokens used), and where it comes from."""
+def header_html(title: str, status: str = "", *, origin: str = "", link: str = "") -> str:
+    """A view's header: its title, its status (with the tokens used), where it comes from, and a link to its live page.
+
+    ``link`` is a path on the same Jupyter server (nbagent.server.links), built by nbagent, never by the model.
+    """
     line = f'<b>{esc(title)}</b> <span class="nbagent-dim">— {esc(status)}</span>' if status else f"<b>{esc(title)}</b>"
+    if link:
+        line += f' <a class="nbagent-origin" href="{esc(link)}" target="_blank" rel="noopener">live view in a browser tab</a>'
     where = f'<div class="nbagent-origin">{esc(origin)}</div>' if origin else ""
     return f'<div class="nbagent-header">{line}{where}</div>'
 
