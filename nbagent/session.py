@@ -95,6 +95,7 @@ class Session:
             self._base_trust = (trust.Report.from_dict(base.header["trust"]), chain)
             self._base_prefix = str(base.header.get("prefix_sha256", ""))
         self._own_calls: set[str] = set()  # tool_use ids of assistant messages this object wrote (and signed)
+        self._digest, self._digest_end = hashlib.sha256(), 0  # the SHA-256 of the log's first _digest_end bytes, so far
         # Set while an append is half done; an exception (say a KeyboardInterrupt) escaping
         # from that window makes the next access re-read the log instead of trusting memory.
         self._dirty = False
@@ -289,8 +290,14 @@ class Session:
         return self._prefix_sha256(self._base_trust[1].offset) == self._base_prefix
 
     def _prefix_sha256(self, end: int) -> str:
-        """SHA-256 of the log's first ``end`` bytes."""
-        return hashlib.sha256(self._log.read(0, end)).hexdigest()
+        """SHA-256 of the log's first ``end`` bytes: each byte is read and hashed once, so a snapshot costs what came since the last."""
+        with self._lock:
+            if end < self._digest_end:  # an earlier point than hashed so far (never the case for snapshots): from the start
+                return hashlib.sha256(self._log.read(0, end)).hexdigest()
+            if end > self._digest_end:
+                self._digest.update(self._log.read(self._digest_end, end))
+                self._digest_end = end
+            return self._digest.hexdigest()
 
     def trust_log(self) -> ev.Event:
         """Vouch for every line so far: append this user's signed ``trust`` event over their SHA-256 (``nbagent trust``)."""

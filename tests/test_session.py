@@ -678,3 +678,13 @@ def test_snapshots_fsync_only_when_the_log_does(log_path: Path, policy: str) -> 
     assert during == (0 if policy == "never" else 3)  # the log's unsynced delta, the snapshot file, its folder
     with Session.open(log_path, snapshot_every=0) as reopened:  # written either way, and used
         assert reopened.seq == 2 and reopened.snapshot_note == ""
+
+
+def test_each_snapshot_pins_exactly_the_bytes_before_it(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    with Session.open(path, fsync="never", snapshot_every=0) as session:
+        for round_ in range(3):  # the digest is carried from one snapshot to the next: each must still be of every byte
+            session.append(ev.USER_MSG, content=f"q{round_}")
+            written = session.snapshot()
+            header = json.loads(written.read_bytes().split(b"\n", 1)[0])
+            assert header["prefix_sha256"] == hashlib.sha256(path.read_bytes()[: header["offset"]]).hexdigest()
