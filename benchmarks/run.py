@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import cases, rerun
+from . import cases, context_report, rerun
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 NOTES_MARKER = "<!-- notes: kept by --write -->"
@@ -37,6 +37,7 @@ class Sizes:
     memory_size: int  # 0: skip the memory measurement
     rerun_sizes: tuple[int, ...]  # notebooks of this many %agent cells, re-run after a restart (): skip
     rerun_repeats: int
+    context: context_report.Sizes = context_report.QUICK  # the long-session sections (benchmarks/context_report.py)
 
 
 FULL = Sizes(
@@ -49,6 +50,7 @@ FULL = Sizes(
     memory_size=100_000,
     rerun_sizes=(50, 300),
     rerun_repeats=5,
+    context=context_report.FULL,
 )
 QUICK = Sizes(
     requests=60,
@@ -341,6 +343,9 @@ def run(sizes: Sizes, workdir: Path, progress: bool = True) -> str:
     else:
         out.append(f"| notebook re-run targets | need {' and '.join(map(str, RERUN_TARGET))} cells | not measured |")
     out.append("")
+
+    # 6-10: long sessions (issue 12), with their own targets
+    out += context_report.section(sizes.context, workdir, say)
 
     head = ["| machine | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in info]
     mode = "quick" if sizes == QUICK else "full"

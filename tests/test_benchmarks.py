@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 import nbagent
-from benchmarks import cases, naive, rerun, run
+from benchmarks import cases, context_report, naive, rerun, run, sdk_calls
+from benchmarks import long_sessions as ls
 from benchmarks.scripted import DELTAS_PER_REPLY
 
 
@@ -48,12 +49,15 @@ def test_the_whole_report_runs_on_tiny_sizes(tmp_path: Path) -> None:
         memory_size=0,
         rerun_sizes=(2,),
         rerun_repeats=1,
+        context=TINY_CONTEXT,
     )
     report = run.run(tiny, tmp_path, progress=False)
     for heading in ("Harness overhead", "Append throughput", "Resume time", "Re-running a notebook", "Targets"):
         assert heading in report
     assert "sqlite3" in report and "need sizes 10k and 100k" in report and "need 50 and 300 cells" in report
-    assert report.count("**PASS**") + report.count("**FAIL**") == 1  # only the overhead target applies here
+    before, long_sessions = report.split("### 6. ")
+    assert before.count("**PASS**") + before.count("**FAIL**") == 1  # only the overhead target applies here
+    assert "Long-session targets" in long_sessions
 
 
 def test_the_notebooks_of_the_rerun_benchmark() -> None:
@@ -70,3 +74,57 @@ def test_resume_memory_is_measured_in_a_child_process(tmp_path: Path) -> None:
     memory = cases.resume_memory(with_snapshot, True)
     assert memory["peak_rss_mib"] > memory["rss_growth_mib"] >= 0
     assert memory["traced_peak_mib"] > 0
+
+
+# The long-session sections (benchmarks/context_report.py) -------------------------------------------------------
+TINY_CONTEXT = context_report.Sizes(
+    requests=30, resume_sizes=(40, 120), every=30, resume_repeats=1, snapshot_repeats=1, sdk_requests=1, overhead_requests=3
+)
+
+
+def test_request_sizes_with_and_without_compaction(tmp_path: Path) -> None:
+    server, local, none = ls.bench_request_sizes(30, tmp_path)  # raises if the computed requests disagree with the sent ones
+    assert [len(k.tokens) for k in (server, local, none)] == [30, 30, 30]
+    assert server.compactions >= 1 and server.summary_requests == 0
+    assert local.compactions >= 1 and local.summary_requests >= local.compactions
+    assert none.compactions == 0 and none.tokens == sorted(none.tokens)  # without compaction a request only grows
+    assert max(server.tokens) <= ls.WINDOW and max(local.tokens) <= ls.WINDOW < max(none.tokens)
+    assert none.tokens[0] == server.tokens[0] == local.tokens[0] and none.body_bytes[-1] > 2 * server.body_bytes[-1]
+
+
+def test_resume_logs_compact_every_so_many_events(tmp_path: Path) -> None:
+    logs = ls.build_logs([200], 40, tmp_path)
+    kinds = [e["type"] for e in nbagent.read_events(logs[(200, True)][1])]
+    assert len(kinds) == 200 and set(kinds) == {"session_start", "user_msg", "assistant_msg", "tool_result"}
+    compacted = [
+        e for e in nbagent.read_events(logs[(200, True)][1]) if e["type"] == "assistant_msg" and e["content"][0]["type"] == "compaction"
+    ]
+    assert len(compacted) == 5 and 0 < 200 - compacted[-1]["seq"] <= 40  # at events ~20, 60, ..., 180
+    resumes = {(r.compacted, r.snapshot): r for r in ls.bench_resume(logs, 1)}
+    assert resumes[(True, True)].message_count == resumes[(True, False)].message_count < 40  # the live part only
+    assert resumes[(False, True)].message_count == resumes[(False, False)].message_count == 199
+    assert resumes[(True, True)].body_bytes < resumes[(False, True)].body_bytes / 4
+    snaps = {s.compacted: s for s in ls.bench_snapshots(logs, 1, tmp_path)}
+    assert snaps[True].messages < 40 and snaps[True].file_bytes < snaps[False].file_bytes / 4
+
+
+def test_every_way_of_calling_the_sdk_builds_the_same_reply() -> None:
+    ways = sdk_calls.bench_ways(1)  # raises if a way builds another reply than the helper
+    assert len(ways) == 2 * 7 and all(len(w.wall) == len(w.cpu) == 1 for w in ways)
+    own = sdk_calls.via_own
+    with sdk_calls.fake_process(5, 2) as client:
+        params = {"model": sdk_calls.MODEL, "max_tokens": 100, "messages": sdk_calls.history(1)}
+        assert own(client.messages, params) == sdk_calls.via_helper(client.messages, params)
+
+
+def test_p95_is_the_nearest_rank() -> None:
+    assert ls.p95([float(n) for n in range(1, 101)]) == 95 and ls.p95([3.0]) == 3 and ls.p95([1.0, 2.0]) == 2
+
+
+@pytest.mark.slow  # every long-session measurement, on tiny sizes (child processes, the fake API)
+def test_the_long_session_sections_run_on_tiny_sizes(tmp_path: Path) -> None:
+    report = "\n".join(context_report.section(TINY_CONTEXT, tmp_path))
+    for heading in ("### 6. Request size", "### 7. Resume", "### 8. Snapshot", "### 9. One streamed request", "### 10. nbagent's overhead"):
+        assert heading in report
+    assert "needs both sizes" in report  # the growth target needs 10k and 100k events
+    assert report.count("**PASS**") + report.count("**FAIL**") == 2 + 2 + 2  # windows, resume vs encode per size, snapshot

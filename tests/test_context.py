@@ -213,7 +213,10 @@ def test_context_use_comes_from_the_last_reply() -> None:
 def test_only_the_latest_tool_results_stay_whole_when_asked() -> None:
     def turn(n: int) -> list[tuple[str, dict[str, Any]]]:
         call = {"type": "tool_use", "id": f"t{n}", "name": "read", "input": {}}
-        return [(ev.ASSISTANT_MSG, {"content": [call], "stop_reason": "tool_use"}), (ev.TOOL_RESULT, {"tool_use_id": f"t{n}", "content": f"r{n}"})]
+        return [
+            (ev.ASSISTANT_MSG, {"content": [call], "stop_reason": "tool_use"}),
+            (ev.TOOL_RESULT, {"tool_use_id": f"t{n}", "content": f"r{n}"}),
+        ]
 
     log = events((ev.CONTEXT, {"keep_tool_results": 2}), (ev.USER_MSG, {"content": "q"}), *turn(1), *turn(2), *turn(3))
     state = fold(log)
