@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +39,7 @@ class Sizes:
     rerun_sizes: tuple[int, ...]  # notebooks of this many %agent cells, re-run after a restart (): skip
     rerun_repeats: int
     context: context_report.Sizes = context_report.QUICK  # the long-session sections (benchmarks/context_report.py)
+    external: bool = False  # the server stream and PostgreSQL benchmarks (their own modules, a real server / cluster)
 
 
 FULL = Sizes(
@@ -51,6 +53,7 @@ FULL = Sizes(
     rerun_sizes=(50, 300),
     rerun_repeats=5,
     context=context_report.FULL,
+    external=True,
 )
 QUICK = Sizes(
     requests=60,
@@ -347,10 +350,25 @@ def run(sizes: Sizes, workdir: Path, progress: bool = True) -> str:
     # 6-10: long sessions (issue 12), with their own targets
     out += context_report.section(sizes.context, workdir, say)
 
+    # 11-12: the server's event stream and the PostgreSQL store, each its own module (python -m benchmarks.server / .postgres)
+    if sizes.external:
+        out += _external("11. The server extension's event stream (`python -m benchmarks.server`)", "benchmarks.server", say)
+        out += _external("12. The PostgreSQL store (`python -m benchmarks.postgres`)", "benchmarks.postgres", say)
+
     head = ["| machine | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in info]
     mode = "quick" if sizes == QUICK else "full"
     head.append(f"| run | `python -m benchmarks.run{' --quick' if mode == 'quick' else ''}`, {time.perf_counter() - started:.0f} s |")
     return "\n".join(head + [""] + out)
+
+
+def _external(title: str, module: str, say: Callable[[str], None]) -> list[str]:
+    """A benchmark module's own Markdown, run in its own process (it starts a Jupyter server or a PostgreSQL cluster)."""
+    say(f"{module} (its own process)")
+    done = subprocess.run([sys.executable, "-m", module], capture_output=True, text=True, cwd=cases.REPO, timeout=3600)
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return [f"### {title}", "", f"Not measured: {why}", ""]
+    return [f"### {title}", "", done.stdout.strip(), ""]
 
 
 def main(argv: list[str] | None = None) -> int:
