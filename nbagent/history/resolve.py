@@ -8,9 +8,9 @@ from pathlib import Path
 from .. import store
 from ..errors import HistoryError, NotALogError
 from ..reader import check_start
-from ..stores import FILES, Store, is_url, locate
+from ..stores import FILES, Store, is_url, locate, session_url
 from .find import NOTEBOOK_SUFFIX, find_logs, session_name
-from .summary import list_summaries, summarize
+from .summary import list_summaries, notebook_key, notebook_sessions, summarize
 
 
 def resolve(spec: str, *, root: str | os.PathLike[str] = ".", folder: Path | None = None, write: bool = False) -> Path:
@@ -39,6 +39,39 @@ def resolve_session(spec: str, *, write: bool = False) -> tuple[Store, Path]:
         assert found is not None
         return found, path
     return FILES, resolve(spec, write=write)
+
+
+def resolve_in_notebook(spec: str, *, folder: Path, source: Store, write: bool = False) -> tuple[Store, Path]:
+    """A SESSION argument in a notebook whose sessions are in ``source`` under ``folder``: an existing session's store and path.
+
+    A name (or a path into ``folder``) is this notebook's session of that name in ``source``: the
+    log file, or the database's session keyed by this notebook.  A store URL with
+    ``#<notebook>/<session>`` is that session, continued (``write``) only if it is this notebook's in
+    ``source``; a log file elsewhere is only read (as :func:`resolve` says).
+    """
+    if is_url(spec):
+        found, path = locate(spec)
+        assert found is not None
+        if write and (found.url != source.url or path.parent != folder):
+            named = session_url(found, path)  # without a password the URL may hold
+            raise HistoryError(
+                f"{named} is not a session of this notebook in {source.url or 'its log folder'}, so it cannot be continued "
+                f"here. To look at it without running anything: %agent_replay {named}"
+            )
+    else:
+        found, path = source, _in_folder(spec, folder, write)
+        if path.parent != folder:
+            found = FILES  # a log file elsewhere, read only
+    if found.url or path.parent == folder:
+        known = notebook_sessions(found, path.parent)
+        name = path.name.removesuffix(store.LOG_SUFFIX)
+        if not any(s.name == name for s in known):
+            names = ", ".join(s.name for s in known) or "none"
+            where = f"of {notebook_key(path.parent)} in {found.url}" if found.url else f"in {path.parent}"
+            raise HistoryError(f"No session named {name!r} {where} (sessions: {names}).")
+    if not found.url:
+        check_start(path)
+    return found, path
 
 
 def _in_folder(spec: str, folder: Path, write: bool) -> Path:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .. import fold, snapshot, trust
+from .. import fold, snapshot, store, trust
 from ..context import DEFAULT_WINDOW
 from ..errors import LogCorruptError, LogVersionError, NotALogError
 from ..reader import iter_events, scan
@@ -238,6 +238,48 @@ def store_summaries(source: Store, *, notebook: str = "", owner: str = "", text:
             summary.pending = "open, or not closed cleanly"
         summary.trust = "unsigned" if not item.signer else ("yours" if item.signer == mine else "other key")
         found.append(summary)
+    return found
+
+
+def notebook_key(folder: Path) -> str:
+    """The notebook a log folder (``<dir>/.nbagent/<notebook>``) stands for: how a database keys its sessions."""
+    from ..stores.postgres import key_of
+
+    return key_of(Path(folder) / ("key" + store.LOG_SUFFIX))[0]
+
+
+def notebook_sessions(source: Store, folder: Path) -> list[store.StoredSession]:
+    """One notebook's sessions, oldest activity first: its log folder's files, or a database's index filtered by the notebook.
+
+    A session of a database has the path of the file it stands for, ``folder/<name>.jsonl``.
+    """
+    if not source.url:
+        return store.list_sessions(folder)
+    from ..stores.postgres import key_path
+
+    notebook = notebook_key(folder)
+    return [
+        store.StoredSession(item.name, key_path(item.notebook, item.name), item.last_ts)
+        for item in source.list(notebook=notebook)
+        if item.notebook == notebook  # the filter also takes a bare file name; here only this very notebook
+    ]
+
+
+def notebook_summaries(source: Store, folder: Path, *, open_states: Mapping[str, fold.State] | None = None) -> list[Summary]:
+    """The ``%agent_sessions`` rows of one notebook: each log file summarised, or (a database) its index rows.
+
+    ``open_states``: the state of sessions this process holds open, by their name (``<url>#<notebook>/<session>``);
+    the index knows a session's status and tokens only once it is closed, their state knows them now.
+    """
+    if not source.url:
+        user = trust.user_signer_or_none()
+        return [summarize(found.path, user=user) for found in store.list_sessions(folder)]
+    notebook = notebook_key(folder)
+    found = [s for s in store_summaries(source, notebook=notebook) if s.notebook == notebook]
+    for summary in found:
+        state = (open_states or {}).get(summary.path)
+        if state is not None:
+            _from_state(summary, state)
     return found
 
 

@@ -13,7 +13,7 @@ from IPython.core.magic_arguments import parse_argstring
 
 from .. import approval as approvals
 from .. import events as ev
-from .. import fold, history, store, toolkit, trust
+from .. import fold, toolkit
 from ..errors import Interrupted, NbagentError
 from ..log import FsyncPolicy, make_folder
 from ..loop import Loop
@@ -25,6 +25,7 @@ from . import kernel as nbkernel
 from . import python_tool as pytool
 from . import restart
 from .foreign import calls_not_signed_by_user, untrusted_warning
+from .place import Place, place_of, print_sessions, replay_of
 from .settings import Agent, context_settings, thinking_setting
 from .syntax import agent_arguments, check_agent_line, keep_question_marks, split_request
 from .usage import WRITABLE, usage_errors
@@ -51,12 +52,12 @@ class AgentMagics(Magics):
         super().__init__(shell)
         self.settings = settings
         self.tracker = nbkernel.CellTracker(shell)
-        self.sessions: dict[Path, Session] = {}
+        self.sessions: dict[tuple[str, Path], Session] = {}  # by (store URL, path): see Place.key
         self.current: Path | None = None
-        self.current_folder: Path | None = None
-        self.indexes: dict[Path, nbkernel.TurnIndex] = {}
-        self.claims: dict[Path, restart.Claims] = {}
-        self.restored: dict[Path, set[int]] = {}
+        self.current_place: tuple[str, Path] | None = None
+        self.indexes: dict[str, nbkernel.TurnIndex] = {}  # by Session.where (a file, or <url>#<notebook>/<session>)
+        self.claims: dict[str, restart.Claims] = {}
+        self.restored: dict[str, set[int]] = {}
         self.replay: Any = None  # the last replay shown (its widgets stay live)
 
     # Magics ---------------------------------------------------------------------------------------
@@ -84,94 +85,61 @@ class AgentMagics(Magics):
 
     @line_magic
     def agent_sessions(self, line: str = "") -> None:
-        """List this notebook's agent sessions: name, turns, last activity, status, who wrote it, title."""
-        folder = self.folder()
-        found = store.list_sessions(folder)
-        if not found:
-            print(f"No agent sessions yet in {folder}.")
-            return
-        user = trust.user_signer_or_none()
-        print(f"Sessions in {folder} (* = current):")
-        summaries = [history.summarize(stored.path, user=user) for stored in found]
-        history.write_table(summaries, sys.stdout, current=str(self.current) if self.current else "")
-        from ..server.links import where_to_open  # the live view on the Jupyter server (nbagent.server); a pure function
-
-        shown = history.session_name(self.current) if self.current else summaries[-1].name
-        print(where_to_open(str(nbkernel.notebook_path(self.shell) or ""), shown))
+        """List this notebook's agent sessions (its log folder, or the database's index): name, turns, last activity, status, who wrote it, title."""
+        place = self.place()
+        current = self.current if self.current_place == place.key else None
+        print_sessions(place, current, str(nbkernel.notebook_path(self.shell) or ""), self.sessions.values())
 
     @line_magic
     def agent_replay(self, line: str = "") -> None:
         """Replay a past session, read-only: play/pause, speed, a slider over its events, previous/next turn, search.
 
         ``%agent_replay`` shows this notebook's most recent session; ``%agent_replay SESSION``
-        takes a name from ``%agent_sessions`` or a path to a ``.jsonl`` log. Nothing is
-        executed and no model is called; a log another kernel is writing can be replayed too.
+        takes a name from ``%agent_sessions``, a path to a ``.jsonl`` log or a database session's
+        URL. Nothing is executed and no model is called; a session another kernel is writing is
+        followed as it is written.
         """
-        from .replay import Replay
-
-        name = line.strip().strip("'\"")
-        folder = self.folder()
-        if not name:
-            found = store.list_sessions(folder)
-            if not found:
-                raise UsageError(f"No agent sessions in {folder} to replay. Give a log path: `%agent_replay path/to/session.jsonl`.")
-            path = found[-1].path
-        else:
-            with usage_errors("See %agent_sessions, or give the path of a .jsonl log."):
-                path = self._find(folder, name, write=False)
-        # A damaged or newer-schema log, or one with no events yet: its own message says it all.
-        with usage_errors(hints=(), oserror=f"Cannot read the session log {path}: {{reason}}."):
-            replay = Replay.from_path(path)
+        replay = replay_of(self.place(), line.strip().strip("'\""))
         if self.replay is not None:
             self.replay.pause()
+            self.replay.stop_following("Not following new events: a newer replay does. Reload reads them.")
         self.replay = replay
         replay.show()
 
-    # Where the logs are ---------------------------------------------------------------------------
-    def folder(self) -> Path:
-        """The folder of this notebook's session logs (refused if it, or ``.nbagent``, is a symbolic link)."""
-        notebook = nbkernel.notebook_path(self.shell)
-        with usage_errors():
-            return store.check_folder(store.log_dir_for(notebook, base=self.settings.log_dir or None))
+    # Where the sessions are -----------------------------------------------------------------------
+    def place(self) -> Place:
+        """Where this notebook's sessions are: the store (``Agent.store``) and its log folder (see :mod:`.place`)."""
+        return place_of(self.shell, self.settings)
 
     def _session(self, args: Any) -> Session:
-        folder = self.folder()
-        if self.current is not None and self.current_folder != folder:
-            self.current = None  # Agent.log_dir (or the notebook) changed: its own sessions apply
+        place = self.place()
+        if self.current is not None and self.current_place != place.key:
+            self.current = None  # Agent.store, Agent.log_dir (or the notebook) changed: its own sessions apply
+        latest = None if args.resume or args.session or args.new or self.current is not None else place.latest()
         if args.resume:
-            path = self._find(folder, args.resume, write=True)
+            path = place.find(args.resume, write=True)[1]
         elif args.session:
-            path = store.log_path(folder, args.session)
-        elif args.new or (self.current is None and not store.list_sessions(folder)):
-            path = store.log_path(folder, store.new_name())
-        elif self.current is not None:
+            path = place.path(args.session)
+        elif self.current is not None and not args.new:
             path = self.current
         else:
-            path = store.list_sessions(folder)[-1].path
-        session = self.sessions.get(path)
+            path = latest or place.new_path()  # after a restart, the most recently active session of this notebook
+        session = self.sessions.get((place.source.url, path))
         if session is None or session.closed:
-            session = self._open(path)
-            self.sessions[path] = session
-        self.current, self.current_folder = path, folder
+            session = self.sessions[(place.source.url, path)] = self._open(place, path)
+        self.current, self.current_place = path, place.key
         return session
 
-    def _find(self, folder: Path, name: str, *, write: bool) -> Path:
-        with usage_errors():
-            path = history.resolve(name, folder=folder, write=write)
-        if not path.is_file():
-            known = ", ".join(s.name for s in store.list_sessions(folder)) or "none"
-            raise UsageError(f"No session named {name!r} in {folder} (sessions: {known}). See %agent_sessions.")
-        return path
-
-    def _open(self, path: Path) -> Session:
-        with usage_errors(oserror=f"Cannot create the log folder {path.parent}: {{reason}}. {WRITABLE}"):
-            make_folder(path.parent)  # .nbagent too is owner-only (mkdir(parents=True) gives parents the umask's mode)
+    def _open(self, place: Place, path: Path) -> Session:
+        if not place.source.url:  # a database needs no folder on disk
+            with usage_errors(oserror=f"Cannot create the log folder {path.parent}: {{reason}}. {WRITABLE}"):
+                make_folder(path.parent)  # .nbagent too is owner-only (mkdir(parents=True) gives parents the umask's mode)
         with usage_errors(oserror=f"Cannot write the session log {path}: {{reason}}. {WRITABLE}"):
             session = Session.open(
                 path,
                 fsync=cast(FsyncPolicy, self.settings.fsync),
                 meta={"notebook": str(nbkernel.notebook_path(self.shell) or "")},
-                store=self.settings.store or None,
+                store=place.source,
             )
         if not session.trusted:
             print(untrusted_warning(session), file=sys.stdout, flush=True)
@@ -180,8 +148,8 @@ class AgentMagics(Magics):
     # One cell ---------------------------------------------------------------------------------------
     def _serve(self, session: Session, args: Any, request: str) -> None:
         """Do what the restart rule plans for this cell: show, restore, finish, switch session, ask."""
-        path = session.path
-        turns = self.indexes.setdefault(path, nbkernel.TurnIndex()).update(session)
+        path, key = session.path, session.where
+        turns = self.indexes.setdefault(key, nbkernel.TurnIndex()).update(session)
         cell = restart.Cell(
             request,
             self.tracker.cell_id,
@@ -197,16 +165,16 @@ class AgentMagics(Magics):
             trusted=session.trusted,
             frontier=session.state.frontier,
             kernel=nbkernel.KERNEL_ID,
-            claims=self.claims.get(path, restart.Claims()),
+            claims=self.claims.get(key, restart.Claims()),
         )
         if plan.refuse:
             raise UsageError(
-                f"{untrusted_warning(session)} To continue it, trust it first: `nbagent trust {path}` in a "
+                f"{untrusted_warning(session)} To continue it, trust it first: `nbagent trust {key}` in a "
                 "terminal shows what it would run and asks you. Or start your own: `%agent --new ...`."
             )
-        self.claims[path] = plan.claims
+        self.claims[key] = plan.claims
         live = plan.ask or plan.unfinished == "continue"  # else the cell only shows what the log holds
-        view = self._view(request or session.state.title or path.stem, live=live)
+        view = self._view(request or session.state.title or path.stem, live=live, session=session)
         try:
             self._show(session, plan, view, turns)
             if plan.show is not None or plan.show_all:
@@ -221,7 +189,7 @@ class AgentMagics(Magics):
             elif plan.unfinished == "explain":
                 print(
                     f"nbagent: the recorded turns of {path.name} were shown, but its unfinished turn was not "
-                    f"continued: this session was not written by you. To continue it: `nbagent trust {path}` "
+                    f"continued: this session was not written by you. To continue it: `nbagent trust {key}` "
                     "in a terminal, then run this cell again.",
                     flush=True,
                 )
@@ -262,13 +230,14 @@ class AgentMagics(Magics):
 
     def _switch_to_new_session(self, foreign: Session) -> Session:
         """Open a new session of this user's beside a foreign one, make it current, and say so."""
-        path = store.log_path(foreign.path.parent, store.new_name())
-        session = self.sessions[path] = self._open(path)
+        place = self.place()  # the foreign session is current, so it is of this place
+        path = place.new_path()
+        session = self.sessions[(place.source.url, path)] = self._open(place, path)
         self.current = path
         print(
             f"nbagent: {foreign.path.name} was not written by you, so this request starts a new session of yours, "
             f"{path.stem}; nothing of the other session is sent to the model. To continue that one instead, run "
-            f"`nbagent trust {foreign.path}` in a terminal.",
+            f"`nbagent trust {foreign.where}` in a terminal.",
             flush=True,
         )
         return session
@@ -276,7 +245,7 @@ class AgentMagics(Magics):
     def _ask(self, session: Session, args: Any, request: str, view: Any, *, note: bool, mention_restore: bool) -> None:
         restart_note = ""
         if note:
-            restored = len(self.restored.get(session.path, ()))
+            restored = len(self.restored.get(session.where, ()))
             detail = (
                 f" The kernel state was restored by re-running the agent's earlier python code ({restored} turn(s))."
                 if mention_restore and restored
@@ -304,12 +273,12 @@ class AgentMagics(Magics):
 
     def _compact(self, args: Any) -> None:
         """``%agent --compact``: summarise the session's earlier conversation now (the local path), shown in a panel."""
-        if not (args.session or args.resume or self.current is not None or store.list_sessions(self.folder())):
+        if not (args.session or args.resume or self.current is not None or self.place().latest()):
             raise UsageError("There is no session to compact yet in this notebook: `%agent --compact` works on an existing one.")
         session = self._session(args)
         if not session.trusted:
             raise UsageError(f"{untrusted_warning(session)} Compacting it would send its history to the model; trust it first.")
-        view = self._view(f"Compacting {session.path.stem}")
+        view = self._view(f"Compacting {session.path.stem}", session=session)
         loop = self._loop(session, args, view)
         view.begin(Start.of_state(session.state))
         unsubscribe = session.subscribe(view, since=session.seq)
@@ -342,7 +311,7 @@ class AgentMagics(Magics):
 
     def _restore(self, session: Session, turns: tuple[restart.Turn, ...]) -> int:
         """Re-run the recorded python tool code of these turns (each turn once per kernel), in order."""
-        done = self.restored.setdefault(session.path, set())
+        done = self.restored.setdefault(session.where, set())
         todo = [t for t in turns if t.seq not in done]
         unsigned = calls_not_signed_by_user(session)
         calls = failed = skipped = 0
@@ -373,14 +342,16 @@ class AgentMagics(Magics):
         return calls
 
     # Parts of a run -------------------------------------------------------------------------------
-    def _view(self, title: str, *, live: bool = True) -> Any:
+    def _view(self, title: str, *, live: bool = True, session: Session | None = None) -> Any:
+        from ..server.links import kernel_page_url
         from .panel import Panel, StaticPanel, TextView
 
         if getattr(self.shell, "kernel", None) is None:
             return TextView(stream=sys.stdout)
         if not live:
             return StaticPanel(title)  # no widgets: nothing in it will change
-        panel = Panel(title)
+        notebook = nbkernel.notebook_path(self.shell)
+        panel = Panel(title, link=kernel_page_url(str(notebook), session.path.stem) if notebook and session else "")
         panel.show()
         return panel
 
@@ -452,6 +423,7 @@ def unload_ipython_extension(ipython: Any) -> None:
     magics.close()
     if magics.replay is not None:
         magics.replay.pause()
+        magics.replay.stop_following()
     magics.tracker.unregister()
     if keep_question_marks in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.remove(keep_question_marks)

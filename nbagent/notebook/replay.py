@@ -1,8 +1,10 @@
 """The replay widget of ``%agent_replay``: play, pause, speed, scrub, previous/next turn and search over a recorded session.
 
-It only reads: the log is read with ``read_events`` (no lock, no repair), so a
-session that another kernel is writing can be replayed too; nothing in the log
-is executed and no model is called.  What is shown at each event comes from a
+It only reads, through the store seam (:class:`~nbagent.stores.Store`: a log file is read
+with ``read_events``, without a lock or a repair; a database session from its table), so a
+session that another kernel is writing can be replayed, and is followed as it is written
+(``Store.follow``: LISTEN/NOTIFY on a database, the file polled); nothing in the log is
+executed and no model is called.  What is shown at each event comes from a
 :class:`~nbagent.render.timeline.Timeline` (the live panel's renderings, times,
 gaps, statuses, search); this module holds the widgets and the playback thread,
 which runs on a daemon thread so the kernel stays free for other cells and widget
@@ -17,6 +19,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import ipywidgets as widgets
@@ -28,11 +31,14 @@ from ..render import html
 from ..render.parts import esc
 from ..render.timeline import MAX_GAP, MAX_MATCHES, Timeline
 from ..server.saving import LIVE
+from ..stores import FILES, Store, session_url
+from .follow import Follower
 from .panel import close_all
 
 FRAME = 0.05  # seconds: playback changes the widgets at most this often (20 updates a second)
 SPEEDS: tuple[tuple[str, float], ...] = (("1x", 1.0), ("2x", 2.0), ("5x", 5.0), ("20x", 20.0), ("instant", math.inf))
 HINT = "Re-run this cell to replay it interactively."
+SUMMARY_EVERY = 2.0  # seconds: while following, the static summary (a whole transcript) is sent again at most this often
 
 
 def load_events(path: str | os.PathLike[str]) -> list[ev.Event]:
@@ -50,11 +56,23 @@ class Replay:
     widget is mounted beside it, and hides the widget's output when it is not (a reopened notebook).
     """
 
-    def __init__(self, events: Sequence[ev.Event], *, source: str = "", max_gap: float = MAX_GAP, frame: float = FRAME) -> None:
+    def __init__(
+        self,
+        events: Sequence[ev.Event],
+        *,
+        source: str = "",
+        max_gap: float = MAX_GAP,
+        frame: float = FRAME,
+        store: Store | None = None,
+        path: Path | None = None,
+    ) -> None:
         if not events:
             raise NbagentError(f"{source or 'The log'} has no complete events yet, so there is nothing to replay.")
         self.timeline = Timeline(events, source=source, max_gap=max_gap)
         self.source = source
+        # Where more events come from: a store and the session's path in it (by default the log file named by source).
+        self.store: Store | None = store if store is not None else (FILES if source else None)
+        self.path = Path(path if path is not None else source)
         self.max_gap, self.frame = max_gap, frame
         self.widget_updates = 0
         self.display_id = uuid.uuid4().hex
@@ -64,6 +82,8 @@ class Replay:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._quiet = False  # set while the search list is refilled, so that refilling it does not jump
+        self._follower: Follower | None = None
+        self._summary_due = False  # a timer will send the static summary again
         self.found: list[int] = []  # indices of the events matching the search
 
         self.static_id = uuid.uuid4().hex  # the static summary's display
@@ -95,6 +115,7 @@ class Replay:
             description="Reload", icon="refresh", tooltip="read events appended since", layout=widgets.Layout(width="auto")
         )
         self.position = widgets.HTML()
+        self.live = widgets.HTML()  # whether new events are followed, or why not
         self.current = widgets.HTML()
         self.transcript = widgets.HTML()
         self.widget = widgets.VBox(
@@ -103,6 +124,7 @@ class Replay:
                 widgets.HBox([self.prev_button, self.play_button, self.next_button, self.speed, self.slider, self.reload_button]),
                 widgets.HBox([self.search, self.next_match_button, self.match_count]),
                 self.matches,
+                self.live,
                 self.position,
                 self.current,
                 widgets.Box([self.transcript], layout=widgets.Layout(max_height="480px", overflow="auto")),
@@ -125,7 +147,12 @@ class Replay:
     @classmethod
     def from_path(cls, path: str | os.PathLike[str], **options: Any) -> Replay:
         """Replay the log at ``path`` (read without locking; raises LogCorruptError / LogVersionError / OSError)."""
-        return cls(load_events(path), source=str(path), **options)
+        return cls.from_store(FILES, Path(path), **options)
+
+    @classmethod
+    def from_store(cls, store: Store, path: Path, **options: Any) -> Replay:
+        """Replay the session at ``path`` of ``store`` (a file, or a database's rows), read without its writer's lock."""
+        return cls(list(store.read(path)), source=session_url(store, path), store=store, path=path, **options)
 
     @property
     def events(self) -> list[ev.Event]:
@@ -228,10 +255,8 @@ class Replay:
             thread.join(timeout=10)
 
     def _run(self, stop: threading.Event) -> None:
-        last = len(self.events) - 1
         speed = self.speed.value
-        play_times = self.timeline.play_times
-        base_time, base_clock = play_times[self.index], time.monotonic()
+        base_time, base_clock = self.timeline.play_times[self.index], time.monotonic()
         expected = self.index
         try:
             while True:
@@ -241,6 +266,8 @@ class Replay:
                 with self._lock:
                     if stop.is_set():
                         return
+                    # Followed events may have been added: the play times of the earlier ones stay the same.
+                    last, play_times = len(self.events) - 1, self.timeline.play_times
                     index = self.index
                     if index != expected:  # scrubbed while playing: go on from there
                         base_time, base_clock, played = play_times[index], now, play_times[index]
@@ -267,26 +294,91 @@ class Replay:
         self.play_button.description, self.play_button.icon = ("Pause", "pause") if playing else ("Play", "play")
 
     # Reading more ---------------------------------------------------------------------------------------
+    @property
+    def last_seq(self) -> int:
+        """The seq of the last event replayed."""
+        return int(self.events[-1]["seq"])
+
     def reload(self) -> int:
-        """Read the log again (another kernel may still be writing it); keep the position; return how many events are new."""
-        if not self.source:
+        """Read the events written since (another kernel may still be writing); keep the position; return how many are new."""
+        if self.store is None:
             return 0
-        fresh = load_events(self.source)
+        return self.add(list(self.store.read(self.path, since=self.last_seq)))
+
+    def add(self, events: Sequence[ev.Event], *, live: bool = False) -> int:
+        """Add events that came after the last one (any already replayed are skipped), keeping the position.
+
+        ``live`` (followed events): at the last event the view moves on to the new last, and the
+        static summary is sent again within SUMMARY_EVERY seconds rather than now.
+        """
         with self._lock:
-            added = len(fresh) - len(self.events)
-            if added <= 0:
+            fresh = [e for e in events if e["seq"] > self.last_seq]
+            if not fresh:
                 return 0
+            if fresh[0]["seq"] != self.last_seq + 1:
+                raise NbagentError(f"{self.source}: events {self.last_seq + 1} to {fresh[0]['seq'] - 1} are missing from what was read")
             index = self.index
-            self.timeline = Timeline(fresh, source=self.source, max_gap=self.max_gap)
+            at_end = live and index == len(self.events) - 1 and not self.playing
+            self.timeline = Timeline(self.events + fresh, source=self.source, max_gap=self.max_gap)
             self.slider.max = len(self.events)
             self.header.value = html.STYLE + self.timeline.header_html()
             self.find(self.search.value)
-            self._show(index)
-        if self.shown:  # a notebook saved later shows the summary of what was read
+            if at_end:
+                self.go(len(self.events) - 1)  # following the end, as a live view does
+            else:
+                self._show(index)
+        if not live:
+            self._send_summary()
+        else:
+            with self._lock:
+                due, self._summary_due = self._summary_due, True
+            if not due:
+                timer = threading.Timer(SUMMARY_EVERY, self._send_summary)
+                timer.daemon = True
+                timer.start()
+        return len(fresh)
+
+    def _send_summary(self) -> None:
+        """Send the static summary again: a notebook saved later shows what was read."""
+        self._summary_due = False
+        if self.shown:
             from IPython.display import update_display
 
             update_display(self.static_bundle(), raw=True, display_id=self.static_id)
-        return added
+
+    # Following -------------------------------------------------------------------------------------------
+    @property
+    def following(self) -> bool:
+        """Whether events are added as their writer stores them."""
+        return self._follower is not None and not self._follower.stopped
+
+    def follow(self) -> None:
+        """Add events as they are written (on a daemon thread; LISTEN/NOTIFY on a database, see :mod:`.follow`)."""
+        with self._lock:
+            if self.store is None or self.following:
+                return
+            self._follower = Follower(self.store, self.path, self.last_seq, self._followed, self._stopped)
+            self._live(f"Following: new events are added as {self.source} is written.")
+
+    def stop_following(self, why: str = "Not following new events; Reload reads them.") -> None:
+        """Add no more events as they are written."""
+        with self._lock:
+            if self.following:
+                assert self._follower is not None
+                self._follower.stop()
+                self._live(why)
+
+    def _followed(self, events: list[ev.Event]) -> None:
+        try:
+            self.add(events, live=True)
+        except NbagentError as exc:
+            self.stop_following(f"Stopped following: {str(exc).rstrip('.')}. Reload reads new events.")
+
+    def _stopped(self, why: str) -> None:
+        self._live(f"Stopped following: {why.rstrip('.')}. Reload reads new events.")
+
+    def _live(self, text: str) -> None:
+        self._set(self.live, f'<div class="nbagent-following">{esc(text)}</div>')
 
     # Rendering ---------------------------------------------------------------------------------------------
     def _show(self, index: int) -> None:
@@ -329,6 +421,7 @@ class Replay:
         self.show()
 
     def close(self) -> None:
-        """Stop playback and close the widgets."""
+        """Stop playback and following, and close the widgets."""
+        self.stop_following()
         self.pause()
         close_all(self.widget)
