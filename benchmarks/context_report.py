@@ -139,16 +139,19 @@ def section(sizes: Sizes, workdir: Path, say: Callable[[str], None] = lambda tex
     out.append(
         'Written by `Session.snapshot()` on a copy of each log opened with fsync="never" (no disk wait), one event after: '
         "after a resume from the snapshot (the encoded messages spliced in) and after a full replay (every message encoded). "
-        "Every snapshot also hashes the whole log for its trust record (`prefix_sha256`); the last column times that hash alone.\n"
+        "A snapshot pins the log before it for its trust record (`prefix_sha256`): the first one after opening a log checks, "
+        "once, that the log under the old snapshot is unchanged, which reads and hashes the whole log (the last column times that "
+        "hash alone); later snapshots of the same run hash only what came since (the 'next write' column).\n"
     )
     out.append(
-        "| events | compaction | log | snapshot file | messages in it | write after a resume | after a full replay | SHA-256 of the log |"
+        "| events | compaction | log | snapshot file | messages in it | first write after a resume | next write | after a full replay "
+        "| SHA-256 of the log |"
     )
-    out.append("|---:|---|---:|---:|---:|---:|---:|---:|")
+    out.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for s in sorted(snaps, key=lambda s: (not s.compacted, s.events)):
         out.append(
             f"| {s.events:,} | {'yes' if s.compacted else 'none'} | {s.log_bytes / 2**20:,.1f} MiB | {s.file_bytes / 2**20:,.2f} MiB "
-            f"| {s.messages:,} | {_ms(s.after_resume)} | {_ms(s.after_replay)} | {_ms(s.log_sha256)} |"
+            f"| {s.messages:,} | {_ms(s.after_resume)} | {_ms(s.next_write)} | {_ms(s.after_replay)} | {_ms(s.log_sha256)} |"
         )
     out.append("")
     compacted = sorted((s for s in snaps if s.compacted), key=lambda s: s.events)
@@ -159,8 +162,12 @@ def section(sizes: Sizes, workdir: Path, say: Callable[[str], None] = lambda tex
             f"{big.file_bytes / small.file_bytes:.2f}x | {_verdict(big.file_bytes / small.file_bytes <= 1.5)} |"
         )
         targets.append(
-            f"| same, write after a resume | {_ms(big.after_resume)} vs {_ms(small.after_resume)}: {big.after_resume / small.after_resume:.1f}x "
-            f"| {_verdict(big.after_resume / small.after_resume <= 1.5)} |"
+            f"| same, writing a snapshot in a running session | {_ms(big.next_write)} vs {_ms(small.next_write)}: "
+            f"{big.next_write / small.next_write:.1f}x | {_verdict(big.next_write / small.next_write <= 1.5)} |"
+        )
+        targets.append(
+            f"| (not flat, by design) the first snapshot after opening also checks the log under the old one: one SHA-256 pass | "
+            f"{_ms(big.after_resume)} vs {_ms(small.after_resume)}; the hash alone {_ms(big.log_sha256)} | reported |"
         )
 
     say(f"long sessions: the SDK call, {sizes.sdk_requests} requests per way")
