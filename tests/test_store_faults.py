@@ -1,13 +1,15 @@
-"""PostgreSQL faults and access: a dropped connection mid-turn, a server restart, a statement timeout, SIGKILLs mid-commit, and row-level security with two roles.
+"""PostgreSQL faults and access: a dropped connection mid-turn, a server restart, a statement timeout, a full disk, SIGKILLs mid-commit, and row-level security with two roles.
 
 Each fault gives a clear error, loses nothing acknowledged, and the next open resumes from the
-last committed event.  (A full disk on the database side fails the commit like the timeout
-does; it is not simulated here.)
+last committed event.  The full disk is real: the tables live in a tablespace on a small tmpfs
+(mounted as root), filled by a session's tool results.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import random
 import subprocess
 import sys
@@ -126,6 +128,95 @@ def test_a_statement_timeout_is_a_clear_error_and_nothing_half_written(url: str,
         assert session.seq == acknowledged == 6
         session.append(ev.USER_MSG, content="now it goes")
     assert [e["seq"] for e in stores.get_store(url).read(path)] == list(range(1, 8))
+
+
+TABLESPACE_SIZE = "8m"
+
+
+def missing_here(reason: str) -> None:
+    """Skip with a one-line reason, or under CI=true fail (tests/conftest.py's rule for a missing part)."""
+    if os.environ.get("CI", "").lower() in ("true", "1"):
+        pytest.fail(f"CI=true, so a postgres test may not be skipped: it {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def small_disk(cluster: pg_harness.Cluster, url: str) -> Iterator[Path]:
+    """The test database's default tablespace on an 8 MB tmpfs owned by the server's OS user; unmounted after, even on failure."""
+    if not cluster.as_root:
+        missing_here("needs root to mount a small tmpfs for the full-disk test (run as root, as CI does)")
+    folder = cluster.folder / "small"  # inside the cluster's folder, which only the server's OS user may enter
+    folder.mkdir()
+    owner = f"uid={cluster.folder.stat().st_uid},gid={cluster.folder.stat().st_gid}"
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={TABLESPACE_SIZE},mode=0700,{owner}", "nbagent-small", str(folder)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        missing_here(f"needs to mount a tmpfs for the full-disk test: mount said {' '.join(mounted.stderr.split()) or mounted.returncode}")
+    try:
+        sql(url, f"CREATE TABLESPACE small LOCATION '{folder}'")
+        sql(url, f'ALTER DATABASE "{url.rsplit("/", 1)[1]}" SET default_tablespace = small')  # before nbagent creates its tables
+        yield folder
+    finally:
+        cluster.stop("immediate")  # the server holds files open there
+        if subprocess.run(["umount", str(folder)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(folder)], check=True)
+
+
+@pytest.mark.slow
+def test_a_full_disk_is_a_clear_error_loses_nothing_and_the_next_run_resumes(
+    small_disk: Path, url: str, tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    name = f"{url}#{tmp_path / 'full.ipynb'}/disk"
+    sql(url, "CREATE TABLE filler AS SELECT repeat('x', 1800) AS pad FROM generate_series(1, 1000)")  # about 2 MB, freed later
+    runs: list[int] = []
+
+    @nbagent.tool(effect="read")
+    def dump(part: int) -> str:
+        """Return one part of a big data set."""
+        runs.append(part)
+        return base64.b64encode(os.urandom(192 * 1024)).decode()  # 256 KB that no compression shrinks
+
+    full = True
+    fake.responder = lambda request: tool_uses([("dump", {"part": len(runs)})]) if full else text("done")
+    client = anthropic.Anthropic(base_url=fake.base_url, api_key="test-key", max_retries=0)
+    acknowledged: dict[int, str] = {}  # seq -> crc of every event whose append returned
+    with Session.open(name) as session:
+        session.subscribe(lambda event: acknowledged.__setitem__(event["seq"], event["crc"]))
+        with pytest.raises(LogWriteError) as raised:
+            nbagent.run(session, "dump every part", tools=[dump], client=client, model="claude-test")
+        last = session.seq
+    message = str(raised.value)
+    assert "out of disk space" in message and "No space left on device" in message, message
+    assert "Free space on the database server" in message and "reopen the session" in message, message
+    assert "\n" not in message and "Traceback" not in message
+    assert len(runs) >= 10  # the tool results filled the tablespace, not something else
+    assert sorted(acknowledged) == list(range(1, last + 1))
+
+    where, path = stores.locate(name)
+    assert where is not None
+    committed = list(where.read(path))
+    assert [(e["seq"], e["crc"]) for e in committed] == sorted(acknowledged.items())  # all acknowledged, nothing partial
+    assert sql(url, "SELECT count(*), max(seq) FROM nbagent_events") == [(last, last)]
+    assert sql(url, "SELECT last_seq FROM nbagent_sessions") == [(last,)]
+    assert history.verify(path, where).ok
+
+    sql(url, "DROP TABLE filler")  # space is freed (the files are truncated at commit)
+    sql(url, "CHECKPOINT")
+    full = False
+    with Session.open(name) as session:
+        assert session.seq == last  # resumes from the last committed event
+        assert nbagent.run(session, None, tools=[dump], client=client, model="claude-test") == "done"
+        session.append(ev.USER_MSG, content="and one more")
+        end = session.seq
+    events = list(where.read(path))
+    assert [(e["seq"], e["crc"]) for e in events[:last]] == sorted(acknowledged.items())
+    assert [e["seq"] for e in events] == list(range(1, end + 1))
+    assert events[-1]["type"] == ev.USER_MSG
+    checked = subprocess.run([sys.executable, "-m", "nbagent", "verify", name], capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def test_no_server_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -67,7 +67,7 @@ class PostgresLog:
             self.size = self._tail()
         except pg.Error as exc:
             self._conn.close()
-            raise LogError(f"opening {self.where} failed: {message_of(exc)}") from None
+            raise LogError(f"opening {self.where} failed: {_cause(exc)}") from None
         except BaseException:
             self._conn.close()
             raise
@@ -117,8 +117,8 @@ class PostgresLog:
         pg = need_psycopg()
         if self._failed is not None:
             raise LogWriteError(
-                f"{self.where} refused a write because an earlier one failed ({message_of(self._failed)}). "
-                "Close and reopen the session: it resumes from the last committed event."
+                f"{self.where} refused a write because an earlier one failed ({_cause(self._failed)}). "
+                f"{_todo(self._failed)}Close and reopen the session: it resumes from the last committed event."
             )
         event = json.loads(line)
         sig = event.get("sig")
@@ -154,6 +154,12 @@ class PostgresLog:
                 ) from None
             except pg.Error as exc:
                 self._failed = exc
+                if _disk_full(exc):
+                    raise LogWriteError(
+                        f"writing {self.where} failed: {_cause(exc)}. Event {event['seq']} ({event['type']}) was not written; "
+                        f"every event before it is committed. {_todo(exc)}Then reopen the session: it resumes from the last "
+                        "committed event."
+                    ) from exc
                 raise LogWriteError(
                     f"writing {self.where} failed: {message_of(exc)}. The session now refuses writes; reopen it "
                     "(it resumes from the last committed event)."
@@ -183,7 +189,7 @@ class PostgresLog:
                     self._conn.execute("SELECT pg_current_xact_id()")  # an xid, so its commit is flushed, and the WAL before it
                 except pg.Error as exc:
                     self._failed = exc
-                    raise LogWriteError(f"syncing {self.where} failed: {message_of(exc)}; reopen the session") from exc
+                    raise LogWriteError(f"syncing {self.where} failed: {_cause(exc)}; reopen the session") from exc
                 self._unsynced = False
 
     def close(self) -> None:
@@ -226,7 +232,7 @@ class PostgresLog:
                     (self._id, state.seq, data, json.dumps(summary)),
                 )
             except pg.Error as exc:
-                raise OSError(f"storing the snapshot of {self.where} failed: {message_of(exc)}") from exc
+                raise OSError(f"storing the snapshot of {self.where} failed: {_cause(exc)}") from exc
         return self.where + " (snapshot)"
 
     def _scratch_log(self) -> Path:
@@ -247,6 +253,23 @@ def _read_range(conn: Any, session: int, start: int, stop: int) -> bytes:
     data = "".join(line + "\n" for _start, line in rows).encode("ascii")
     first = int(rows[0][0])
     return data[start - first : stop - first]
+
+
+def _disk_full(exc: Any) -> bool:
+    """Whether a database error is the server's disk (or a tablespace's volume) being full."""
+    return getattr(exc, "sqlstate", None) == "53100" or "No space left on device" in str(exc)
+
+
+def _cause(exc: Any) -> str:
+    """A database error in words; a full disk says so first (PostgreSQL's own text names only a file)."""
+    if _disk_full(exc):
+        return f"the database server is out of disk space ({message_of(exc)})"
+    return message_of(exc)
+
+
+def _todo(exc: Any) -> str:
+    """What to do first about a database error before reopening (a full disk: free space)."""
+    return "Free space on the database server (its data folder or the tablespace's volume). " if _disk_full(exc) else ""
 
 
 def _duplicate(exc: Any, event: dict[str, Any]) -> str:
