@@ -80,7 +80,8 @@ def _pending(status: str, frontier: str, open_calls: int, model_errors: bool = F
     return False, waiting
 
 
-def _from_state(summary: Summary, state: fold.State) -> Summary:
+def from_state(summary: Summary, state: fold.State) -> Summary:
+    """``summary`` filled in from a folded state (what a listing shows)."""
     summary.session_id, summary.title, summary.created = state.session_id, state.title, state.created
     summary.last_ts, summary.turns, summary.events, summary.usage = state.last_ts, state.turns, state.seq, dict(state.usage)
     summary.complete, summary.pending = _pending(state.status, state.frontier, len(state.open_calls), state.status == "error")
@@ -190,12 +191,12 @@ def _summarize(path: Path, user: trust.Signer | None) -> Summary:
                     try:
                         if tail_events[0]["seq"] == loaded.seq + 1:  # a summary needs only the state line, not the messages
                             summary.source = "snapshot"
-                            return _from_state(summary, fold.fold(tail_events, loaded.state()))
+                            return from_state(summary, fold.fold(tail_events, loaded.state()))
                     except (OSError, ValueError, TypeError, KeyError):
                         pass
             handle.seek(0)
             data = handle.read()
-        return _from_state(summary, fold.fold(scan(data, path=str(path)).events))  # scan: the not-a-log rule too
+        return from_state(summary, fold.fold(scan(data, path=str(path)).events))  # scan: the not-a-log rule too
     except LogCorruptError as exc:
         summary.pending = f"damaged log (line {exc.line}, byte {exc.offset}): run nbagent verify"
     except LogVersionError:
@@ -279,7 +280,7 @@ def notebook_summaries(source: Store, folder: Path, *, open_states: Mapping[str,
     for summary in found:
         state = (open_states or {}).get(summary.path)
         if state is not None:
-            _from_state(summary, state)
+            from_state(summary, state)
     return found
 
 

@@ -30,7 +30,7 @@ from tornado.iostream import StreamClosedError
 from .. import events as ev
 from .. import fold, trust
 from ..errors import LogError
-from ..history.summary import Summary, _from_state, summarize
+from ..history.summary import Summary, from_state, summarize
 from ..reader import Reader
 from .paths import Refused, Roots, Stored, Unavailable
 from .present import sse_notice
@@ -186,7 +186,7 @@ class EventsHandler(Handler):
             problem = f"damaged last event: {reader.torn_reason}"
         summary = Summary(stored.name, stored.where, stored.notebook)
         try:
-            _from_state(summary, fold.fold(events))
+            from_state(summary, fold.fold(events))
         except (KeyError, TypeError, ValueError) as exc:
             summary.pending = f"damaged log ({type(exc).__name__}): run nbagent verify"
         verdict = trust.check_log(data, user=trust.user_signer_or_none()).verdict if data else ""
