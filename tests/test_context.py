@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from nbagent import Session, read_events
 from nbagent import context as ctx
 from nbagent import events as ev
 from nbagent.errors import NbagentError
@@ -226,3 +228,19 @@ def test_only_the_latest_tool_results_stay_whole_when_asked() -> None:
     assert State.from_dict(state.to_dict()) == state
     without = fold([e for e in log if e["type"] != ev.CONTEXT])
     assert [m["content"][0]["content"] for m in without.messages[2::2]] == ["r1", "r2", "r3"]
+
+
+def test_cleared_results_and_compactions_survive_a_snapshot_resume(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    with Session.open(path, fsync="never", snapshot_every=3) as session:
+        session.append(ev.CONTEXT, keep_tool_results=2, result_budget=5)
+        session.append(ev.USER_MSG, content="q")
+        for n in range(6):
+            call = {"type": "tool_use", "id": f"t{n}", "name": "read", "input": {}}
+            session.append(ev.ASSISTANT_MSG, content=[call], stop_reason="tool_use")
+            session.append(ev.TOOL_RESULT, tool_use_id=f"t{n}", content=f"result number {n}")
+            if n == 3:
+                session.append(ev.COMPACTION_STARTED, keep=2)
+                session.append(ev.COMPACTION, summary="S", messages=len(session.messages) - 2, final=True)
+    with Session.open(path, fsync="never") as reopened:  # from the snapshot, its messages still encoded
+        assert reopened.snapshot_note == "" and list(reopened.messages) == fold(list(read_events(path))).messages
