@@ -9,7 +9,7 @@ event, which the fold puts in their place.  Table tests: tests/test_context.py.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -72,9 +72,12 @@ def context_management(settings: ContextSettings) -> dict[str, Any] | None:
     return {"edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": settings.threshold}}]}
 
 
-def needs_compaction(estimate: int, settings: ContextSettings, server: bool) -> bool:
-    """Whether to compact locally before the next request (the server compacts by itself when it can)."""
-    return settings.compact != "off" and not server and estimate >= settings.threshold
+def needs_compaction(settings: ContextSettings, server: bool, estimate: Callable[[], int]) -> bool:
+    """Whether to compact locally before the next request (the server compacts by itself when it can).
+
+    ``estimate`` (the request's tokens) is only called when a local compaction could apply.
+    """
+    return settings.compact != "off" and not server and estimate() >= settings.threshold
 
 
 def is_prompt_too_long(kind: str, status: int | None, message: str) -> bool:
@@ -152,11 +155,10 @@ def as_text(message: Message) -> str:
     return f"{message.get('role')}: " + "\n".join(parts)
 
 
-def summary_request(messages: Sequence[Message], earlier: str = "") -> list[dict[str, Any]]:
-    """The messages of one summary call: the instructions, an earlier part's summary, and the part as text."""
+def summary_request(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """The messages of one summary call: the instructions and the part as text (an earlier part's summary is its first message)."""
     body = "\n\n".join(as_text(m) for m in messages)
-    before = f"<earlier-summary>\n{earlier}\n</earlier-summary>\n\n" if earlier else ""
-    return [{"role": "user", "content": f"{SUMMARY_INSTRUCTIONS}\n\n{before}<conversation>\n{body}\n</conversation>"}]
+    return [{"role": "user", "content": f"{SUMMARY_INSTRUCTIONS}\n\n<conversation>\n{body}\n</conversation>"}]
 
 
 def clip_result(content: Any, budget: int | None, seq: int) -> Any:

@@ -77,7 +77,7 @@ class Loop:
                     for tool_use_id, call in list(state.open_calls.items()):
                         self._run_call(tool_use_id, call)
                 elif state.frontier == "model":
-                    if state.compacting is not None or ctx.needs_compaction(self._estimate(), self.context, self._server()):
+                    if state.compacting is not None or ctx.needs_compaction(self.context, self._server(), self._estimate):
                         self.compact("trigger")
                     self._call_model()
                 elif state.frontier == "done":
@@ -127,7 +127,7 @@ class Loop:
                         request = self._request()
                         continue
                 if err.retryable and attempt <= self.retries:
-                    time.sleep(min(8.0, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.75, 1.0))
+                    _back_off(attempt)
                     continue
                 raise err
             if not reply["content"]:
@@ -210,7 +210,7 @@ class Loop:
             except ModelError as err:
                 if not err.retryable or attempt > self.retries:
                     return err
-                time.sleep(min(8.0, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.75, 1.0))
+                _back_off(attempt)
         raise AssertionError("unreachable")
 
     def _stream(self, request: ModelRequest) -> Reply | ModelError:
@@ -297,6 +297,11 @@ class Loop:
                 text, why = "Not run: the user moved on to a new request before this call started.", "not_started"
             # abandoned: views show it as a note of the request it belonged to, not as this one's tool error
             self.session.append(ev.TOOL_RESULT, tool_use_id=tool_use_id, content=text, is_error=True, abandoned=why)
+
+
+def _back_off(attempt: int) -> None:
+    """Wait before retrying a model call: exponential, capped at 8 s, with jitter."""
+    time.sleep(min(8.0, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.75, 1.0))
 
 
 def thinking_param(thinking: int | str | None, max_tokens: int) -> dict[str, Any] | None:

@@ -119,9 +119,16 @@ def test_the_default_trigger_is_a_margin_under_the_window() -> None:
     assert ctx.ContextSettings().threshold == 175_000
     assert ctx.ContextSettings(window=1_000_000).threshold == 875_000
     assert ctx.ContextSettings(trigger=5_000).threshold == 5_000
-    assert ctx.needs_compaction(175_000, ctx.ContextSettings(), server=False)
-    assert not ctx.needs_compaction(175_000, ctx.ContextSettings(), server=True)
-    assert not ctx.needs_compaction(10**9, ctx.ContextSettings(compact="off"), server=False)
+    assert ctx.needs_compaction(ctx.ContextSettings(), False, lambda: 175_000)
+    assert not ctx.needs_compaction(ctx.ContextSettings(), False, lambda: 174_999)
+    assert not ctx.needs_compaction(ctx.ContextSettings(), True, lambda: 175_000)
+    assert not ctx.needs_compaction(ctx.ContextSettings(compact="off"), False, lambda: 10**9)
+
+    def never() -> int:
+        raise AssertionError("the estimate is not needed where the server compacts or compaction is off")
+
+    assert not ctx.needs_compaction(ctx.ContextSettings(), True, never)
+    assert not ctx.needs_compaction(ctx.ContextSettings(compact="off"), False, never)
 
 
 @pytest.mark.parametrize(
