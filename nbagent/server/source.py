@@ -206,7 +206,7 @@ class StoreSource:
     def _unreachable(self, exc: LogError) -> Batch:
         self._drop()
         if not self.down:
-            log.warning("nbagent: %s", " ".join(str(exc).split()))
+            log.warning("nbagent: following %s: %s", self.where, " ".join(str(exc).split()))
         self.down = f"the database cannot be read now: {exc}"
         return Batch(problem=self.down)
 
