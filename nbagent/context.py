@@ -18,6 +18,7 @@ COMPACT_MODES: tuple[str, ...] = ("auto", "server", "local", "off")
 COMPACT_BETA = "compact-2026-01-12"
 DEFAULT_WINDOW = 200_000
 DEFAULT_RESULT_BUDGET = 40_000  # characters of one tool result in a request (about 10k tokens)
+MAX_IMAGES = 100  # images the Messages API takes in one request; the fold leaves the oldest out beyond it
 CHARS_PER_TOKEN = 4  # the estimate used before the API has counted (the API's own count wins when there is one)
 SUMMARY_PREFIX = "[nbagent note: the conversation so far was compacted. Summary of what happened before:]\n"
 SUMMARY_INSTRUCTIONS = (
@@ -184,6 +185,33 @@ def clip_result(content: Any, budget: int | None, seq: int) -> Any:
             out.append(block)
     out.append({"type": "text", "text": clip_note(size, budget, seq)})
     return out
+
+
+def image_count(content: Any) -> int:
+    """How many image blocks a tool result carries."""
+    if not isinstance(content, list):
+        return 0
+    return sum(1 for b in content if isinstance(b, dict) and b.get("type") == "image")
+
+
+def drop_images(content: list[Any], count: int, seq: int) -> list[Any]:
+    """A tool result with its first ``count`` images replaced by a note that says where they are kept."""
+    out: list[Any] = []
+    for block in content:
+        if count > 0 and isinstance(block, dict) and block.get("type") == "image":
+            out.append({"type": "text", "text": dropped_image(seq)})
+            count -= 1
+        else:
+            out.append(block)
+    return out
+
+
+def dropped_image(seq: int) -> str:
+    """What the model reads in place of an older image left out of the request."""
+    return (
+        f"[nbagent note: an image of this older tool result was left out: a request carries at most {MAX_IMAGES} "
+        f"images; the session log keeps it (event {seq}).]"
+    )
 
 
 def cleared_result(seq: int) -> str:

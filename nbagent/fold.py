@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from . import events as ev
-from .context import SUMMARY_PREFIX, cleared_result, clip_result, context_tokens
+from .context import MAX_IMAGES, SUMMARY_PREFIX, cleared_result, clip_result, context_tokens, drop_images, image_count
 from .transcript import Transcript
 
 Frontier = Literal["empty", "model", "tools", "done"]
@@ -50,6 +50,7 @@ class State:
     result_budget: int | None = None
     keep_tool_results: int = 0
     results: list[list[int]] = field(default_factory=list)  # [message index, block index, seq] of the results kept whole
+    images: list[list[int]] = field(default_factory=list)  # [message index, block index, seq, count] of results with images
     window: int = 0
     context_tokens: int = 0
     compactions: int = 0
@@ -193,7 +194,7 @@ def _assistant_msg(state: State, event: ev.Event) -> None:
     content = event["content"]
     start = latest_compaction(content)
     if start is not None:  # the server compacted: the API ignores what is before this block, so the request starts at it
-        state.messages, state.results = [], []
+        state.messages, state.results, state.images = [], [], []
         content = content[start:] if start else content
         state.compactions += 1
     state.messages.append({"role": "assistant", "content": content})
@@ -229,6 +230,9 @@ def _tool_result(state: State, event: ev.Event) -> None:
     if event.get("is_error"):
         block["is_error"] = True
     _add_user_content(state, [block], [block])
+    images = image_count(content)
+    if images:
+        _keep_images(state, event["seq"], images)
     if state.keep_tool_results > 0:
         _clear_old_results(state, event["seq"])
     state.open_calls.pop(event["tool_use_id"], None)
@@ -257,6 +261,26 @@ def _clear_old_results(state: State, seq: int) -> None:
         content = list(state.messages[index]["content"])
         content[position] = dict(content[position], content=cleared_result(old))
         state.messages[index] = dict(state.messages[index], content=content)
+        state.images = [entry for entry in state.images if entry[:2] != [index, position]]
+
+
+def _keep_images(state: State, seq: int, count: int) -> None:
+    """Note the latest result's images; beyond ``MAX_IMAGES`` in all, the oldest are replaced by notes (the log keeps them)."""
+    message = len(state.messages) - 1
+    state.images.append([message, len(state.messages[message]["content"]) - 1, seq, count])
+    excess = sum(entry[3] for entry in state.images) - MAX_IMAGES
+    while excess > 0:
+        entry = state.images[0]
+        index, position, old, held = entry
+        dropped = min(held, excess)
+        content = list(state.messages[index]["content"])
+        content[position] = dict(content[position], content=drop_images(content[position]["content"], dropped, old))
+        state.messages[index] = dict(state.messages[index], content=content)
+        excess -= dropped
+        if dropped == held:
+            state.images.pop(0)
+        else:
+            entry[3] = held - dropped
 
 
 def _context(state: State, event: ev.Event) -> None:
@@ -276,11 +300,18 @@ def _compaction(state: State, event: ev.Event) -> None:
     replaced = event["messages"]
     rest = list(state.messages)[replaced:]
     summary = {"type": "text", "text": SUMMARY_PREFIX + event["summary"]}
-    if rest and rest[0]["role"] == "user":
+    merged = bool(rest) and rest[0]["role"] == "user"
+    if merged:
         rest[0] = {"role": "user", "content": [summary, *as_blocks(rest[0]["content"])]}
     else:
         rest.insert(0, {"role": "user", "content": [summary]})
     state.messages, state.results = rest, []  # results before it are in the summary; the kept ones stay whole
+    shift = -replaced if merged else 1 - replaced  # where the kept messages' images now are
+    state.images = [
+        [index + shift, position + (1 if merged and index == replaced else 0), seq, count]
+        for index, position, seq, count in state.images
+        if index >= replaced
+    ]
     state.context_tokens = 0  # unknown until the next reply: estimated from the messages meanwhile
     if event.get("final", True):
         state.compacting = None

@@ -30,7 +30,7 @@ from .log import OS_FILES, FileOps
 from .transcript import Message, Prefix, Transcript
 
 KIND = "nbagent.snapshot"
-VERSION = 3
+VERSION = 4
 MAX_HEADER = 1 << 20  # a header is a few hundred bytes; a longer first line is not a snapshot
 _STATE_KEYS = frozenset(f.name for f in fields(State)) - {"messages"}
 

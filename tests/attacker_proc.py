@@ -26,7 +26,7 @@ from pathlib import Path
 
 import nbagent
 from nbagent import events as ev
-from nbagent import trust
+from nbagent import snapshot, trust
 from reliability.attacker import write_log
 
 HUGE = 2**60
@@ -124,7 +124,9 @@ def hostile(folder: str) -> None:
         _valid_log(root / f"{name}.jsonl")
     _reseal_snapshot_header(root / "snap-huge-len.jsonl", messages_len=HUGE)
     _reseal_snapshot_header(root / "snap-negative-len.jsonl", state_len=-5)
-    (root / "snap-long-header.jsonl.snapshot").write_bytes(b'{"kind":"nbagent.snapshot","v":3,"pad":"' + b"x" * (2 << 20))
+    (root / "snap-long-header.jsonl.snapshot").write_bytes(
+        b'{"kind":"nbagent.snapshot","v":%d,"pad":"' % snapshot.VERSION + b"x" * (2 << 20)
+    )
     snap = root / "snap-deep-json.jsonl.snapshot"
     snap.write_bytes(deep + b"\n" + snap.read_bytes().split(b"\n", 1)[1])
 

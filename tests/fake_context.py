@@ -10,6 +10,7 @@ Used by tests/fake_anthropic.py.  The rules follow the real API as documented:
 - With ``thinking`` on, the reply starts with a ``thinking`` block whose signature this server made; a
   later request must send every thinking block back unchanged (a changed one is refused), and an
   assistant message that ends in tool use must still start with its thinking block.
+- A request with more than 100 images (tool results' included) is refused with a 400.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 COMPACT_BETA = "compact-2026-01-12"
 _SECRET = b"fake-thinking-signing-key"
 CHARS_PER_TOKEN = 4
+IMAGE_LIMIT = 100  # images the API takes in one request
 
 
 def signature(thinking: str) -> str:
@@ -62,6 +64,17 @@ def compaction_trigger(body: dict[str, Any], headers: dict[str, str]) -> int | N
     return None
 
 
+def image_blocks(message: Any) -> int:
+    """The image blocks in a message, those inside tool results included."""
+    count = 0
+    for block in _blocks(message):
+        if block.get("type") == "image":
+            count += 1
+        elif block.get("type") == "tool_result":
+            count += image_blocks(block)
+    return count
+
+
 def problem(body: dict[str, Any], headers: dict[str, str], window: int | None) -> str | None:
     """The API's 400 message for a request it would refuse for its context or thinking, else None."""
     if body.get("context_management") and not headers.get("anthropic-beta"):
@@ -83,6 +96,9 @@ def problem(body: dict[str, Any], headers: dict[str, str], window: int | None) -
                 f"{blocks[0].get('type')}`. When `thinking` is enabled, a final `assistant` message must start with a "
                 "thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks)."
             )
+    images = sum(image_blocks(message) for message in messages)
+    if images > IMAGE_LIMIT:
+        return f"messages: too many images in the request: {images} > {IMAGE_LIMIT} maximum"
     if window is not None and tokens(body) > window:
         return f"prompt is too long: {tokens(body)} tokens > {window} maximum"
     return None

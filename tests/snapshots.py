@@ -1,4 +1,4 @@
-"""Take a snapshot file apart and put it back together (format v3), for tests that damage or forge one."""
+"""Take a snapshot file apart and put it back together (format v4), for tests that damage or forge one."""
 
 from __future__ import annotations
 

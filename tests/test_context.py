@@ -251,3 +251,108 @@ def test_cleared_results_and_compactions_survive_a_snapshot_resume(tmp_path: Pat
                 session.append(ev.COMPACTION, summary="S", messages=len(session.messages) - 2, final=True)
     with Session.open(path, fsync="never") as reopened:  # from the snapshot, its messages still encoded
         assert reopened.snapshot_note == "" and list(reopened.messages) == fold(list(read_events(path))).messages
+
+
+# Images: a request carries at most MAX_IMAGES; the oldest beyond it go in as notes -----------------------------------
+IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}
+
+
+@pytest.mark.parametrize(
+    ("content", "drop", "expected"),
+    [
+        ("text only", 0, 0),
+        ([{"type": "text", "text": "t"}, IMAGE, IMAGE], 0, 2),
+        ([IMAGE, {"type": "text", "text": "t"}, IMAGE], 1, 1),  # the first one goes
+        ([IMAGE, IMAGE], 2, 0),
+    ],
+)
+def test_images_are_counted_and_the_first_ones_dropped(content: Any, drop: int, expected: int) -> None:
+    if drop:
+        content = ctx.drop_images(content, drop, 7)
+        assert [b["text"] for b in content if b["type"] == "text" and "event 7" in b["text"]] == [ctx.dropped_image(7)] * drop
+    assert ctx.image_count(content) == expected
+
+
+def image_turn(n: int, images: int) -> list[tuple[str, dict[str, Any]]]:
+    call = {"type": "tool_use", "id": f"t{n}", "name": "plot", "input": {}}
+    return [
+        (ev.ASSISTANT_MSG, {"content": [call], "stop_reason": "tool_use"}),
+        (ev.TOOL_RESULT, {"tool_use_id": f"t{n}", "content": [{"type": "text", "text": f"r{n}"}, *[IMAGE] * images]}),
+    ]
+
+
+def sent_images(state: State) -> list[int]:
+    """The images each tool result carries in the request, oldest first."""
+    return [ctx.image_count(b["content"]) for m in state.messages for b in ctx_blocks(m) if b.get("type") == "tool_result"]
+
+
+def ctx_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    return message["content"] if isinstance(message["content"], list) else []
+
+
+@pytest.mark.parametrize(
+    ("specs", "expected"),
+    [
+        ([(ev.USER_MSG, {"content": "q"}), *image_turn(1, 40), *image_turn(2, 40)], [40, 40]),  # under the limit
+        ([(ev.USER_MSG, {"content": "q"}), *image_turn(1, 40), *image_turn(2, 40), *image_turn(3, 40)], [20, 40, 40]),
+        ([(ev.USER_MSG, {"content": "q"}), *image_turn(1, 30), *image_turn(2, 30), *image_turn(3, 90)], [0, 10, 90]),
+        ([(ev.USER_MSG, {"content": "q"}), *image_turn(1, 150)], [100]),  # one result over the limit keeps its latest
+        (  # a cleared result no longer counts
+            [(ev.CONTEXT, {"keep_tool_results": 1}), (ev.USER_MSG, {"content": "q"}), *image_turn(1, 90), *image_turn(2, 90)],
+            [0, 90],
+        ),
+        (  # the server compacted: what is before its block is not sent, so it does not count
+            [(ev.USER_MSG, {"content": "q"}), *image_turn(1, 90),
+             (ev.ASSISTANT_MSG, {"content": [{"type": "compaction", "content": "S"}, {"type": "tool_use", "id": "t2", "name": "plot", "input": {}}],
+                                 "stop_reason": "tool_use"}),
+             (ev.TOOL_RESULT, {"tool_use_id": "t2", "content": [IMAGE] * 90})],
+            [90],
+        ),
+    ],
+)  # fmt: skip
+def test_a_request_carries_at_most_the_api_limit_of_images(specs: list[tuple[str, dict[str, Any]]], expected: list[int]) -> None:
+    log = events(*specs)
+    state = fold(log)
+    assert sent_images(state) == expected
+    assert sum(expected) <= ctx.MAX_IMAGES
+    assert State.from_dict(state.to_dict()) == state
+    logged = [ctx.image_count(e["content"]) for e in log if e["type"] == ev.TOOL_RESULT]
+    assert all(isinstance(n, int) for n in logged) and sum(logged) >= sum(expected)  # the log keeps every image
+
+
+@pytest.mark.parametrize(
+    ("before", "replaced", "roles"),
+    [
+        ([], 3, ["user", "assistant", "user", "assistant", "user"]),  # the summary goes first as a message of its own
+        ([ANSWER, (ev.USER_MSG, {"content": "q2"})], 4, ["user", "assistant", "user", "assistant", "user"]),  # ... or into q2
+    ],
+)
+def test_images_kept_by_a_local_compaction_still_count_where_they_moved(
+    before: list[tuple[str, dict[str, Any]]], replaced: int, roles: list[str]
+) -> None:
+    log = events(
+        (ev.USER_MSG, {"content": "q"}), *image_turn(1, 30), *before, *image_turn(2, 60),
+        (ev.COMPACTION_STARTED, {"keep": 2}),
+        (ev.COMPACTION, {"summary": "S", "messages": replaced, "final": True}),
+        *image_turn(3, 60),
+    )  # fmt: skip
+    state = fold(log)
+    assert [m["role"] for m in state.messages] == roles
+    assert state.messages[0]["content"][0]["text"] == ctx.SUMMARY_PREFIX + "S"
+    assert sent_images(state) == [40, 60]  # turn 1 is in the summary; turn 2's result lost its 20 oldest images
+    assert sent_images(fold(log[:-2])) == [60]
+
+
+def test_dropped_images_read_back_the_same_from_a_snapshot_resume(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    with Session.open(path, fsync="never", snapshot_every=2) as session:
+        session.append(ev.USER_MSG, content="q")
+        for n in range(4):
+            for kind, payload in image_turn(n, 45):
+                session.append(kind, **payload)
+    with Session.open(path, fsync="never") as reopened:
+        for kind, payload in image_turn(9, 45):
+            reopened.append(kind, **payload)
+        assert reopened.snapshot_note == ""
+        assert list(reopened.messages) == fold(list(read_events(path))).messages
+        assert sent_images(reopened.state) == [0, 0, 10, 45, 45]

@@ -13,6 +13,7 @@ from PIL import Image
 
 import nbagent
 from nbagent.images import MAX_SIDE, fit_image, fit_images
+from tests import fake_context
 from tests.fake_anthropic import FakeAnthropic, text, tool_use
 
 
@@ -68,3 +69,23 @@ def test_a_tool_returning_a_huge_plot_sends_an_image_the_api_accepts(
         nbagent.run(session, "plot it", tools=[plot], client=client, model="claude-test")
     sent = fake.requests[1].body["messages"][2]["content"][0]["content"]
     assert sent[0] == {"type": "text", "text": "the plot:"} and size_of(sent[1]) == (MAX_SIDE, 200)
+
+
+def test_a_session_with_more_plots_than_a_request_may_carry_goes_on(
+    fake: FakeAnthropic, client: anthropic.Anthropic, tmp_path: Path
+) -> None:
+    @nbagent.tool(effect="read")
+    def plots() -> list[dict[str, Any]]:
+        """Draw thirty small plots."""
+        return [png(8, 8) for _ in range(30)]
+
+    fake.script(*[tool_use("plots", {}) for _ in range(4)], text("120 plots drawn"))
+    with nbagent.Session.open(tmp_path / "s.jsonl") as session:
+        nbagent.run(session, "plot them all", tools=[plots], client=client, model="claude-test")
+        assert session.state.final_text == "120 plots drawn"
+    sent = [fake_context.image_blocks(m) for m in fake.requests[-1].body["messages"]]
+    assert sum(sent) == 100 and sent[2] == 10  # the first result's 20 oldest images went in as notes
+    notes = [b["text"] for b in fake.requests[-1].body["messages"][2]["content"][0]["content"] if b["type"] == "text"]
+    assert len(notes) == 20 and "a request carries at most 100 images" in notes[0]
+    logged = [e for e in nbagent.read_events(tmp_path / "s.jsonl") if e["type"] == "tool_result"]
+    assert [len(e["content"]) for e in logged] == [30] * 4  # the log keeps every image
