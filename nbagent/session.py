@@ -1,9 +1,7 @@
-"""A session: the event log, the state folded from it, and the subscribers that watch it."""
+"""A session: the event log, the state folded from it, and who may trust its lines (reading and live views: feed.py)."""
 
 from __future__ import annotations
 
-import bisect
-import collections
 import hashlib
 import logging
 import os
@@ -11,47 +9,18 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from . import events as ev
 from . import fold, snapshot, trust
 from .errors import LogError
+from .feed import Feed, Subscriber
 from .log import FileOps, FsyncPolicy, Repair
-from .reader import HEADER_LIMIT, Reader, Scan, iter_events, scan
+from .reader import HEADER_LIMIT, Scan, scan
 from .stores import Log, Store, get_store, locate
 from .transcript import Transcript
 
 logger = logging.getLogger("nbagent")
-MARK_EVERY = 64  # the session remembers where every 64th line starts: reading from the middle skips at most 63 lines
-
-
-class Marks:
-    """Where some whole lines of the log start (seq → byte offset), learned as lines are appended or read; seq 1 is at 0."""
-
-    def __init__(self) -> None:
-        self.seqs: list[int] = [1]
-        self.starts: list[int] = [0]
-        self._lock = threading.Lock()  # its own: readers note lines outside the session's lock, and never wait on it
-
-    def note(self, seq: int, start: int) -> None:
-        """Remember that the line of ``seq`` starts at byte ``start``."""
-        with self._lock:
-            at = bisect.bisect_left(self.seqs, seq)
-            if at == len(self.seqs) or self.seqs[at] != seq:
-                self.seqs.insert(at, seq)
-                self.starts.insert(at, start)
-
-    def before(self, seq: int) -> tuple[int, int]:
-        """The known line nearest at or before ``seq``: its seq and where it starts."""
-        with self._lock:
-            at = bisect.bisect_right(self.seqs, seq) - 1
-            return self.seqs[at], self.starts[at]
-
-
-class Subscriber(Protocol):
-    """Anything that wants every event of a session, in order: the log's live views."""
-
-    def __call__(self, event: ev.Event) -> None: ...
 
 
 class Session:
@@ -64,19 +33,15 @@ class Session:
         self._snapshot_note = ""
         self._log = log
         self._lock = threading.RLock()
-        self._subscribers: list[Subscriber] = []
-        self._outbox: collections.deque[ev.Event] = collections.deque()
+        self._feed = Feed(log, self._lock, self.where, lambda: self._seq)  # reading and watching
         self._snapshot_cache = snapshot.MessageCache()
-        self._publishing = False
         self._base = base
         self._unfolded = tail.events
         self._state: fold.State | None = None if base is not None else fold.fold(tail.events)
         self._seq = tail.events[-1]["seq"] if tail.events else (base.seq if base else 0)
         self._snapshot_seq = base.seq if base else 0
-        # Only ever whole lines before the end of the log; replaced (never trimmed) when _resync re-reads it.
-        self._marks = Marks()
         if base is not None:
-            self._marks.note(base.seq + 1, base.offset)  # where the tail that recover() just checked starts
+            self._feed.marks.note(base.seq + 1, base.offset)  # where the tail that recover() just checked starts
         if tail.events:
             self._last_line = (tail.last_start, tail.events[-1]["crc"])
             self._last_mac = trust.mac_of(log.read(tail.last_start, tail.end - 1))
@@ -367,15 +332,14 @@ class Session:
             self._log.append(line, durable=ev.is_durable(event_type, payload))
             self._seq = event["seq"]
             self._last_line = (start, event["crc"])
-            if self._seq % MARK_EVERY == 1:
-                self._marks.note(self._seq, start)
+            self._feed.note(self._seq, start)
             self._note_written(event)
             if self._state is None:
                 self._unfolded.append(event)
             else:
                 fold.apply(self._state, event)
             self._dirty = False
-            self._publish(event)
+            self._feed.publish(event)
             if self.snapshot_every and event_type in (ev.ASSISTANT_MSG, ev.TOOL_RESULT, ev.USER_MSG):
                 if self._seq - self._snapshot_seq >= self.snapshot_every:
                     self._snapshot_quietly()
@@ -386,7 +350,7 @@ class Session:
         self._log.refresh()
         self._trust, self._base_trust = None, None
         result = self._log.recover(0, 1)
-        self._marks = Marks()  # the tail may have been cut: forget every offset learned before
+        self._feed.forget()  # the tail may have been cut: forget every offset learned before
         self._state, self._base, self._unfolded = fold.fold(result.events), None, []
         self._seq = result.events[-1]["seq"] if result.events else 0
         self._last_line = (result.last_start, result.events[-1]["crc"] if result.events else "")
@@ -433,7 +397,7 @@ class Session:
                     self._snapshot_quietly()
             finally:
                 self._closed = True
-                self._subscribers.clear()
+                self._feed.close()
                 self._log.close()
 
     def __enter__(self) -> Session:
@@ -451,25 +415,8 @@ class Session:
         with self._lock:
             if since >= self._seq and not self._dirty:
                 return  # nothing after the last line this session wrote or read (it holds the writer's lock)
-            marks, first, start = self._start_of(since + 1)
-            data = self._log.read(start, self._log.size)
-        yield from self._read(data, marks, since=since, first=first, start=start)
-
-    def _start_of(self, seq: int) -> tuple[Marks, int, int]:
-        """Where to start reading for ``seq`` (the marks, and a known line at or before it: its seq and offset); under the lock."""
-        first, start = self._marks.before(seq)
-        if start > self._log.size:  # never read from past the end, whatever cut it: forget the marks and read from the start
-            self._marks, first, start = Marks(), 1, 0
-        return self._marks, first, start
-
-    def _read(self, data: bytes, marks: Marks, *, since: int, first: int, start: int) -> Iterator[ev.Event]:
-        """Events with ``seq > since`` from ``data`` (the log's bytes from ``start``, the line of ``first``), noting where lines start."""
-        reader = Reader(self.where, since=since, expected=first, offset=start, last_start=start)
-        for event in reader.feed(data):
-            seq = event["seq"]
-            if seq % MARK_EVERY == 1:
-                marks.note(seq, reader.last_start)
-            yield event
+            read = self._feed.events(since)
+        yield from read
 
     def subscribe(self, callback: Subscriber, since: int = 0) -> Callable[[], None]:
         """Deliver every event with ``seq > since``: first from the log, then live; returns an unsubscribe function.
@@ -477,53 +424,7 @@ class Session:
         No event is missed or repeated even while another thread appends.  A
         subscriber that raises is detached (and logged); it never breaks the writer.
         """
-        with self._lock:
-            end = self._log.size
-            marks, first, start = self._start_of(since + 1)
-        last = since
-        try:
-            # Catch up outside the lock so a long history does not stall the writer ...
-            for event in self._read(self._log.read(start, end), marks, since=last, first=first, start=start):
-                callback(event)
-                last = event["seq"]
-            # ... then take the few events appended meanwhile and go live, atomically.
-            with self._lock:
-                for event in iter_events(self._log.read(end, self._log.size), path=self.where, since=last, first_seq=None):
-                    callback(event)
-                live = callback if since <= self._seq else _after(since, callback)
-                self._subscribers.append(live)
-        except Exception:
-            logger.exception("nbagent: subscriber %r raised while catching up; detached", callback)
-            return lambda: None
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if live in self._subscribers:
-                    self._subscribers.remove(live)
-
-        return unsubscribe
-
-    def _publish(self, event: ev.Event) -> None:
-        if not self._subscribers:
-            return
-        # A subscriber may append from inside its callback: queue that event behind this
-        # one so that every subscriber still sees events in seq order.
-        self._outbox.append(event)
-        if self._publishing:
-            return
-        self._publishing = True
-        try:
-            while self._outbox:
-                queued = self._outbox.popleft()
-                for callback in list(self._subscribers):
-                    try:
-                        callback(queued)
-                    except Exception:
-                        logger.exception("nbagent: subscriber %r raised on event %d; detached", callback, queued["seq"])
-                        if callback in self._subscribers:  # it may have unsubscribed itself before raising
-                            self._subscribers.remove(callback)
-        finally:
-            self._publishing = False
+        return self._feed.subscribe(callback, since)
 
 
 def _user_signer() -> trust.Signer | None:
@@ -538,16 +439,6 @@ def _user_signer() -> trust.Signer | None:
             exc,
         )
         return None
-
-
-def _after(since: int, callback: Subscriber) -> Subscriber:
-    """``callback`` for live events with ``seq > since`` only (a subscriber that joined ahead of the log)."""
-
-    def deliver(event: ev.Event) -> None:
-        if event["seq"] > since:
-            callback(event)
-
-    return deliver
 
 
 def _disagreement(log: Log, base: snapshot.Snapshot, user: trust.Signer | None) -> str:

@@ -278,7 +278,7 @@ def assert_marks_are_true(session: Session) -> None:
     """Every offset the session remembers is where its line starts in the log as it is now (or the end, for the next line)."""
     starts = line_starts(session.path)
     end = session.path.stat().st_size
-    for seq, start in zip(session._marks.seqs, session._marks.starts):
+    for seq, start in zip(session._feed.marks.seqs, session._feed.marks.starts):
         assert starts.get(seq) == start or (seq == session.seq + 1 and start == end), f"seq {seq} at {start}"
 
 
@@ -308,7 +308,7 @@ def test_events_appended_by_the_session_are_readable_at_once(log_path: Path) -> 
             event = session.append(ev.NOTE, text=f"note {n}")
             assert [e["seq"] for e in session.events(since=event["seq"] - 1)] == [event["seq"]]
             assert list(session.events(since=event["seq"])) == []
-        assert len(session._marks.seqs) == 4  # seqs 1, 65, 129, 193: learned while appending, nothing read
+        assert len(session._feed.marks.seqs) == 4  # seqs 1, 65, 129, 193: learned while appending, nothing read
         assert_marks_are_true(session)
         assert list(session.events(since=150)) == list(read_events(log_path, since=150))
 
@@ -335,11 +335,11 @@ def test_an_interrupted_append_and_its_repair_leave_no_offset_past_the_log(log_p
 def test_an_offset_past_the_end_is_never_used(log_path: Path) -> None:
     with Session.open(log_path, fsync="never", snapshot_every=0) as session:
         add_turns(session, 199)
-        session._marks.note(150, log_path.stat().st_size + 100)  # what a cut the session missed would leave
+        session._feed.marks.note(150, log_path.stat().st_size + 100)  # what a cut the session missed would leave
         assert list(session.events(since=160)) == list(read_events(log_path, since=160))
         assert_marks_are_true(session)
         recorder = Recorder()
-        session._marks.note(180, log_path.stat().st_size + 100)
+        session._feed.marks.note(180, log_path.stat().st_size + 100)
         session.subscribe(recorder, since=185)
         assert recorder.seqs == list(range(186, 201))
 
