@@ -93,7 +93,8 @@ def test_events_match_the_log_and_are_labelled(server: NbServer, place: Path) ->
     reply = server.get(session_api("proj/a.ipynb", "s1") + "/events")
     assert reply.status == 200
     assert reply.body["events"] == logged
-    assert (reply.body["last_seq"], reply.body["trust"], reply.body["problem"], reply.body["torn"]) == (len(logged), "other key", "", False)
+    body = reply.body
+    assert (body["last_seq"], body["trust"], body["problem"], body["damaged"], body["torn"]) == (len(logged), "other key", "", False, False)
     later = server.get(session_api("proj/a.ipynb", "s1") + "/events?since=9&limit=3").body
     assert [e["seq"] for e in later["events"]] == [10, 11, 12] and later["more"] is True
     assert server.get(session_api("proj/a.ipynb", "s1") + f"/events?since={len(logged)}").body["events"] == []
@@ -107,14 +108,14 @@ def test_a_damaged_log_is_labelled_and_read_up_to_the_damage(server: NbServer) -
     reply = server.get(session_api("damaged.ipynb", "bad") + "/events")
     assert reply.status == 200
     assert [e["seq"] for e in reply.body["events"]] == [1, 2, 3, 4]
-    assert "line 5" in reply.body["problem"] and "damaged" in reply.body["status"]
+    assert "line 5" in reply.body["problem"] and reply.body["damaged"] is True and "damaged" in reply.body["status"]
     row = next(r for r in server.get("nbagent/api/sessions?path=damaged.ipynb").body["sessions"])
     assert row["status"].startswith("unfinished: damaged log (line 5")
     stream = server.stream("damaged.ipynb", "bad", since=0)
     try:
         messages = stream.messages()
         notice = next(messages)
-        assert notice.event == "session" and "line 5" in notice.json()["problem"]
+        assert notice.event == "session" and "line 5" in notice.json()["problem"] and notice.json()["damaged"] is True
         assert [int(m.id or 0) for m in stream.events(4)] == [1, 2, 3, 4]
     finally:
         stream.close()

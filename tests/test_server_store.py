@@ -162,7 +162,7 @@ def test_events_match_what_the_store_reads(server: NbServer, url: str, tmp_path:
     assert reply.status == 200, reply.body
     assert reply.body["events"] == logged and [e["seq"] for e in logged] == list(range(1, 16))
     body = reply.body
-    assert (body["last_seq"], body["trust"], body["problem"], body["torn"]) == (15, "other key", "", False)
+    assert (body["last_seq"], body["trust"], body["problem"], body["damaged"], body["torn"]) == (15, "other key", "", False, False)
     store, path = locate(name(url, team, "s1"))
     as_file = tmp_path / "s1.jsonl"
     as_file.write_bytes(store.read_bytes(path))  # type: ignore[union-attr]  # the same bytes as a log file
@@ -248,11 +248,12 @@ def test_a_damaged_row_is_labelled_and_read_up_to_the_damage(server: NbServer, u
     reply = server.get(session_api(ELSEWHERE, "bad") + "/events")
     assert reply.status == 200, reply.body
     assert [e["seq"] for e in reply.body["events"]] == [1, 2, 3, 4]
-    assert "line 5" in reply.body["problem"] and reply.body["torn"] is False
+    assert "line 5" in reply.body["problem"] and reply.body["damaged"] is True and reply.body["torn"] is False
     stream = server.stream(ELSEWHERE, "bad", since=0)
     try:
         notice = next(stream.messages())
         assert notice.event == "session" and "line 5" in notice.json()["problem"] and notice.json()["last_seq"] == 4
+        assert notice.json()["damaged"] is True
         assert [int(m.id or 0) for m in stream.events(4)] == [1, 2, 3, 4]
     finally:
         stream.close()
@@ -322,7 +323,7 @@ def test_the_database_down_is_a_503_and_the_stream_resumes_when_it_is_back(
             time.sleep(0.05)
     finally:
         cluster.start()
-    assert "cannot be read now" in notices[0]["problem"]
+    assert "cannot be read now" in notices[0]["problem"] and notices[0]["damaged"] is False  # not damage: the page says so
     write_turns(session, 6, 0)  # type: ignore[arg-type]  # written after the restart: the stream reconnects and goes on
     reader.join(30)
     stream.close()

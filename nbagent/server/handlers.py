@@ -35,7 +35,7 @@ from ..reader import Reader
 from .paths import Refused, Roots, Stored, Unavailable
 from .present import sse_notice
 from .settings import NbagentServer
-from .source import DAMAGE, FileSource
+from .source import DAMAGE, Batch, FileSource
 from .tail import BATCH_BYTES, Client, Tail, Tails
 
 MAX_SEQ = 10**15  # no log has more events; a bigger number is refused before it is compared with anything
@@ -168,7 +168,7 @@ class EventsHandler(Handler):
         batch = FileSource(path).read(since)
         summary = summarize(path)
         last = max(summary.events, batch.events[-1]["seq"] if batch.events else 0)
-        return EventsHandler._reply(since, last, limit, batch.events, summary.trust, summary.status, batch.problem, batch.torn)
+        return EventsHandler._reply(since, last, limit, batch.events, summary.trust, summary.status, batch)
 
     @staticmethod
     def _read_stored(stored: Stored, since: int, limit: int) -> dict[str, Any]:
@@ -177,13 +177,13 @@ class EventsHandler(Handler):
             data = stored.store.read_bytes(stored.path)
         except LogError as exc:
             raise Unavailable(exc) from None
-        reader, events, problem = Reader(stored.where), list[ev.Event](), ""
+        reader, events, problem = Reader(stored.where), list[ev.Event](), Batch()
         try:
             events.extend(reader.feed(data))
         except DAMAGE as exc:
-            problem = str(exc)
+            problem = Batch(problem=str(exc), damaged=True)
         if reader.torn:  # a database holds whole transactions: an unfinished last line is damage
-            problem = f"damaged last event: {reader.torn_reason}"
+            problem = Batch(problem=f"damaged last event: {reader.torn_reason}", damaged=True)
         summary = Summary(stored.name, stored.where, stored.notebook)
         try:
             from_state(summary, fold.fold(events))
@@ -192,10 +192,11 @@ class EventsHandler(Handler):
         verdict = trust.check_log(data, user=trust.user_signer_or_none()).verdict if data else ""
         last = events[-1]["seq"] if events else 0
         after = [e for e in events if e["seq"] > since]
-        return EventsHandler._reply(since, last, limit, after, verdict, summary.status, problem, False)
+        return EventsHandler._reply(since, last, limit, after, verdict, summary.status, problem)
 
     @staticmethod
-    def _reply(since: int, last: int, limit: int, events: list[Any], verdict: str, status: str, problem: str, torn: bool) -> dict[str, Any]:
+    def _reply(since: int, last: int, limit: int, events: list[Any], verdict: str, status: str, problem: Batch) -> dict[str, Any]:
+        """The events reply; ``problem`` says why reading stopped early, if it did (its events are not used)."""
         if since > last:
             raise Refused(400, f"since {since} is after the session's last event ({last})")
         return {
@@ -205,8 +206,9 @@ class EventsHandler(Handler):
             "more": len(events) > limit,
             "trust": verdict,
             "status": status,
-            "problem": problem,  # damage that stopped the reading ('' if none): the log is labelled damaged
-            "torn": torn,  # the last line is unfinished (being written, or cut short by a crash)
+            "problem": problem.problem,  # why the reading stopped early ('' if it did not)
+            "damaged": problem.damaged,  # ... because the log is damaged (else it could not be read now)
+            "torn": problem.torn,  # the last line is unfinished (being written, or cut short by a crash)
         }
 
 
@@ -250,7 +252,8 @@ class StreamHandler(Handler):
         self.set_header("Cache-Control", "no-cache, no-store")
         self.set_header("X-Accel-Buffering", "no")
         self.write(b"retry: %d\n\n" % settings.retry_ms)
-        self.write(sse_notice("session", {"last_seq": until, "trust": tail.trust, "problem": tail.problem, "torn": tail.torn}))
+        notice = {"last_seq": until, "trust": tail.trust, "problem": tail.problem, "damaged": tail.damaged, "torn": tail.torn}
+        self.write(sse_notice("session", notice))
         await self.flush()
         backlog = tail.backlog(since, until)
         if backlog is None:
@@ -273,7 +276,7 @@ class StreamHandler(Handler):
             chunks = [f.data for f in frames] or [b": heartbeat\n\n"]
             if tail.problem != problem:
                 problem = tail.problem
-                chunks.append(sse_notice("problem", {"problem": problem, "last_seq": tail.last_seq}))
+                chunks.append(sse_notice("problem", {"problem": problem, "damaged": tail.damaged, "last_seq": tail.last_seq}))
             await self._send(chunks)
 
     async def _send(self, chunks: list[bytes]) -> None:
@@ -309,6 +312,7 @@ class TailsHandler(Handler):
                 "reads": getattr(tail.source, "reads", None),
                 "kept": len(tail.recent),
                 "problem": tail.problem,
+                "damaged": tail.damaged,
             }
             for path, tail in self.nbagent.tails.tails.items()
         ]

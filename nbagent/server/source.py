@@ -36,6 +36,7 @@ class Batch:
     events: list[ev.Event] = field(default_factory=list)
     problem: str = ""
     torn: bool = False
+    damaged: bool = False  # the problem is damage in the log itself (not a failure to read it now)
 
 
 class EventSource(Protocol):
@@ -103,7 +104,7 @@ class FileSource:
                     break
         except (LogCorruptError, LogVersionError, NotALogError) as exc:
             reader.stopped = True
-            batch.problem = str(exc)
+            batch.problem, batch.damaged = str(exc), True
         except OSError as exc:
             batch.problem = f"cannot read the log: {exc.strerror or exc}"
         finally:
@@ -193,7 +194,7 @@ class StoreSource:
 
     def _up_to_damage(self, since: int, damage: Exception) -> Batch:
         """The events before the damaged one (the watch reads in batches and raises for the batch): read them one by one."""
-        batch = Batch(problem=str(damage))
+        batch = Batch(problem=str(damage), damaged=True)
         try:
             for event in self.store.read(self.path, since):
                 batch.events.append(event)

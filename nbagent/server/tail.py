@@ -94,6 +94,7 @@ class Tail:
         self.kept_bytes = 0
         self.last_seq = 0
         self.problem = ""
+        self.damaged = False  # the problem is damage in the log (else a failure to read it now)
         self.torn = False
         self.trust = ""
         self.clients: set[Client] = set()
@@ -133,7 +134,7 @@ class Tail:
                 log.warning("nbagent: %s: %s", self.path, batch.problem)
             self.publish(frames)
             self.events_read += len(frames)
-            self.problem, self.torn = batch.problem, batch.torn
+            self.problem, self.damaged, self.torn = batch.problem, batch.damaged, batch.torn
             self.ready.set()
             self._wake.clear()
             waiter = asyncio.ensure_future(self.source.wait(60.0))

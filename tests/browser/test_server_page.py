@@ -158,3 +158,17 @@ def test_hostile_payloads_are_inert(page: Page, server: NbServer) -> None:
     assert dialogs == []
     shown = page.locator("#nbagent-transcript").inner_text()
     assert "<script>window.__pwned" in shown  # the hostile text is shown as text
+
+
+def test_a_damaged_log_is_labelled_damaged_on_the_page(page: Page, server: NbServer) -> None:
+    log = log_of(server, "damaged")
+    write_turns(log, 10, 0)
+    lines = log.read_bytes().splitlines(keepends=True)
+    lines[4] = lines[4].replace(b"part", b"PART")  # a checksum that no longer matches, with valid lines after it
+    log.write_bytes(b"".join(lines))
+    page.goto(server.url("nbagent/sessions", notebook=NOTEBOOK, session="damaged"))
+    wait_seq(page, 4)
+    box = page.locator("#nbagent-problem")
+    box.wait_for()
+    assert box.inner_text().startswith("damaged log: ") and "line 5" in box.inner_text()
+    assert last_seq(page) == 4  # shown up to the damage, nothing after it

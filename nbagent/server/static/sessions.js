@@ -113,7 +113,8 @@
         box.id = "nbagent-problem";
         header.appendChild(box);
       }
-      if (box) box.textContent = tail.problem ? "damaged log: " + tail.problem : "";
+      // Damage is labelled as such; a log that cannot be read now (a database away) says why in its own words.
+      if (box) box.textContent = tail.problem ? (tail.damaged ? "damaged log: " : "") + tail.problem : "";
     }
 
     getJSON(api + "sessions?path=" + enc(notebook))
