@@ -17,12 +17,14 @@ from typing import TextIO
 
 from . import __version__, history, terminal
 from .errors import LogCorruptError, LogError, LogVersionError, ModelError, NbagentError
+from .history import stored
 
 EXIT_OK, EXIT_DATA, EXIT_USAGE = 0, 1, 2
-SESSION_HELP = (
+FILE_SESSION_HELP = (
     "a session log (.jsonl), a notebook (its most recent session), or a session name or id "
     "(a unique prefix will do) found under the current folder"
 )
+SESSION_HELP = FILE_SESSION_HELP + " (its files, then the database NBAGENT_STORE names)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -38,7 +40,13 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     sessions = commands.add_parser("sessions", help="list sessions under a notebook or folder")
-    sessions.add_argument("path", nargs="?", default=".", help="a notebook, a log folder, a log, or a folder with notebooks (default: .)")
+    sessions.add_argument(
+        "path",
+        nargs="?",
+        default=".",
+        help="a notebook, a log folder, a log, or a folder with notebooks (default: .); with NBAGENT_STORE set, "
+        "also the sessions of its notebooks in that database",
+    )
     sessions.add_argument("--json", action="store_true", help="print JSON for machines")
     sessions.add_argument("--grep", metavar="TEXT", help="search requests, replies and tool input/output (case-insensitive)")
     sessions.add_argument(
@@ -81,9 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
 
     snapshot = commands.add_parser("snapshot", help="write a fresh snapshot of a session (speeds up listing and opening)")
-    snapshot.add_argument("session", help=SESSION_HELP)
+    snapshot.add_argument("session", help=FILE_SESSION_HELP)
     compact = commands.add_parser("compact", help="deprecated: the old name of snapshot (it says so on stderr, then does the same)")
-    compact.add_argument("session", help=SESSION_HELP)
+    compact.add_argument("session", help=FILE_SESSION_HELP)
 
     trust = commands.add_parser(
         "trust", help="vouch for a session you did not write (e.g. from a cloned notebook), so continuing it may run its calls"
@@ -103,26 +111,28 @@ def cmd_sessions(args: argparse.Namespace, out: TextIO) -> int:
     """``nbagent sessions``."""
     if args.store:
         return _store_sessions(args, out)
+    source = stored.env_store()  # NBAGENT_STORE: its sessions of the notebooks under PATH too
     if args.grep is not None:
         if not args.grep:
             raise history.HistoryError("--grep needs some text to search for.")
-        matches = list(history.grep(history.find_logs(args.path), args.grep))
+        matches, failed = stored.grep_under(args.path, args.grep, source)
         if args.json:
             out.write(terminal.json_dumps([m.__dict__ for m in matches], indent=2) + "\n")
         else:
             for match in matches:
                 out.write(f"{match.name}  event {match.seq}  {match.where}: {match.snippet}\n")
-            if not matches:
+            if not matches and failed is None:
                 out.write(f"no session mentions {args.grep!r}\n")
-        return EXIT_OK
-    summaries = history.list_summaries(args.path)
-    if args.json:
-        out.write(terminal.json_dumps([s.to_dict() for s in summaries], indent=2) + "\n")
-        return EXIT_OK
-    if not summaries:
-        out.write(f"no sessions under {args.path}\n")
-        return EXIT_OK
-    history.write_table(summaries, out)
+    else:
+        summaries, failed = stored.sessions_under(args.path, source)
+        if args.json:
+            out.write(terminal.json_dumps([s.to_dict() for s in summaries], indent=2) + "\n")
+        elif summaries:
+            history.write_table(summaries, out)
+        elif failed is None:
+            out.write(f"no sessions under {args.path}" + (f" (nor in {source.url})" if source else "") + "\n")
+    if failed is not None:
+        raise failed  # after what could be listed: one line on stderr, exit 1
     return EXIT_OK
 
 

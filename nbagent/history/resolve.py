@@ -6,10 +6,11 @@ import os
 from pathlib import Path
 
 from .. import store
-from ..errors import HistoryError, NotALogError
+from ..errors import HistoryError, LogError, NotALogError
 from ..reader import check_start
 from ..stores import FILES, Store, is_url, locate, session_url
 from .find import NOTEBOOK_SUFFIX, find_logs, session_name
+from .stored import env_store, places, stored_under
 from .summary import list_summaries, notebook_key, notebook_sessions, summarize
 
 
@@ -32,13 +33,28 @@ def resolve(spec: str, *, root: str | os.PathLike[str] = ".", folder: Path | Non
     return path
 
 
-def resolve_session(spec: str, *, write: bool = False) -> tuple[Store, Path]:
-    """A SESSION argument's store and path: ``postgresql://.../db#<notebook>/<session>`` names one in a database, anything else a file (:func:`resolve`)."""
+def resolve_session(spec: str, *, write: bool = False, root: str | os.PathLike[str] = ".") -> tuple[Store, Path]:
+    """A SESSION argument's store and path: ``postgresql://.../db#<notebook>/<session>`` names one in a database, anything else a file (:func:`resolve`).
+
+    When no session file matches and ``NBAGENT_STORE`` names a database, the same rules are
+    tried there: a notebook means its most recently active session in the database, anything
+    else a session name, a unique prefix of one, or a unique prefix (4+ characters) of a
+    session id, among the database sessions of the notebooks under ``root``.
+    """
     if is_url(spec):
         found, path = locate(spec)
         assert found is not None
         return found, path
-    return FILES, resolve(spec, write=write)
+    try:
+        return FILES, resolve(spec, root=root, write=write)
+    except _NoFile as missing:
+        source = env_store()
+        if source is None:
+            raise
+        try:
+            return source, _in_store(spec, source, root, missing)
+        except LogError as exc:
+            raise LogError(f"no session file matches {spec!r}, and the database NBAGENT_STORE names could not be asked: {exc}") from None
 
 
 def resolve_in_notebook(spec: str, *, folder: Path, source: Store, write: bool = False) -> tuple[Store, Path]:
@@ -91,6 +107,10 @@ def _in_folder(spec: str, folder: Path, write: bool) -> Path:
     return candidate
 
 
+class _NoFile(HistoryError):
+    """No session file matches a SESSION argument (a database, if one is configured, is asked next)."""
+
+
 def _resolve(spec: str, root: str | os.PathLike[str]) -> Path:
     target = Path(spec).expanduser()
     if target.is_dir():
@@ -103,10 +123,12 @@ def _resolve(spec: str, root: str | os.PathLike[str]) -> Path:
         if target.suffix == NOTEBOOK_SUFFIX:
             summaries = list_summaries(target)
             if not summaries:
-                raise HistoryError(f"{spec} has no agent sessions (looked in {store.log_dir_for(target)}).")
+                raise _NoFile(f"{spec} has no agent sessions (looked in {store.log_dir_for(target)}).")
             return Path(summaries[-1].path)
         raise HistoryError(f"{spec} is neither a notebook (.ipynb) nor a session log (.jsonl).")
-    if "/" in spec or spec.endswith((store.LOG_SUFFIX, NOTEBOOK_SUFFIX)):
+    if spec.endswith(NOTEBOOK_SUFFIX):
+        raise _NoFile(f"{spec}: no such file.")
+    if "/" in spec or spec.endswith(store.LOG_SUFFIX):
         raise HistoryError(f"{spec}: no such file.")
     logs = find_logs(root)
     exact = [p for p in logs if session_name(p) == spec]
@@ -118,9 +140,34 @@ def _resolve(spec: str, root: str | os.PathLike[str]) -> Path:
     if len(candidates) == 1:
         return candidates[0]
     if not candidates:
-        raise HistoryError(
+        raise _NoFile(
             f"unknown session {spec!r}: no session of that name or id under {Path(root).absolute()} "
             "(run `nbagent sessions` to list them, or give the log's path)."
         )
     names = ", ".join(str(p) for p in candidates[:5]) + (" ..." if len(candidates) > 5 else "")
     raise HistoryError(f"session {spec!r} is ambiguous: it matches {names}; give the log's path.")
+
+
+def _in_store(spec: str, source: Store, root: str | os.PathLike[str], missing: HistoryError) -> Path:
+    """The database session a SESSION argument names when no file does (the file rules, on the store's index)."""
+    from ..stores.postgres import key_path
+
+    if spec.endswith(NOTEBOOK_SUFFIX):
+        found = stored_under(source, places(spec))
+        if not found:
+            raise HistoryError(f"{missing} Nor has {source.url} a session of that notebook.")
+        return key_path(found[-1].notebook, found[-1].name)
+    found = stored_under(source, places(root))
+    exact = [s for s in found if s.name == spec]
+    candidates = exact or [s for s in found if s.name.startswith(spec)]
+    if not candidates and len(spec) >= 4:
+        candidates = [s for s in found if s.session_id.startswith(spec)]
+    if len(candidates) == 1:
+        return key_path(candidates[0].notebook, candidates[0].name)
+    if not candidates:
+        raise HistoryError(
+            f"unknown session {spec!r}: no session of that name or id under {Path(root).absolute()}, "
+            f"in its files or in {source.url} (run `nbagent sessions` to list them, or give the log's path or full name)."
+        )
+    names = ", ".join(s.path for s in candidates[:5]) + (" ..." if len(candidates) > 5 else "")
+    raise HistoryError(f"session {spec!r} is ambiguous: it matches {names}; give its full name.")

@@ -46,16 +46,20 @@ def _snippet(text: str, at: int, length: int, width: int = 100) -> str:
     return ("…" if start else "") + piece + ("…" if start + width < len(text) else "")
 
 
+def matches_in(events: Iterable[ev.Event], name: str, path: str, needle: str) -> Iterator[Match]:
+    """Case-insensitive matches of ``needle`` in one session's requests, replies and tool input/output."""
+    wanted = needle.casefold()
+    for event in events:
+        for where, text in searchable(event):
+            at = text.casefold().find(wanted)
+            if at >= 0:
+                yield Match(name, path, event["seq"], where, _snippet(text, at, len(needle)))
+
+
 def grep(paths: Iterable[Path], needle: str) -> Iterator[Match]:
     """Case-insensitive search of requests, replies and tool input/output across sessions (damaged logs are skipped)."""
-    wanted = needle.casefold()
     for path in paths:
         try:
-            data = path.read_bytes()
-            for event in iter_events(data, path=str(path)):
-                for where, text in searchable(event):
-                    at = text.casefold().find(wanted)
-                    if at >= 0:
-                        yield Match(session_name(path), str(path), event["seq"], where, _snippet(text, at, len(needle)))
+            yield from matches_in(iter_events(path.read_bytes(), path=str(path)), session_name(path), str(path), needle)
         except (OSError, LogCorruptError, LogVersionError):
             continue

@@ -287,9 +287,11 @@ def notebook_summaries(source: Store, folder: Path, *, open_states: Mapping[str,
 def write_table(summaries: Sequence[Summary], out: TextIO, *, current: str | None = None) -> None:
     """The session listing of the CLI and ``%agent_sessions``: a row per session, grouped by notebook; ``current`` is starred."""
     header: tuple[str, ...] = ("SESSION", "TITLE", "CREATED", "LAST ACTIVITY", "TURNS", "TOKENS", "CONTEXT", "TRUST", "STATUS")
-    by_notebook: dict[str, list[Summary]] = {}
-    for summary in summaries:
-        by_notebook.setdefault(summary.notebook, []).append(summary)
+    by_notebook: dict[tuple[str, str], list[Summary]] = {}
+    for summary in summaries:  # a database's sessions apart from the files' (their path is the store URL with #...)
+        where = summary.path.partition("#")[0] if summary.source == "index" else ""
+        by_notebook.setdefault((summary.notebook, where), []).append(summary)
+    mixed = len({where for _notebook, where in by_notebook}) > 1
     rows = [
         [
             s.name,
@@ -313,9 +315,9 @@ def write_table(summaries: Sequence[Summary], out: TextIO, *, current: str | Non
         return "  ".join(c.ljust(w) if i < len(cells) - 1 else c for i, (c, w) in enumerate(zip(cells, widths))) + "\n"
 
     index = {id(s): row for s, row in zip(summaries, rows)}
-    for notebook, group in by_notebook.items():
+    for (notebook, where), group in by_notebook.items():
         if len(by_notebook) > 1:
-            out.write(f"{notebook or group[0].path.rsplit('/', 1)[0]}\n")
+            out.write(f"{notebook or group[0].path.rsplit('/', 1)[0]}" + (f"  (in {where})" if mixed and where else "") + "\n")
         out.write(line(header))
         for summary in group:
             out.write(line(index[id(summary)]))

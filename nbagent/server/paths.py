@@ -24,7 +24,8 @@ from typing import Any
 from .. import store
 from ..errors import LogError, NbagentError
 from ..history.find import NOTEBOOK_SUFFIX, find_logs, notebook_of
-from ..history.summary import Summary, store_summaries
+from ..history.stored import stored_under
+from ..history.summary import Summary
 
 _SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages", "venv"})
 MAX_PATH = 4096
@@ -206,16 +207,9 @@ class Roots:
             parts = split_api_path(path)
             candidates = {str(Path(top, *parts)) for top in (str(self.root), os.path.realpath(self.root))}
         try:
-            if not candidates:
-                return store_summaries(self.store, limit=limit)
-            if path.endswith(NOTEBOOK_SUFFIX):
-                found = [s for book in sorted(candidates) for s in store_summaries(self.store, notebook=book) if s.notebook == book]
-            else:
-                tops = tuple(c + "/" for c in candidates)
-                found = [s for s in store_summaries(self.store) if s.notebook.startswith(tops)]
+            return stored_under(self.store, candidates, limit=limit)  # the CLI's rule for NBAGENT_STORE too
         except LogError as exc:
             raise Unavailable(exc) from None
-        return sorted(found, key=lambda s: (s.last_ts, s.name))[-limit:]
 
     def logs_under(self, api_path: str) -> list[tuple[str, Path]]:
         """(notebook API path, log file) of every session of a notebook, or of the notebooks below a folder."""
