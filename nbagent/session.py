@@ -1,8 +1,7 @@
-"""A session: the event log, the state folded from it, and who may trust its lines (reading and live views: feed.py)."""
+"""A session: the event log, the state folded from it, and writing (who signed its lines: session_trust.py; reading: feed.py)."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import threading
@@ -17,6 +16,7 @@ from .errors import LogError
 from .feed import Feed, Subscriber
 from .log import FileOps, FsyncPolicy, Repair
 from .reader import HEADER_LIMIT, Scan, scan
+from .session_trust import SessionTrust, user_signer
 from .stores import Log, Store, get_store, locate
 from .transcript import Transcript
 
@@ -44,23 +44,11 @@ class Session:
             self._feed.marks.note(base.seq + 1, base.offset)  # where the tail that recover() just checked starts
         if tail.events:
             self._last_line = (tail.last_start, tail.events[-1]["crc"])
-            self._last_mac = trust.mac_of(log.read(tail.last_start, tail.end - 1))
         else:
             self._last_line = (base.header["line_start"], base.header["line_crc"]) if base else (0, "")
-            self._last_mac = base.header["line_sig"].encode("ascii") if base else b""
+        self._trust = SessionTrust(log, base, tail)  # who signed the lines; used only under self._lock
         self._session_id = base.header["summary"]["session_id"] if base else ""
         self._closed = False
-        self._user: trust.Signer | None = None
-        self._signer: trust.LineSigner | None = None
-        self._trust: trust.Report | None = None
-        # Who signed the lines up to the snapshot (from its signed header): only the lines after it are checked.
-        self._base_trust: tuple[trust.Report, trust.Chain] | None = None
-        if base is not None:
-            chain = trust.Chain(base.seq, base.offset, base.header["line_sig"].encode("ascii"))
-            self._base_trust = (trust.Report.from_dict(base.header["trust"]), chain)
-            self._base_prefix = str(base.header.get("prefix_sha256", ""))
-        self._own_calls: set[str] = set()  # tool_use ids of assistant messages this object wrote (and signed)
-        self._digest, self._digest_end = hashlib.sha256(), 0  # the SHA-256 of the log's first _digest_end bytes, so far
         # Set while an append is half done; an exception (say a KeyboardInterrupt) escaping
         # from that window makes the next access re-read the log instead of trusting memory.
         self._dirty = False
@@ -88,7 +76,7 @@ class Session:
         where, key = locate(path)
         log = (where or get_store(store)).open_log(key, fsync=fsync, ops=ops)
         try:
-            user = _user_signer()
+            user = user_signer()
             base, note = log.load_snapshot()
             if base is not None:
                 note = _disagreement(log, base, user)
@@ -96,18 +84,17 @@ class Session:
                     base = None
             tail = log.recover(base.offset, base.seq + 1) if base else log.recover(0, 1)
             session = cls(log, base, tail, snapshot_every)
-            session._user = user
             if base is None and note not in ("", "no snapshot"):
                 session._snapshot_note = f"snapshot ignored ({note}); replayed the whole log"
                 logger.warning("%s: %s", log.where, session._snapshot_note)
             if session._seq == 0:
                 session._session_id = uuid.uuid4().hex
-                session._sign_as(session._session_id)
+                session._trust.sign_as(user, session._session_id)
                 session.append(ev.SESSION_START, session_id=session._session_id, meta=meta or {})
             else:
                 if not session._session_id:
                     session._session_id = session.state.session_id
-                session._sign_as(session._session_id)
+                session._trust.sign_as(user, session._session_id)
         except BaseException:
             log.close()
             raise
@@ -199,78 +186,18 @@ class Session:
         return self._closed
 
     # Trust -------------------------------------------------------------------------------------
-    def _sign_as(self, session_id: str) -> None:
-        self._signer = self._user.for_session(session_id) if self._user is not None else None
-        if self._signer is not None:
-            self._signer.prev = self._last_mac
-
-    def _note_written(self, event: ev.Event) -> None:
-        """Keep the chain and the trust report up to date after this object wrote a line."""
-        if self._signer is None:
-            self._last_mac = b""
-            if self._trust is not None:
-                self._trust.lines += 1
-                self._trust.unsigned += 1
-            return
-        self._signer.commit()
-        self._last_mac = self._signer.prev
-        if self._trust is not None:
-            report = self._trust
-            report.lines += 1
-            report.mine += 1
-            if event["type"] == ev.TRUST:
-                report.trust_events += 1
-                report.trusted_upto = report.lines
-            elif report.trusted_upto == report.lines - 1:
-                report.trusted_upto = report.lines
-        if event["type"] == ev.ASSISTANT_MSG:
-            self._own_calls = {b["id"] for b in event.get("content") or [] if b.get("type") == "tool_use"}
-
     @property
     def trust(self) -> trust.Report:
         """Who signed each line of the log and how far it is trusted (checked on first use, then kept up to date)."""
         with self._lock:
             if self._dirty:
                 self._resync()
-            if self._trust is None:
-                if self._base_trust is not None and not self._prefix_unchanged():
-                    self._base_trust = None  # a line before the snapshot was changed since: check every line
-                if self._base_trust is not None:
-                    before, chain = self._base_trust
-                    self._trust = trust.check_log(
-                        self._log.read(chain.offset, self._log.size),
-                        user=self._user,
-                        session_id=self._session_id,
-                        start=chain,
-                        before=before,
-                        prefix_sha256=self._prefix_sha256,
-                    )
-                else:
-                    self._trust = trust.check_log(self._log.read(0, self._log.size), user=self._user, session_id=self._session_id)
-            return self._trust
-
-    def _prefix_unchanged(self) -> bool:
-        """Whether the log before the snapshot is the one its trust record was made from (one hash, no signature checks)."""
-        assert self._base_trust is not None
-        return self._prefix_sha256(self._base_trust[1].offset) == self._base_prefix
-
-    def _prefix_sha256(self, end: int) -> str:
-        """SHA-256 of the log's first ``end`` bytes: each byte is read and hashed once, so a snapshot costs what came since the last."""
-        with self._lock:
-            if end < self._digest_end:  # an earlier point than hashed so far (never the case for snapshots): from the start
-                return hashlib.sha256(self._log.read(0, end)).hexdigest()
-            if end > self._digest_end:
-                self._digest.update(self._log.read(self._digest_end, end))
-                self._digest_end = end
-            return self._digest.hexdigest()
+            return self._trust.report
 
     def trust_log(self) -> ev.Event:
         """Vouch for every line so far: append this user's signed ``trust`` event over their SHA-256 (``nbagent trust``)."""
         with self._lock:
-            if self._signer is None:
-                raise LogError(f"cannot trust {self.where}: this user has no signing key ({trust.secret_path()} is unreadable)")
-            self._log.sync()
-            return self.append(ev.TRUST, vouches=self._seq, prefix_sha256=self._prefix_sha256(self._log.size))
+            return self.append(ev.TRUST, **self._trust.vouching(self._seq))
 
     @property
     def trusted(self) -> bool:
@@ -284,32 +211,11 @@ class Session:
         exactly, so neither an unsigned line nor a forged snapshot can vouch for a call.
         """
         with self._lock:
-            call = self.state.open_calls.get(tool_use_id)
-            if call is None or self._signer is None:
+            call = self.state.open_calls.get(tool_use_id)  # the state is fresh, so the trust report is too
+            if call is None:
                 return False
-            if tool_use_id in self._own_calls:
-                return True
-            report = self.trust
-            data = self._log.read(0, self._log.size)
-        end = len(data)
-        while end > 0:
-            start = data.rfind(b"\n", 0, end - 1) + 1
-            line = data[start : end - 1]
-            end = start
-            try:
-                body, _crc = ev.unseal(line)
-                event = ev.decode(line)
-            except ev.BadLine:
-                return False
-            if event["type"] != ev.ASSISTANT_MSG:
-                continue
-            if not report.is_trusted(event["seq"]):
-                return False
-            for block in event.get("content") or []:
-                if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("id") == tool_use_id:
-                    return block.get("name") == call["name"] and (block.get("input") or {}) == call["input"]
-            return False
-        return False
+            check = self._trust.call_check(tool_use_id, call)
+        return check()
 
     # Writing -----------------------------------------------------------------------------------
     def append(self, event_type: str, **payload: Any) -> ev.Event:
@@ -320,7 +226,7 @@ class Session:
             if self._dirty:
                 self._resync()
             event = ev.make(self._seq + 1, event_type, payload)
-            line, event = ev.encode(event, self._signer)
+            line, event = ev.encode(event, self._trust.signer)
             limit = HEADER_LIMIT if event_type == ev.SESSION_START else ev.MAX_LINE
             if len(line) > limit:
                 raise LogError(
@@ -333,7 +239,7 @@ class Session:
             self._seq = event["seq"]
             self._last_line = (start, event["crc"])
             self._feed.note(self._seq, start)
-            self._note_written(event)
+            self._trust.note_written(event)
             if self._state is None:
                 self._unfolded.append(event)
             else:
@@ -348,15 +254,12 @@ class Session:
     def _resync(self) -> None:
         """Rebuild everything from the log after an append was cut short in memory."""
         self._log.refresh()
-        self._trust, self._base_trust = None, None
         result = self._log.recover(0, 1)
         self._feed.forget()  # the tail may have been cut: forget every offset learned before
         self._state, self._base, self._unfolded = fold.fold(result.events), None, []
         self._seq = result.events[-1]["seq"] if result.events else 0
         self._last_line = (result.last_start, result.events[-1]["crc"] if result.events else "")
-        self._last_mac = trust.mac_of(self._log.read(result.last_start, result.end - 1)) if result.events else b""
-        if self._signer is not None:
-            self._signer.prev = self._last_mac
+        self._trust.restart(result)
         self._dirty = False
 
     def snapshot(self) -> Path:
@@ -365,16 +268,15 @@ class Session:
             self._log.sync()
             start, crc = self._last_line
             size = self._log.size
-            sign = self._user.keyed(trust.SNAPSHOT, self._session_id) if self._user is not None else None
             written = self._log.write_snapshot(
                 self.state,
                 line_start=start,
                 offset=size,
                 line_crc=crc,
-                line_sig=self._last_mac,
+                line_sig=self._trust.last_mac,
                 report=self.trust,
-                sign=sign,
-                prefix_sha256=lambda: self._prefix_sha256(size),
+                sign=self._trust.snapshot_signer(),
+                prefix_sha256=lambda: self._trust.prefix_sha256(size),
                 cache=self._snapshot_cache,
             )
             self._snapshot_seq = self._seq
@@ -425,20 +327,6 @@ class Session:
         subscriber that raises is detached (and logged); it never breaks the writer.
         """
         return self._feed.subscribe(callback, since)
-
-
-def _user_signer() -> trust.Signer | None:
-    """This user's signer; None (and a warning) if the secret cannot be read or made."""
-    try:
-        return trust.signer()
-    except OSError as exc:
-        logger.warning(
-            "nbagent: cannot use the signing secret %s (%s); this session's lines are not signed, "
-            "so its tool calls will need approval when resumed",
-            trust.secret_path(),
-            exc,
-        )
-        return None
 
 
 def _disagreement(log: Log, base: snapshot.Snapshot, user: trust.Signer | None) -> str:
