@@ -106,8 +106,8 @@ def notify_latency(url: str, folder: Path, count: int) -> tuple[float, float]:
     return statistics.median(delays), delays[min(len(delays) - 1, int(len(delays) * 0.99))]
 
 
-def listing(url: str, sizes: tuple[int, ...]) -> list[tuple[int, float, float]]:
-    """(sessions, ms to list all, ms to list one notebook's matching a text) from the index."""
+def listing(url: str, sizes: tuple[int, ...]) -> list[tuple[int, float, float, float, float]]:
+    """(sessions, ms to list: all, one notebook's matching a text, one folder's (1/50), the folder by filtering all) from the index."""
     import psycopg
 
     found = []
@@ -117,7 +117,7 @@ def listing(url: str, sizes: tuple[int, ...]) -> list[tuple[int, float, float]]:
             conn.execute("DELETE FROM nbagent_sessions WHERE notebook LIKE '/team/%%'")
             conn.execute(
                 "INSERT INTO nbagent_sessions (notebook, name, session_id, title, requests, created, last_ts, last_seq, turns) "
-                "SELECT '/team/nb' || (i %% 500) || '.ipynb', 's' || i, md5(i::text), 'analysis ' || i, 'request ' || i, 1e9 + i, 1e9 + i, 10, 2 "
+                "SELECT '/team/p' || (i %% 50) || '/nb' || (i %% 500) || '.ipynb', 's' || i, md5(i::text), 'analysis ' || i, 'request ' || i, 1e9 + i, 1e9 + i, 10, 2 "
                 "FROM generate_series(1, %s) AS i",
                 (size,),
             )
@@ -127,10 +127,16 @@ def listing(url: str, sizes: tuple[int, ...]) -> list[tuple[int, float, float]]:
         everything = store.list()
         whole = time.perf_counter() - started
         started = time.perf_counter()
-        some = store.list(notebook="/team/nb7.ipynb", text="analysis 50")
+        some = store.list(notebook="/team/p7/nb7.ipynb", text="analysis 50")
         filtered = time.perf_counter() - started
-        assert len(everything) >= size and some
-        found.append((size, whole * 1000, filtered * 1000))
+        started = time.perf_counter()
+        folder = store.list(under="/team/p7")
+        in_folder = time.perf_counter() - started
+        started = time.perf_counter()
+        by_python = [s for s in store.list() if s.notebook.startswith("/team/p7/")]  # how a folder was listed before
+        in_python = time.perf_counter() - started
+        assert len(everything) >= size and some and len(folder) == len(by_python) == size // 50
+        found.append((size, whole * 1000, filtered * 1000, in_folder * 1000, in_python * 1000))
     return found
 
 
@@ -204,10 +210,12 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {store_name} | {policy} | {per_turn:.2f} | {rate:,.0f} | {rate / floor:.2f}x |")
     print(f"| plain psycopg INSERT, one transaction each (floor) | on | {TURN * 1000 / floor:.2f} | {floor:,.0f} | 1.00x |")
     print(f"\nNOTIFY to a follower in another connection: p50 {p50:.2f} ms, p99 {p99:.2f} ms.\n")
-    print("| sessions in the index | list all (ms) | one notebook, text filter (ms) |")
-    print("|---:|---:|---:|")
-    for size, whole, filtered in listed:
-        print(f"| {size:,} | {whole:.0f} | {filtered:.1f} |")
+    print(
+        "| sessions in the index | list all (ms) | one notebook, text filter (ms) | one folder, 1/50 (ms) | the folder by filtering all (ms) | ratio |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|")
+    for size, whole, filtered, folder, by_python in listed:
+        print(f"| {size:,} | {whole:.0f} | {filtered:.1f} | {folder:.1f} | {by_python:.0f} | {folder / by_python:.2f}x |")
     print("\n| events | resume: file, snapshot (ms) | postgres, snapshot (ms) | postgres, every row (ms) |")
     print("|---:|---:|---:|---:|")
     for size, file_ms, pg_ms, rows_ms in resumed:

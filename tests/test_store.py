@@ -132,6 +132,16 @@ def test_the_store_lists_its_sessions_and_filters_by_text(kind: str, tmp_path: P
     assert [s.name for s in store.list(notebook=str(tmp_path), text="SURVEY")] == ["two"]
 
 
+def test_the_store_lists_the_sessions_of_the_notebooks_under_a_folder(kind: str, tmp_path: Path) -> None:
+    for folder in ("a_b", "axb", "a_b/deep", "a_bc"):  # '_' is a LIKE wildcard: it must match only itself
+        with Session.open(tmp_path / folder / ".nbagent/nb.ipynb" / f"{folder.replace('/', '-')}.jsonl") as session:
+            session.append(ev.USER_MSG, content=f"in {folder}")
+    store = stores.get_store() if kind == "postgres" else stores.FileStore(tmp_path)
+    assert sorted(s.name for s in store.list(under=str(tmp_path / "a_b"))) == ["a_b", "a_b-deep"]
+    assert sorted(s.name for s in store.list(under=str(tmp_path / "a_b") + "/")) == ["a_b", "a_b-deep"]
+    assert len(store.list(under=str(tmp_path))) == 4
+
+
 # PostgreSQL only --------------------------------------------------------------------------------------
 @pytest.fixture
 def pg(monkeypatch: pytest.MonkeyPatch) -> str:

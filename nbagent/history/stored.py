@@ -41,10 +41,9 @@ def stored_under(source: Store, where: Iterable[str], *, limit: int | None = Non
     if not wanted:
         return store_summaries(source, limit=limit)
     books = [p for p in wanted if p.endswith(NOTEBOOK_SUFFIX)]
-    tops = tuple(p.rstrip("/") + "/" for p in wanted if not p.endswith(NOTEBOOK_SUFFIX))
+    tops = [p for p in wanted if not p.endswith(NOTEBOOK_SUFFIX)]
     found = {s.path: s for book in books for s in store_summaries(source, notebook=book) if s.notebook == book}
-    if tops:
-        found.update((s.path, s) for s in store_summaries(source) if s.notebook.startswith(tops))
+    found.update((s.path, s) for top in tops for s in store_summaries(source, under=top))  # filtered in the database
     ordered = sorted(found.values(), key=lambda s: (s.last_ts, s.name))
     return ordered[-limit:] if limit else ordered
 

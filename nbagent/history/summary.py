@@ -217,7 +217,9 @@ def list_summaries(path: str | os.PathLike[str]) -> list[Summary]:
     return sorted(summaries, key=lambda s: (s.last_ts, s.name))
 
 
-def store_summaries(source: Store, *, notebook: str = "", owner: str = "", text: str = "", limit: int | None = None) -> list[Summary]:
+def store_summaries(
+    source: Store, *, notebook: str = "", under: str = "", owner: str = "", text: str = "", limit: int | None = None
+) -> list[Summary]:
     """Summaries from a store's index (no event is read): the database store answers from its sessions table.
 
     ``trust`` here is who signed the session's first line (``verify`` checks every line).
@@ -225,7 +227,7 @@ def store_summaries(source: Store, *, notebook: str = "", owner: str = "", text:
     user = trust.user_signer_or_none()
     mine = user.key_id if user is not None else ""
     found = []
-    for item in source.list(notebook=notebook, owner=owner, text=text, limit=limit):
+    for item in source.list(notebook=notebook, under=under, owner=owner, text=text, limit=limit):
         summary = Summary(item.name, item.location, item.notebook, item.session_id, item.title, item.created, item.last_ts, item.turns)
         summary.events, summary.owner, summary.source = item.events, item.owner, "index"
         head = item.summary

@@ -95,5 +95,5 @@ class Store(Protocol):
     def follow(self, path: Path, since: int = 0, *, idle_timeout: float | None = None) -> Iterator[ev.Event]:
         """Events with ``seq > since``, then each new one as its writer commits it, with no gap and no duplicate."""
 
-    def list(self, *, notebook: str = "", owner: str = "", text: str = "", limit: int | None = None) -> list[Listed]:
-        """Sessions, most recently active last, filtered by notebook, owner and title/request text."""
+    def list(self, *, notebook: str = "", under: str = "", owner: str = "", text: str = "", limit: int | None = None) -> list[Listed]:
+        """Sessions, most recently active last, filtered by notebook, folder (``under``: its notebooks'), owner and title/request text."""

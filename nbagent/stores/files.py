@@ -50,12 +50,12 @@ class FileStore:
         """Events as another process appends them (the file is polled: a file has no notifications)."""
         return reader.follow(path, since, idle_timeout=idle_timeout)
 
-    def list(self, *, notebook: str = "", owner: str = "", text: str = "", limit: int | None = None) -> list[Listed]:
+    def list(self, *, notebook: str = "", under: str = "", owner: str = "", text: str = "", limit: int | None = None) -> list[Listed]:
         """Sessions under :attr:`root` (each log is summarised from its snapshot and tail: there is no index)."""
         from .. import history
 
         found = []
-        for s in history.list_summaries(notebook or self.root):
+        for s in history.list_summaries(notebook or under or self.root):
             if owner or (text and text.lower() not in s.title.lower()):
                 continue
             found.append(Listed(s.name, s.path, s.notebook, s.session_id, s.title, s.created, s.last_ts, s.turns, s.events))

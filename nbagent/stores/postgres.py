@@ -224,12 +224,18 @@ class PostgresStore:
         finally:
             conn.close()
 
-    def list(self, *, notebook: str = "", owner: str = "", text: str = "", limit: int | None = None) -> list[Listed]:
-        """Sessions from the index table (no event is read), oldest activity first; ``limit`` keeps the most recent."""
+    def list(self, *, notebook: str = "", under: str = "", owner: str = "", text: str = "", limit: int | None = None) -> list[Listed]:
+        """Sessions from the index table (no event is read), oldest activity first; ``limit`` keeps the most recent.
+
+        ``notebook`` is a notebook's path or file name; ``under`` a folder, for the notebooks below it.
+        """
         where, params = ["last_seq > 0"], list[Any]()
         if notebook:
             where.append("(notebook = %s OR notebook LIKE %s)")
             params += [notebook, "%/" + _like(notebook)]
+        if under:
+            where.append("notebook LIKE %s")
+            params.append(_like(under.rstrip("/")) + "/%")
         if owner:
             where.append("owner_role = %s")
             params.append(owner)
