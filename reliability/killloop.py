@@ -35,9 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nbagent import fold
+from nbagent import fold, stores
 from nbagent.loop import UNKNOWN_OUTCOME
-from nbagent.reader import read_events, scan
+from nbagent.reader import scan
+from nbagent.stores import ENV
 from nbagent.tools import idempotency_key
 from tests.crash_tools import read_effects
 from tests.fake_anthropic import FakeAnthropic, RecordedRequest, Reply, text, tool_uses
@@ -73,10 +74,12 @@ def _has_text(content: Any) -> bool:
 class Zygote:
     """``python -m reliability.child --zygote``: forks one fresh child per run."""
 
-    def __init__(self) -> None:
+    def __init__(self, store: str = "") -> None:
+        env = {**os.environ, ENV: store} if store else {k: v for k, v in os.environ.items() if k != ENV}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "reliability.child", "--zygote"],
             cwd=ROOT,
+            env=env,  # the children open their session in this store (NBAGENT_STORE), the files when ''
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -231,12 +234,20 @@ def run_job(zygote: Zygote, folder: Path, plan: Plan | None, base_url: str, inde
     return child, child.kill() == -signal.SIGKILL
 
 
-def open_unkeyed_calls(log: Path) -> set[str]:
+def log_bytes(log: Path, store: str) -> bytes:
+    """The session's lines: the log file, or its rows in the database ``store`` names (b'' before it exists)."""
+    if not store:
+        return log.read_bytes() if log.exists() else b""
+    source: Any = stores.get_store(store)  # a database store: it also reads a session's lines whole
+    if not any(item.name == log.stem for item in source.list(notebook=str(log.parent))):
+        return b""  # killed before its first commit
+    return source.read_bytes(log)
+
+
+def open_unkeyed_calls(log: Path, store: str) -> set[str]:
     """Un-keyed write calls that have started and have no result in the log (read right after a kill)."""
-    if not log.exists():
-        return set()
     started, finished = set(), set()
-    for event in read_events(log):
+    for event in scan(log_bytes(log, store), path=str(log)).events:
         if event["type"] == "tool_started" and event["name"] == "append_note":
             started.add(event["tool_use_id"])
         elif event["type"] == "tool_result":
@@ -244,7 +255,9 @@ def open_unkeyed_calls(log: Path) -> set[str]:
     return started - finished
 
 
-def run_case(zygote: Zygote, folder: Path, rng: random.Random, baseline: Baseline, base_url: str, max_kills: int) -> CaseResult:
+def run_case(
+    zygote: Zygote, folder: Path, rng: random.Random, baseline: Baseline, base_url: str, max_kills: int, store: str = ""
+) -> CaseResult:
     """Kill and resume one session until a run finishes, then check it."""
     result = CaseResult()
     log, effects = folder / "session.jsonl", folder / "effects.jsonl"
@@ -273,17 +286,18 @@ def run_case(zygote: Zygote, folder: Path, rng: random.Random, baseline: Baselin
         result.kills[plan.label] += 1
         if result.runs > 1:
             result.resume_kills += 1
-        interrupted |= open_unkeyed_calls(log)
+        interrupted |= open_unkeyed_calls(log, store)
         plan = (
             choose_plan(rng, baseline.counts, baseline.duration) if sum(result.kills.values()) < max_kills and rng.random() < 0.5 else None
         )
     result.torn = len(list(folder.glob("session.jsonl.torn-*")))
-    check_case(result, log, effects, baseline, durable, announced, interrupted)
+    check_case(result, log_bytes(log, store), log, effects, baseline, durable, announced, interrupted)
     return result
 
 
 def check_case(
     result: CaseResult,
+    data: bytes,
     log: Path,
     effects: Path,
     baseline: Baseline,
@@ -293,7 +307,6 @@ def check_case(
 ) -> None:
     """Compare one finished case with the effects record, the announced events and the baseline."""
     fail = result.failures.append
-    data = log.read_bytes()
     try:
         whole = scan(data, path=str(log))
     except Exception as exc:  # noqa: BLE001 - any error here is a finding
@@ -366,7 +379,7 @@ def _normalized(message: dict[str, Any], results: dict[str, dict[str, Any]], int
     return {"role": "user", "content": blocks}
 
 
-def make_baseline(zygote: Zygote, work: Path, base_url: str) -> Baseline:
+def make_baseline(zygote: Zygote, work: Path, base_url: str, store: str = "") -> Baseline:
     """Run the job once, uninterrupted."""
     folder = work / "baseline"
     folder.mkdir()
@@ -375,15 +388,18 @@ def make_baseline(zygote: Zygote, work: Path, base_url: str) -> Baseline:
     duration = time.perf_counter() - started
     if killed or child.wait() != 0:
         raise RuntimeError(f"the baseline run failed: {(folder / 'run0.stderr').read_text()[-2000:]}")
-    events = list(read_events(folder / "session.jsonl"))
+    events = scan(log_bytes(folder / "session.jsonl", store), path="baseline").events
     counts = Counter(e["type"] for e in events)
     del counts["session_start"]  # logged once, before anything can go wrong; still hit by delay kills
     return Baseline(fold.fold(events).messages, dict(counts), duration)
 
 
 # The campaign -----------------------------------------------------------------------------------
-def run_killloop(quick: bool, seed: int, *, kills: int | None = None, workers: int = 2) -> dict[str, Any]:
-    """Scenario 8: at least ``kills`` SIGKILLs (quick: 40, full: 1,000) with resumes; returns the table row."""
+def run_killloop(quick: bool, seed: int, *, kills: int | None = None, workers: int = 2, store: str = "") -> dict[str, Any]:
+    """Scenario 8: at least ``kills`` SIGKILLs (quick: 40, full: 1,000) with resumes; returns the table row.
+
+    ``store``: a ``postgresql://`` URL to run every session in that database instead of in files.
+    """
     target = kills if kills is not None else (40 if quick else 1000)
     began = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="nbagent-killloop-"))
@@ -396,9 +412,9 @@ def run_killloop(quick: bool, seed: int, *, kills: int | None = None, workers: i
         fake.responder = respond
         # A killed child resets its connection mid-stream; that is the point, not an error to print.
         fake._httpd.handle_error = lambda *_: None  # type: ignore[method-assign]
-        zygotes = [Zygote() for _ in range(max(1, workers))]
+        zygotes = [Zygote(store) for _ in range(max(1, workers))]
         try:
-            baseline = make_baseline(zygotes[0], work, fake.base_url)
+            baseline = make_baseline(zygotes[0], work, fake.base_url, store)
 
             def worker(zygote: Zygote) -> None:
                 while True:
@@ -411,7 +427,7 @@ def run_killloop(quick: bool, seed: int, *, kills: int | None = None, workers: i
                     folder.mkdir()
                     rng = random.Random(f"{seed}:{index}")
                     try:
-                        outcome = run_case(zygote, folder, rng, baseline, fake.base_url, max_kills=4)
+                        outcome = run_case(zygote, folder, rng, baseline, fake.base_url, max_kills=4, store=store)
                     except Exception as exc:  # noqa: BLE001 - reported as a failure of this case
                         outcome = CaseResult(failures=[f"harness error: {exc!r}"])
                     with lock:
@@ -435,7 +451,7 @@ def run_killloop(quick: bool, seed: int, *, kills: int | None = None, workers: i
     killed = sum(totals.kills.values())
     by_point = ", ".join(f"{label} {n}" for label, n in sorted(totals.kills.items(), key=lambda kv: -kv[1]))
     return {
-        "scenario": "8. Kill loop (SIGKILL + resume)",
+        "scenario": "8. Kill loop (SIGKILL + resume)" + (" on PostgreSQL" if store else ""),
         "cases": f"{killed} kills in {cases[0]} sessions ({totals.runs} runs, {totals.resume_kills} kills during a resume)",
         "checked": (
             "keyed charge applied exactly once per call; un-keyed write at most once, and the unknown-outcome "

@@ -319,3 +319,15 @@ def test_the_crash_campaign_on_postgres_runs_keyed_effects_once(
     notes = [e for e in read_effects(effects) if e["tool"] == "append_note" and e["kind"] == "applied"]
     assert len(notes) == 1
     assert history.verify(log, stores.get_store()).ok
+
+
+@pytest.mark.slow
+def test_the_kill_loop_quick_on_postgres(url: str) -> None:
+    """The reliability campaign's kill loop (40 SIGKILLs at seeded points, resumed) with every session in the database."""
+    from reliability import killloop
+
+    row = killloop.run_killloop(quick=True, seed=0, store=url)
+    assert row["result"] == "pass", "\n".join(row["failures"])
+    assert int(row["cases"].split()[0]) >= 40 and row["details"]["durable events checked"] > 0
+    assert row["details"]["torn tails cut off and kept aside"] == 0  # a transaction is never torn
+    assert row["scenario"].endswith("on PostgreSQL")
