@@ -20,11 +20,10 @@ from .errors import LogCorruptError, LogError, LogVersionError, ModelError, Nbag
 from .history import stored
 
 EXIT_OK, EXIT_DATA, EXIT_USAGE = 0, 1, 2
-FILE_SESSION_HELP = (
+SESSION_HELP = (
     "a session log (.jsonl), a notebook (its most recent session), or a session name or id "
-    "(a unique prefix will do) found under the current folder"
+    "(a unique prefix will do) found under the current folder (its files, then the database NBAGENT_STORE names)"
 )
-SESSION_HELP = FILE_SESSION_HELP + " (its files, then the database NBAGENT_STORE names)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -89,9 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
 
     snapshot = commands.add_parser("snapshot", help="write a fresh snapshot of a session (speeds up listing and opening)")
-    snapshot.add_argument("session", help=FILE_SESSION_HELP)
+    snapshot.add_argument("session", help=SESSION_HELP)
     compact = commands.add_parser("compact", help="deprecated: the old name of snapshot (it says so on stderr, then does the same)")
-    compact.add_argument("session", help=FILE_SESSION_HELP)
+    compact.add_argument("session", help=SESSION_HELP)
 
     trust = commands.add_parser(
         "trust", help="vouch for a session you did not write (e.g. from a cloned notebook), so continuing it may run its calls"
@@ -248,8 +247,8 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_snapshot(args: argparse.Namespace, out: TextIO) -> int:
     """``nbagent snapshot`` (and its deprecated old name, ``compact``)."""
-    path = history.resolve(args.session, write=True)
-    written, seq = history.compact(path)
+    source, path = history.resolve_session(args.session, write=True)
+    written, seq = history.compact(path, source)
     out.write(f"wrote {written} (events 1-{seq})\n")
     return EXIT_OK
 

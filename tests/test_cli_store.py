@@ -153,6 +153,9 @@ def test_show_tail_export_verify_and_copy_find_database_sessions(team: Team, tmp
     code, out, err = run("copy", "db-alpha", str(copied))
     assert code == 0 and "copied 3 events" in out, err
     assert run("verify", str(copied))[0] == 0
+    code, out, err = run("snapshot", "db-alpha")  # as the session's writer, in the database
+    assert code == 0 and out.startswith("wrote ") and "(events 1-3)" in out, out + err
+    assert run("verify", "db-alpha")[0] == 0
     code, out, err = run("show", "db-nothing")
     assert code == 2 and "unknown session 'db-nothing'" in err and f"in its files or in {team.url}" in err and err.count("\n") == 1
 
