@@ -230,11 +230,11 @@ def _tool_result(state: State, event: ev.Event) -> None:
     if event.get("is_error"):
         block["is_error"] = True
     _add_user_content(state, [block], [block])
-    images = image_count(content)
-    if images:
-        _keep_images(state, event["seq"], images)
     if state.keep_tool_results > 0:
         _clear_old_results(state, event["seq"])
+    images = image_count(content)
+    if images:  # after clearing: a cleared result's images no longer count
+        _keep_images(state, event["seq"], images)
     state.open_calls.pop(event["tool_use_id"], None)
     state.status = "tools" if state.open_calls else "model"
 
