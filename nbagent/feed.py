@@ -15,6 +15,7 @@ from .stores import Log
 
 logger = logging.getLogger("nbagent")
 MARK_EVERY = 64  # the session remembers where every 64th line starts: reading from the middle skips at most 63 lines
+FIRST_CHUNK = 1 << 17  # bytes read first; each further read is twice the last, so a reader that stops early reads little
 
 
 class Marks:
@@ -70,11 +71,11 @@ class Feed:
         self.marks = Marks()
 
     def events(self, since: int) -> Iterator[ev.Event]:
-        """Events with ``seq > since``: the log's bytes are read now (under the lock), parsed as they are iterated."""
+        """Events with ``seq > since`` up to the log's end now (taken under the lock), read and parsed as they are iterated."""
         with self._lock:
             marks, first, start = self._start_of(since + 1)
-            data = self._log.read(start, self._log.size)
-        return self._read(data, marks, since=since, first=first, start=start)
+            end = self._log.size
+        return self._read(marks, since=since, first=first, start=start, end=end)
 
     def _start_of(self, seq: int) -> tuple[Marks, int, int]:
         """Where to start reading for ``seq`` (the marks, and a known line at or before it: its seq and offset); under the lock."""
@@ -83,14 +84,25 @@ class Feed:
             self.marks, first, start = Marks(), 1, 0
         return self.marks, first, start
 
-    def _read(self, data: bytes, marks: Marks, *, since: int, first: int, start: int) -> Iterator[ev.Event]:
-        """Events with ``seq > since`` from ``data`` (the log's bytes from ``start``, the line of ``first``), noting where lines start."""
+    def _read(self, marks: Marks, *, since: int, first: int, start: int, end: int) -> Iterator[ev.Event]:
+        """Events with ``seq > since`` in the log's whole lines from ``start`` (the line of ``first``) to ``end``, noting where lines start.
+
+        The bytes are read in growing chunks as the events are taken, so a caller that stops
+        after a few events (one turn of a long log) does not read the rest.
+        """
         reader = Reader(self._where, since=since, expected=first, offset=start, last_start=start)
-        for event in reader.feed(data):
-            seq = event["seq"]
-            if seq % MARK_EVERY == 1:
-                marks.note(seq, reader.last_start)
-            yield event
+        chunk = FIRST_CHUNK
+        while reader.offset < end:
+            before = reader.offset
+            stop = min(before + chunk, end)
+            for event in reader.feed(self._log.read(before, stop)):
+                seq = event["seq"]
+                if seq % MARK_EVERY == 1:
+                    marks.note(seq, reader.last_start)
+                yield event
+            if reader.offset == before and stop == end:
+                return  # no whole line before ``end`` (only a cut could leave that): the reader has said why
+            chunk *= 2
 
     def subscribe(self, callback: Subscriber, since: int = 0) -> Callable[[], None]:
         """Deliver every event with ``seq > since``, from the log then live, none missed or repeated; returns an unsubscribe function."""
@@ -100,7 +112,7 @@ class Feed:
         last = since
         try:
             # Catch up outside the lock so a long history does not stall the writer ...
-            for event in self._read(self._log.read(start, end), marks, since=last, first=first, start=start):
+            for event in self._read(marks, since=last, first=first, start=start, end=end):
                 callback(event)
                 last = event["seq"]
             # ... then take the few events appended meanwhile and go live, atomically.

@@ -302,6 +302,26 @@ def test_events_from_the_middle_are_read_from_a_known_line_near_them(log_path: P
         assert_marks_are_true(session)
 
 
+def test_a_reader_that_stops_early_reads_little_and_long_lines_cross_chunks(log_path: Path) -> None:
+    from nbagent.feed import FIRST_CHUNK
+
+    with Session.open(log_path, fsync="never", snapshot_every=0) as session:
+        add_turns(session, 300)
+        session.append(ev.NOTE, text="x" * (3 * FIRST_CHUNK))  # a line longer than two chunks
+        add_turns(session, 300)
+    everything = list(read_events(log_path))
+    assert log_path.stat().st_size > 3 * FIRST_CHUNK
+    ops = CountedReads()
+    with Session.open(log_path, fsync="never", snapshot_every=0, ops=ops) as session:
+        assert list(session.events()) == everything  # across every chunk boundary, the long line included
+        ops.reads.clear()
+        first = next(iter(session.events(since=100)))  # one turn of a long log, as a re-rendered cell reads it
+        assert first == everything[100] and sum(length for _, length in ops.reads) <= FIRST_CHUNK
+        caught: list[ev.Event] = []
+        session.subscribe(caught.append, since=50)()
+        assert caught == everything[50:]
+
+
 def test_events_appended_by_the_session_are_readable_at_once(log_path: Path) -> None:
     with Session.open(log_path, fsync="never", snapshot_every=0) as session:
         for n in range(200):
