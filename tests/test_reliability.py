@@ -55,19 +55,19 @@ def test_kill_loop_checks_catch_a_repeated_effect_and_a_lost_event(one_worker, t
     log, effects = folder / "session.jsonl", folder / "effects.jsonl"
 
     result = killloop.CaseResult()
-    killloop.check_case(result, log, effects, baseline, {}, {}, set())
+    killloop.check_case(result, log.read_bytes(), log, effects, baseline, {}, {}, set())
     assert result.failures == [] and result.keyed_retries == 1  # killed inside charge: attempted twice, applied once
 
     applied = next(e for e in read_effects(effects) if e["kind"] == "applied" and e["tool"] == "charge")
     with effects.open("a") as f:
         f.write(json.dumps(applied, sort_keys=True) + "\n")
     result = killloop.CaseResult()
-    killloop.check_case(result, log, effects, baseline, {99999: ("tool_result", "00000000")}, {}, set())
+    killloop.check_case(result, log.read_bytes(), log, effects, baseline, {99999: ("tool_result", "00000000")}, {}, set())
     assert any("applied 2 times" in f for f in result.failures)
     assert any("durable event seq 99999" in f for f in result.failures)
 
     result = killloop.CaseResult()  # an un-keyed write claimed interrupted must end with the unknown-outcome result
-    killloop.check_case(result, log, effects, baseline, {}, {}, {"toolu_t1_note"})
+    killloop.check_case(result, log.read_bytes(), log, effects, baseline, {}, {}, {"toolu_t1_note"})
     assert any("unknown-outcome result False" in f for f in result.failures)
 
 

@@ -161,11 +161,12 @@ def test_search_lists_matching_events_and_jumps_to_them(fake, client, tmp_path) 
     replay.matches.value = match
     assert replay.index == match and "<strong>5</strong>" in replay.current.value
 
-    replay.search.value = "add"  # the tool call and the tool's start
+    replay.search.value = "add"  # the tool call and the tool's start (and the session id, when its hex happens to hold "add")
     assert len(replay.found) >= 2 and all(events[i]["type"] != "delta" for i in replay.found)
-    replay.go(0)
+    assert {events[i]["type"] for i in replay.found} >= {"assistant_msg", "tool_started", "tool_result"}
+    replay.go(replay.found[0])
     replay.next_match_button.click()
-    assert replay.index == replay.found[0]
+    assert replay.index == replay.found[1]
     replay.go(len(events) - 1)
     replay.next_match_button.click()  # wraps around
     assert replay.index == replay.found[0]
