@@ -195,6 +195,19 @@ class SSE:
                     return found
         return found
 
+    def records(self, until: int) -> list[dict[str, Any]]:
+        """The event records up to seq ``until``, checking each message's id is its seq."""
+        found = []
+        for message in self.messages():
+            if message.event != "message":
+                continue
+            record = message.json()
+            assert message.id == str(record["seq"])
+            found.append(record)
+            if record["seq"] >= until:
+                return found
+        return found
+
     def close(self) -> None:
         """Hang up."""
         self.conn.close()

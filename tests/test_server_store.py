@@ -22,7 +22,7 @@ import pytest
 from nbagent.history import store_summaries, summarize
 from nbagent.stores import get_store, locate
 from tests import pg_harness
-from tests.server_harness import SSE, NbServer, session_api, write_turns
+from tests.server_harness import NbServer, session_api, write_turns
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 pytest.importorskip("jupyter_server", reason="jupyter_server is not installed (pip install 'nbagent[server]')")
@@ -92,20 +92,6 @@ def sql(url: str, query: str) -> list[tuple[Any, ...]]:
     with psycopg.connect(url, autocommit=True) as conn:
         cursor = conn.execute(query)
         return list(cursor.fetchall()) if cursor.description else []
-
-
-def collect(stream: SSE, until: int) -> list[dict[str, Any]]:
-    """Records up to seq ``until``, each message's id its seq."""
-    found = []
-    for message in stream.messages():
-        if message.event != "message":
-            continue
-        record = message.json()
-        assert message.id == str(record["seq"])
-        found.append(record)
-        if record["seq"] >= until:
-            return found
-    return found
 
 
 def start_writer(place: Path, session_url: str, events: int, interval: float) -> subprocess.Popen[bytes]:
@@ -181,7 +167,7 @@ def test_the_stream_follows_another_process_without_polling(server: NbServer, ur
     try:
         stream = server.stream(ELSEWHERE, "live", since=0)
         assert stream.status == 200 and stream.response.getheader("Content-Type", "").startswith("text/event-stream")
-        records = collect(stream, 121)
+        records = stream.records(121)
     finally:
         process.wait(60)
     assert [r["seq"] for r in records] == list(range(1, 122))  # no gap, no duplicate
@@ -198,7 +184,7 @@ def test_the_stream_follows_another_process_without_polling(server: NbServer, ur
         assert tail_of(server, live)["reads"] == reads
         # One more commit wakes it at once (NOTIFY), and is read once.
         write_turns(live, 1, 0)  # type: ignore[arg-type]
-        assert [r["seq"] for r in collect(stream, 122)] == [122]
+        assert [r["seq"] for r in stream.records(122)] == [122]
         assert tail_of(server, live)["reads"] <= reads + 3
     finally:
         stream.close()
@@ -210,14 +196,14 @@ def test_a_client_that_reconnects_at_n_gets_exactly_the_events_after_n(server: N
     process = start_writer(place, name(url, ELSEWHERE, session), 240, 0.01)
     try:
         first = server.stream(ELSEWHERE, session, since=0)
-        before = collect(first, 30)
+        before = first.records(30)
         first.close()
         time.sleep(0.3)  # the writer goes on meanwhile
         if how == "Last-Event-ID":
             second = server.stream(ELSEWHERE, session, since=0, last_event_id="30")
         else:
             second = server.stream(ELSEWHERE, session, since=30)
-        after = collect(second, 241)
+        after = second.records(241)
         second.close()
     finally:
         process.wait(60)
@@ -230,10 +216,10 @@ def test_the_server_only_reads(server: NbServer, url: str, place: Path) -> None:
     team = str(server.root / "team.ipynb")
     stream = server.stream(team, "s1", since=0)
     try:
-        assert len(collect(stream, 15)) == 15
+        assert len(stream.records(15)) == 15
         assert sql(url, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'") == [(0,)]  # the writer's lock is never taken
         write_turns(name(url, team, "s1"), 2, 0)  # type: ignore[arg-type]  # so a writer opens the session at once
-        assert [r["seq"] for r in collect(stream, 17)] == [16, 17]
+        assert [r["seq"] for r in stream.records(17)] == [16, 17]
     finally:
         stream.close()
     assert list((place / "server-data").iterdir()) == []  # no signing secret was made
@@ -351,7 +337,7 @@ def test_a_tail_closes_its_connections_when_it_ends(server: NbServer, url: str) 
         time.sleep(0.1)
     stream = server.stream(ELSEWHERE, "s2", since=0)
     try:
-        assert len(collect(stream, 9)) == 9
+        assert len(stream.records(9)) == 9
         assert server_connections() == 2  # the watch: one connection listening, one reading
     finally:
         stream.close()

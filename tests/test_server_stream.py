@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from nbagent.reader import read_events
-from tests.server_harness import SSE, NbServer, start_writer, write_turns
+from tests.server_harness import NbServer, start_writer, write_turns
 
 pytestmark = [pytest.mark.slow]
 pytest.importorskip("jupyter_server", reason="jupyter_server is not installed (pip install 'nbagent[server]')")
@@ -44,20 +44,6 @@ def wait_for(path: Path, timeout: float = 30.0) -> None:
         time.sleep(0.02)
 
 
-def collect(stream: SSE, until: int) -> list[dict[str, Any]]:
-    """Records up to seq ``until``, checking each message's id is its seq."""
-    records = []
-    for message in stream.messages():
-        if message.event != "message":
-            continue
-        record = message.json()
-        assert message.id == str(record["seq"])
-        records.append(record)
-        if record["seq"] >= until:
-            return records
-    return records
-
-
 def writer(server: NbServer, session: str, events: int, interval: float, **options: Any) -> subprocess.Popen[bytes]:
     ready = server.root.parent / f"{session}.ready"
     process = start_writer(log_of(server, session), events, interval, ready=ready, **options)
@@ -70,7 +56,7 @@ def test_the_stream_matches_the_log_while_another_process_writes(server: NbServe
     stream = server.stream(NOTEBOOK, "live", since=0)
     try:
         assert stream.status == 200 and stream.response.getheader("Content-Type", "").startswith("text/event-stream")
-        records = collect(stream, 61)
+        records = stream.records(61)
     finally:
         stream.close()
         process.wait(30)
@@ -88,14 +74,14 @@ def test_a_client_that_reconnects_at_n_gets_exactly_the_events_after_n(server: N
     process = writer(server, session, 240, 0.01)  # about 3 s of writing, while the client comes and goes
     try:
         first = server.stream(NOTEBOOK, session, since=0)
-        before = collect(first, 30)
+        before = first.records(30)
         first.close()
         time.sleep(0.3)  # the writer goes on meanwhile
         if how == "Last-Event-ID":  # as a browser's EventSource reconnects: same URL, the header wins over ?since
             second = server.stream(NOTEBOOK, session, since=0, last_event_id="30")
         else:
             second = server.stream(NOTEBOOK, session, since=30)
-        after = collect(second, 241)
+        after = second.records(241)
         second.close()
     finally:
         process.wait(60)
@@ -108,7 +94,7 @@ def test_an_idle_stream_sends_heartbeats_and_does_not_end(server: NbServer) -> N
     write_turns(log_of(server, "idle"), 3, 0)
     stream = server.stream(NOTEBOOK, "idle", since=0)
     try:
-        assert [r["seq"] for r in collect(stream, 4)] == [1, 2, 3, 4]
+        assert [r["seq"] for r in stream.records(4)] == [1, 2, 3, 4]
         start, kinds = time.monotonic(), []
         for message in stream.messages(heartbeats=True):  # nothing but heartbeats comes, and the stream stays open
             kinds.append(message.event)
@@ -125,7 +111,7 @@ def test_many_clients_share_one_tail_that_reads_each_event_once(server: NbServer
     results: list[list[int]] = [[] for _ in streams]
 
     def read(i: int) -> None:
-        results[i] = [r["seq"] for r in collect(streams[i], 42)]
+        results[i] = [r["seq"] for r in streams[i].records(42)]
 
     threads = [threading.Thread(target=read, args=(i,)) for i in range(len(streams))]
     for thread in threads:
@@ -150,7 +136,7 @@ def test_a_slow_client_is_dropped_without_holding_up_the_others(server: NbServer
     slow = server.stream(NOTEBOOK, "busy", since=0)  # never reads while the session writes
     fast = server.stream(NOTEBOOK, "busy", since=0)
     got: list[int] = []
-    reader = threading.Thread(target=lambda: got.extend(r["seq"] for r in collect(fast, 121)))
+    reader = threading.Thread(target=lambda: got.extend(r["seq"] for r in fast.records(121)))
     reader.start()
     process = start_writer(log_of(server, "busy"), 120, 0.005, size=200_000)  # 24 MB: more than the sockets hold
     process.wait(60)
@@ -165,7 +151,7 @@ def test_a_slow_client_is_dropped_without_holding_up_the_others(server: NbServer
     slow.close()
     assert seen == list(range(1, len(seen) + 1)) and len(seen) < 121
     again = server.stream(NOTEBOOK, "busy", last_event_id=str(seen[-1]) if seen else "0")  # it resumes where it was
-    rest = [r["seq"] for r in collect(again, 121)]
+    rest = [r["seq"] for r in again.records(121)]
     again.close()
     assert rest == list(range(len(seen) + 1, 122))
 
@@ -184,13 +170,13 @@ def test_a_writer_killed_mid_turn_leaves_a_consistent_stream(server: NbServer) -
     try:
         notice = next(stream.messages())
         assert notice.event == "session" and notice.json()["torn"] is True and notice.json()["last_seq"] == 10
-        records = collect(stream, 10)
+        records = stream.records(10)
         assert [r["seq"] for r in records] == list(range(1, 11)) and records[-1]["type"] == "delta"  # the unfinished turn
         events = server.get(f"nbagent/api/sessions/{NOTEBOOK}/killed/events").body
         assert events["torn"] is True and events["status"] == "unfinished: model reply"
         resumed = start_writer(log, 6, 0.01)  # the session opened again: the torn tail is cut off, writing goes on
         resumed.wait(30)
-        more = collect(stream, 16)
+        more = stream.records(16)
     finally:
         stream.close()
     assert [r["seq"] for r in more] == list(range(11, 17))
