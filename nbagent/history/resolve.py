@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 from .. import store
 from ..errors import HistoryError, LogError, NotALogError
@@ -12,6 +14,8 @@ from ..stores import FILES, Store, is_url, locate, session_url
 from .find import NOTEBOOK_SUFFIX, find_logs, session_name
 from .stored import env_store, places, stored_under
 from .summary import list_summaries, notebook_key, notebook_sessions, summarize
+
+T = TypeVar("T")
 
 
 def resolve(spec: str, *, root: str | os.PathLike[str] = ".", folder: Path | None = None, write: bool = False) -> Path:
@@ -130,13 +134,7 @@ def _resolve(spec: str, root: str | os.PathLike[str]) -> Path:
         raise _NoFile(f"{spec}: no such file.")
     if "/" in spec or spec.endswith(store.LOG_SUFFIX):
         raise HistoryError(f"{spec}: no such file.")
-    logs = find_logs(root)
-    exact = [p for p in logs if session_name(p) == spec]
-    if len(exact) == 1:
-        return exact[0]
-    candidates = exact or [p for p in logs if session_name(p).startswith(spec)]
-    if not candidates and len(spec) >= 4:
-        candidates = [p for p in logs if summarize(p).session_id.startswith(spec)]
+    candidates = _named(spec, find_logs(root), session_name, lambda p: summarize(p).session_id)
     if len(candidates) == 1:
         return candidates[0]
     if not candidates:
@@ -144,8 +142,7 @@ def _resolve(spec: str, root: str | os.PathLike[str]) -> Path:
             f"unknown session {spec!r}: no session of that name or id under {Path(root).absolute()} "
             "(run `nbagent sessions` to list them, or give the log's path)."
         )
-    names = ", ".join(str(p) for p in candidates[:5]) + (" ..." if len(candidates) > 5 else "")
-    raise HistoryError(f"session {spec!r} is ambiguous: it matches {names}; give the log's path.")
+    raise HistoryError(f"session {spec!r} is ambiguous: it matches {_some(map(str, candidates))}; give the log's path.")
 
 
 def _in_store(spec: str, source: Store, root: str | os.PathLike[str], missing: HistoryError) -> Path:
@@ -157,11 +154,7 @@ def _in_store(spec: str, source: Store, root: str | os.PathLike[str], missing: H
         if not found:
             raise HistoryError(f"{missing} Nor has {source.url} a session of that notebook.")
         return key_path(found[-1].notebook, found[-1].name)
-    found = stored_under(source, places(root))
-    exact = [s for s in found if s.name == spec]
-    candidates = exact or [s for s in found if s.name.startswith(spec)]
-    if not candidates and len(spec) >= 4:
-        candidates = [s for s in found if s.session_id.startswith(spec)]
+    candidates = _named(spec, stored_under(source, places(root)), lambda s: s.name, lambda s: s.session_id)
     if len(candidates) == 1:
         return key_path(candidates[0].notebook, candidates[0].name)
     if not candidates:
@@ -169,5 +162,19 @@ def _in_store(spec: str, source: Store, root: str | os.PathLike[str], missing: H
             f"unknown session {spec!r}: no session of that name or id under {Path(root).absolute()}, "
             f"in its files or in {source.url} (run `nbagent sessions` to list them, or give the log's path or full name)."
         )
-    names = ", ".join(s.path for s in candidates[:5]) + (" ..." if len(candidates) > 5 else "")
-    raise HistoryError(f"session {spec!r} is ambiguous: it matches {names}; give its full name.")
+    raise HistoryError(f"session {spec!r} is ambiguous: it matches {_some(s.path for s in candidates)}; give its full name.")
+
+
+def _named(spec: str, sessions: Iterable[T], name: Callable[[T], str], session_id: Callable[[T], str]) -> list[T]:
+    """The sessions ``spec`` names: the one of that name, else those whose name starts with it, else (4+ characters) whose id does."""
+    sessions = list(sessions)
+    found = [s for s in sessions if name(s) == spec] or [s for s in sessions if name(s).startswith(spec)]
+    if not found and len(spec) >= 4:
+        found = [s for s in sessions if session_id(s).startswith(spec)]
+    return found
+
+
+def _some(names: Iterable[str]) -> str:
+    """The first five names, and '...' if there are more."""
+    listed = list(names)
+    return ", ".join(listed[:5]) + (" ..." if len(listed) > 5 else "")
