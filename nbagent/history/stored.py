@@ -9,14 +9,17 @@ extension for its ``store`` setting.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from ..errors import HistoryError, LogCorruptError, LogError, LogVersionError
 from ..stores import Store, get_store
 from .find import NOTEBOOK_SUFFIX, find_logs
 from .search import Match, matches_in
 from .summary import Summary, list_summaries, store_summaries
+
+T = TypeVar("T")
 
 
 def env_store() -> Store | None:
@@ -62,23 +65,15 @@ def sessions_under(path: str | os.PathLike[str], source: Store | None) -> tuple[
     One list, oldest activity first.  A database that cannot be asked leaves its part out, and
     the error comes back with the files' part (a folder missing here may still be a database's).
     """
-    if source is None:
-        return list_summaries(path), None
-    try:
-        files, missing = list_summaries(path), None
-    except HistoryError as exc:
-        if os.path.lexists(Path(path).expanduser()):
-            raise
-        files, missing = [], exc
-    try:
-        stored = stored_at(source, path)
-    except LogError as exc:
-        if missing is not None:
-            raise LogError(f"{missing} And the database sessions could not be listed: {exc}") from None
-        return files, LogError(f"{exc} (only the session files are listed)")
-    if missing is not None and not stored:
-        raise HistoryError(f"{missing} Nor has {source.url} a notebook there.")
-    return sorted(files + stored, key=lambda s: (s.last_ts, s.name)), None
+    files, stored, failed = _files_then_stored(
+        path,
+        source,
+        lambda: list_summaries(path),
+        lambda _source, summaries: summaries,
+        failed="the database sessions could not be listed",
+        partial="only the session files are listed",
+    )
+    return sorted(files + stored, key=lambda s: (s.last_ts, s.name)), failed
 
 
 def grep_stored(source: Store, summaries: Iterable[Summary], needle: str) -> Iterator[Match]:
@@ -102,21 +97,46 @@ def grep_under(path: str | os.PathLike[str], needle: str, source: Store | None) 
     """
     from .search import grep
 
+    files, stored, failed = _files_then_stored(
+        path,
+        source,
+        lambda: list(grep(find_logs(path), needle)),
+        lambda database, summaries: list(grep_stored(database, summaries, needle)),
+        failed="the database sessions could not be searched",
+        partial="only the session files were searched",
+    )
+    return files + stored, failed
+
+
+def _files_then_stored(
+    path: str | os.PathLike[str],
+    source: Store | None,
+    files: Callable[[], list[T]],
+    stored: Callable[[Store, list[Summary]], list[T]],
+    *,
+    failed: str,
+    partial: str,
+) -> tuple[list[T], list[T], LogError | None]:
+    """``files()`` for the session files under ``path``, then ``stored`` of ``source``'s sessions there (``source`` a database).
+
+    A ``path`` missing here may still be a database's folder or notebook: an error only if it is
+    neither.  A database that cannot be asked leaves its part empty, and the error comes back
+    (``partial`` says what was done without it).
+    """
     try:
-        matches, missing = list(grep(find_logs(path), needle)), None
+        found, missing = files(), None
     except HistoryError as exc:
         if source is None or os.path.lexists(Path(path).expanduser()):
             raise
-        matches, missing = [], exc
+        found, missing = [], exc
     if source is None:
-        return matches, None
+        return found, [], None
     try:
-        stored = stored_at(source, path)
-        if missing is not None and not stored:
+        summaries = stored_at(source, path)
+        if missing is not None and not summaries:
             raise HistoryError(f"{missing} Nor has {source.url} a notebook there.")
-        found = list(grep_stored(source, stored, needle))
+        return found, stored(source, summaries), None
     except LogError as exc:
         if missing is not None:
-            raise LogError(f"{missing} And the database sessions could not be searched: {exc}") from None
-        return matches, LogError(f"{exc} (only the session files were searched)")
-    return matches + found, None
+            raise LogError(f"{missing} And {failed}: {exc}") from None
+        return found, [], LogError(f"{exc} ({partial})")
