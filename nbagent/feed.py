@@ -15,11 +15,14 @@ from .stores import Log
 
 logger = logging.getLogger("nbagent")
 MARK_EVERY = 64  # the session remembers where every 64th line starts: reading from the middle skips at most 63 lines
-FIRST_CHUNK = 1 << 17  # bytes read first; each further read is twice the last, so a reader that stops early reads little
+FIRST_CHUNK = 1 << 14  # bytes read first; each further read is twice the last, so a reader that stops early reads little
 
 
 class Marks:
-    """Where some whole lines of the log start (seq → byte offset), learned as lines are appended or read; seq 1 is at 0."""
+    """Where some whole lines of the log start (seq → byte offset), learned as lines are appended or read; seq 1 is at 0.
+
+    Every 64th line, and every request (``user_msg``): re-rendering one turn reads from its first line.
+    """
 
     def __init__(self) -> None:
         self.seqs: list[int] = [1]
@@ -61,9 +64,9 @@ class Feed:
         self._outbox: collections.deque[ev.Event] = collections.deque()
         self._publishing = False
 
-    def note(self, seq: int, start: int) -> None:
-        """Remember where the line of ``seq`` starts if it is one of every MARK_EVERY (the writer, under the lock)."""
-        if seq % MARK_EVERY == 1:
+    def note(self, seq: int, start: int, kind: str) -> None:
+        """Remember where the line of ``seq`` (of type ``kind``) starts if it is a mark (the writer, under the lock)."""
+        if _marked(seq, kind):
             self.marks.note(seq, start)
 
     def forget(self) -> None:
@@ -97,7 +100,7 @@ class Feed:
             stop = min(before + chunk, end)
             for event in reader.feed(self._log.read(before, stop)):
                 seq = event["seq"]
-                if seq % MARK_EVERY == 1:
+                if _marked(seq, event["type"]):
                     marks.note(seq, reader.last_start)
                 yield event
             if reader.offset == before and stop == end:
@@ -158,6 +161,11 @@ class Feed:
     def close(self) -> None:
         """Detach every subscriber."""
         self._subscribers.clear()
+
+
+def _marked(seq: int, kind: str) -> bool:
+    """Whether where the line of ``seq`` starts is worth remembering."""
+    return seq % MARK_EVERY == 1 or kind == ev.USER_MSG
 
 
 def _after(since: int, callback: Subscriber) -> Subscriber:

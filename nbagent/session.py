@@ -238,7 +238,7 @@ class Session:
             self._log.append(line, durable=ev.is_durable(event_type, payload))
             self._seq = event["seq"]
             self._last_line = (start, event["crc"])
-            self._feed.note(self._seq, start)
+            self._feed.note(self._seq, start, event_type)
             self._trust.note_written(event)
             if self._state is None:
                 self._unfolded.append(event)

@@ -15,7 +15,8 @@ import pytest
 from nbagent import events as ev
 from nbagent import export, history
 from nbagent.fold import Asides, fold
-from nbagent.notebook.panel import Panel, StaticPanel
+from nbagent.notebook.output import StaticPanel
+from nbagent.notebook.panel import Panel
 from nbagent.render import html, text
 from nbagent.render.parts import Start, ToolNames, context_text, short_tokens, superseded_starts
 from nbagent.render.timeline import Timeline

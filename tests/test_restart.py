@@ -8,8 +8,9 @@ import pytest
 
 import nbagent
 from nbagent import events as ev
+from nbagent.fold import Asides
 from nbagent.notebook.kernel import TurnIndex
-from nbagent.notebook.restart import Cell, Claims, Plan, Turn, match, plan
+from nbagent.notebook.restart import Cell, Claims, Plan, Turn, match, plan, request_positions
 
 ME, OLD = "this-kernel", "old-kernel"
 A = Turn(1, 4, "load data", "cell-a", OLD)
@@ -141,3 +142,44 @@ def test_the_turn_index_reads_turns_incrementally(tmp_path: Path) -> None:
 
 def first_fields(turn: Turn) -> tuple:
     return (turn.request, turn.cell_id, turn.kernel, turn.python_calls, turn.failed_calls)
+
+
+def test_the_turn_index_knows_where_each_request_starts(tmp_path: Path) -> None:
+    """A re-rendered turn reads only its own events: the index says which calls were open and which notes came before it."""
+    with nbagent.Session.open(tmp_path / "s.jsonl") as session:
+        session.append(ev.NOTE, kind="kernel_restarted", to_model="[restarted]")  # before the first request
+        first = session.append(ev.USER_MSG, content="one")["seq"]
+        call = {"type": "tool_use", "id": "toolu_1", "name": "shell", "input": {"command": "sleep 9"}}
+        session.append(ev.ASSISTANT_MSG, content=[call], stop_reason="tool_use", usage={})
+        session.append(ev.INTERRUPTED, during="tools", open_calls=["toolu_1"])
+        second = session.append(ev.USER_MSG, content="two")["seq"]  # its call is still open
+        session.append(ev.TOOL_RESULT, tool_use_id="toolu_1", content="cancelled", is_error=True)
+        session.append(ev.ASSISTANT_MSG, content=[{"type": "text", "text": "ok"}], stop_reason="end_turn", usage={})
+        third = session.append(ev.USER_MSG, content="three")["seq"]
+        session.append(ev.INTERRUPTED, during="model", open_calls=[])  # before any reply
+        fourth = session.append(ev.USER_MSG, content="four")["seq"]
+        index = TurnIndex()
+        index.update(session)
+    starts = {seq: index.start(seq) for seq in (first, second, third, fourth)}
+    assert starts[first].asides.notes == ["[restarted]"] and not starts[first].names
+    assert dict(starts[second].names) == {"toolu_1": "shell"} and not starts[second].asides.unanswered_interrupt
+    assert not starts[third].names and starts[third].asides == Asides()
+    assert starts[fourth].asides.unanswered_interrupt and starts[fourth].asides.notes == []
+    starts[fourth].asides.notes.append("changed by a view")
+    assert index.start(fourth).asides.notes == []  # each caller gets its own copy
+
+
+def test_a_request_is_matched_among_its_own_recorded_turns_only() -> None:
+    """The positions the index keeps give the same matches as working them out."""
+    turns = [Turn(i * 3 + 1, i * 3 + 3, f"step {i % 7}", None, OLD) for i in range(50)]
+    index_positions = request_positions(turns)
+    assert index_positions["step 3"] == [3, 10, 17, 24, 31, 38, 45]
+    claims, kept, worked_out = Claims(), [], []
+    for n in range(60):
+        turn, claims = match(turns, f"step  {n % 7} ", None, ME, claims, index_positions)
+        kept.append(turn)
+    claims = Claims()
+    for n in range(60):
+        turn, claims = match(turns, f"step {n % 7}", None, ME, claims)
+        worked_out.append(turn)
+    assert kept == worked_out and sum(t is not None for t in kept) == 50

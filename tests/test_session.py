@@ -302,6 +302,28 @@ def test_events_from_the_middle_are_read_from_a_known_line_near_them(log_path: P
         assert_marks_are_true(session)
 
 
+@pytest.mark.parametrize("reread", [False, True])
+def test_a_turn_is_read_from_its_request_line(log_path: Path, reread: bool) -> None:
+    """Requests are marks: re-rendering one turn reads from its user_msg, skipping nothing before it."""
+    with Session.open(log_path, fsync="never", snapshot_every=0) as session:
+        add_turns(session, 500)
+    requests = [e["seq"] for e in read_events(log_path) if e["type"] == ev.USER_MSG]
+    starts = line_starts(log_path)
+    ops = CountedReads()
+    with Session.open(log_path, fsync="never", snapshot_every=0, ops=ops) as session:
+        if reread:
+            list(session.events())  # the marks are learned by reading
+        else:
+            add_turns(session, 70)  # ... and by writing
+            requests = [e["seq"] for e in read_events(log_path) if e["type"] == ev.USER_MSG and e["seq"] > 500]
+            starts = line_starts(log_path)
+        for seq in requests:
+            ops.reads.clear()
+            assert next(iter(session.events(since=seq - 1)))["seq"] == seq
+            assert min(offset for offset, _ in ops.reads) == starts[seq], seq
+        assert_marks_are_true(session)
+
+
 def test_a_reader_that_stops_early_reads_little_and_long_lines_cross_chunks(log_path: Path) -> None:
     from nbagent.feed import FIRST_CHUNK
 
@@ -355,11 +377,11 @@ def test_an_interrupted_append_and_its_repair_leave_no_offset_past_the_log(log_p
 def test_an_offset_past_the_end_is_never_used(log_path: Path) -> None:
     with Session.open(log_path, fsync="never", snapshot_every=0) as session:
         add_turns(session, 199)
-        session._feed.marks.note(150, log_path.stat().st_size + 100)  # what a cut the session missed would leave
+        session._feed.marks.note(161, log_path.stat().st_size + 100)  # what a cut the session missed would leave
         assert list(session.events(since=160)) == list(read_events(log_path, since=160))
         assert_marks_are_true(session)
         recorder = Recorder()
-        session._feed.marks.note(180, log_path.stat().st_size + 100)
+        session._feed.marks.note(186, log_path.stat().st_size + 100)
         session.subscribe(recorder, since=185)
         assert recorder.seqs == list(range(186, 201))
 

@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import events as ev
+from ..fold import Asides
+from ..render.parts import Start, ToolNames
 from ..session import Session
 from .python_tool import NAME as PYTHON
-from .restart import Turn
+from .restart import Turn, request_key
 
 KERNEL_ID = uuid.uuid4().hex  # one per kernel process: a restart is a new process, hence a new id
 
@@ -91,11 +93,23 @@ def request_text(event: ev.Event) -> str:
 
 
 class TurnIndex:
-    """The turns of one session, kept up to date by reading only the events appended since the last look."""
+    """The turns of one session, kept up to date by reading only the events appended since the last look.
+
+    It also keeps where each request stands in the session (:meth:`start`), so that re-rendering a
+    turn reads that turn's events only, and what the restart rule needs to match a request quickly.
+    """
 
     def __init__(self) -> None:
         self.turns: list[Turn] = []
+        self.positions: dict[str, list[int]] = {}  # request_key -> positions in turns (see restart.request_positions)
         self.seq = 0
+        self._starts: dict[int, Start] = {}  # by a turn's seq, where it differs from a fresh start
+        self._open = ToolNames()  # calls not answered yet
+        self._asides = Asides()
+
+    def start(self, seq: int) -> Start:
+        """Where the session stood just before the request of the turn ``seq``: the calls still open, the notes to the model."""
+        return self._starts.get(seq, Start(ToolNames(), Asides())).fresh()
 
     def update(self, session: Session) -> list[Turn]:
         """Read new events and return all turns."""
@@ -104,13 +118,21 @@ class TurnIndex:
             if kind == ev.USER_MSG:
                 self._close()
                 meta = event.get("meta") or {}
-                self.turns.append(Turn(event["seq"], event["seq"], request_text(event), meta.get("cell_id"), meta.get("kernel")))
+                turn = Turn(event["seq"], event["seq"], request_text(event), meta.get("cell_id"), meta.get("kernel"))
+                self.positions.setdefault(request_key(turn.request), []).append(len(self.turns))
+                self.turns.append(turn)
+                if self._open or self._asides != Asides():
+                    self._starts[turn.seq] = Start(self._open, self._asides).fresh()
             elif self.turns and kind == ev.ASSISTANT_MSG:
                 calls = [(b["id"], b["input"]["code"]) for b in event.get("content") or [] if _python_call(b)]
                 if calls:
                     self.turns[-1] = replace(self.turns[-1], python_calls=self.turns[-1].python_calls + tuple(calls))
             elif self.turns and kind == ev.TOOL_RESULT and event.get("is_error"):
                 self.turns[-1] = replace(self.turns[-1], failed_calls=self.turns[-1].failed_calls | {event["tool_use_id"]})
+            self._open.learn(event)
+            if kind == ev.TOOL_RESULT:
+                self._open.pop(str(event["tool_use_id"]), None)
+            self._asides.see(event)
             self.seq = event["seq"]
         self._close()
         return self.turns

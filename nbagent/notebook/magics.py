@@ -13,12 +13,12 @@ from IPython.core.magic_arguments import parse_argstring
 
 from .. import approval as approvals
 from .. import events as ev
-from .. import fold, toolkit
+from .. import toolkit
 from ..errors import Interrupted, NbagentError
 from ..log import FsyncPolicy, make_folder
 from ..loop import Loop
 from ..model import AnthropicModel, DemoModel, Model
-from ..render.parts import Start, ToolNames
+from ..render.parts import Start
 from ..session import Session
 from ..tools import Tool
 from . import kernel as nbkernel
@@ -149,7 +149,8 @@ class AgentMagics(Magics):
     def _serve(self, session: Session, args: Any, request: str) -> None:
         """Do what the restart rule plans for this cell: show, restore, finish, switch session, ask."""
         path, key = session.path, session.where
-        turns = self.indexes.setdefault(key, nbkernel.TurnIndex()).update(session)
+        index = self.indexes.setdefault(key, nbkernel.TurnIndex())
+        turns = index.update(session)
         cell = restart.Cell(
             request,
             self.tracker.cell_id,
@@ -166,6 +167,7 @@ class AgentMagics(Magics):
             frontier=session.state.frontier,
             kernel=nbkernel.KERNEL_ID,
             claims=self.claims.get(key, restart.Claims()),
+            positions=index.positions,
         )
         if plan.refuse:
             raise UsageError(
@@ -176,7 +178,7 @@ class AgentMagics(Magics):
         live = plan.ask or plan.unfinished == "continue"  # else the cell only shows what the log holds
         view = self._view(request or session.state.title or path.stem, live=live, session=session)
         try:
-            self._show(session, plan, view, turns)
+            self._show(session, plan, view, index)
             if plan.show is not None or plan.show_all:
                 recorded = getattr(view, "recorded", None)
                 if recorded is not None:
@@ -204,28 +206,21 @@ class AgentMagics(Magics):
             if finish is not None:
                 finish()
 
-    def _show(self, session: Session, plan: restart.Plan, view: Any, turns: list[restart.Turn]) -> None:
+    def _show(self, session: Session, plan: restart.Plan, view: Any, index: nbkernel.TurnIndex) -> None:
         """Re-render recorded events: all of them, or one turn's (no model call, no tool re-run).
 
-        The turn before is read too, not shown: the view learns from it the tool names and the notes
-        the fold put before this turn's request (the interruption note, a restart note).
+        A turn's view starts where the session stood before its request (the calls still open, the
+        notes the fold put before it: an interruption, a restart), so only the turn's own events are read.
         """
         if plan.show_all:
             for event in session.events():
                 view(event)
         elif plan.show is not None:
-            first = plan.show.seq
-            names, asides = ToolNames(), fold.Asides()
-            before = max((t.seq for t in turns if t.seq < first), default=first)
-            for event in session.events(since=before - 1):
+            if hasattr(view, "begin"):
+                view.begin(index.start(plan.show.seq))
+            for event in session.events(since=plan.show.seq - 1):
                 if event["seq"] > plan.show.end:
                     break
-                if event["seq"] < first:
-                    names.learn(event)
-                    asides.see(event)
-                    continue
-                if event["seq"] == first and hasattr(view, "begin"):
-                    view.begin(Start(names, asides))
                 view(event)
 
     def _switch_to_new_session(self, foreign: Session) -> Session:
@@ -343,13 +338,15 @@ class AgentMagics(Magics):
 
     # Parts of a run -------------------------------------------------------------------------------
     def _view(self, title: str, *, live: bool = True, session: Session | None = None) -> Any:
+        if not live and getattr(self.shell, "kernel", None) is not None:
+            from .output import StaticPanel  # imported when first needed, as the live panel is: %load_ext stays quick
+
+            return StaticPanel(title)  # no widgets: nothing in it will change
         from ..server.links import kernel_page_url
-        from .panel import Panel, StaticPanel, TextView
+        from .panel import Panel, TextView
 
         if getattr(self.shell, "kernel", None) is None:
             return TextView(stream=sys.stdout)
-        if not live:
-            return StaticPanel(title)  # no widgets: nothing in it will change
         notebook = nbkernel.notebook_path(self.shell)
         panel = Panel(title, link=kernel_page_url(str(notebook), session.path.stem) if notebook and session else "")
         panel.show()

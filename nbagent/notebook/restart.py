@@ -8,6 +8,7 @@ only adapts the rule: it reads the turns, calls :func:`plan`, then renders and r
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -64,13 +65,23 @@ class Plan:
     restore_only: bool = False  # the cell only restores: say so if there was nothing to restore
 
 
-def plan(turns: list[Turn], cell: Cell, *, trusted: bool, frontier: str, kernel: str, claims: Claims) -> Plan:
+def plan(
+    turns: Sequence[Turn],
+    cell: Cell,
+    *,
+    trusted: bool,
+    frontier: str,
+    kernel: str,
+    claims: Claims,
+    positions: Mapping[str, Sequence[int]] | None = None,
+) -> Plan:
     """What ``cell`` does with the ``turns`` of its session, as the kernel ``kernel`` that has made ``claims``.
 
     ``--resume`` re-renders everything, then continues an unfinished turn or asks the request. Otherwise a
     request matched to a turn of an earlier kernel re-renders that turn, and continues it only if it is the
     last, unfinished one; anything else asks anew. A session the user did not write (``trusted`` false)
     is never continued, and a new request on it starts a new session of the user's own.
+    ``positions``: :func:`request_positions` of ``turns``, if the caller keeps them (else they are worked out).
     """
     finish: Literal["continue", "explain"] = "continue" if trusted else "explain"
     if not trusted and cell.request and (cell.resume or cell.session):
@@ -85,7 +96,8 @@ def plan(turns: list[Turn], cell: Cell, *, trusted: bool, frontier: str, kernel:
             ask=bool(cell.request),
             note=bool(cell.request) and after_restart(turns, kernel),
         )
-    matched, claims = match(turns, cell.request, cell.cell_id, kernel, claims) if cell.request and not cell.new else (None, claims)
+    wanted = cell.request and not cell.new
+    matched, claims = match(turns, cell.request, cell.cell_id, kernel, claims, positions) if wanted else (None, claims)
     if matched is not None:
         last = matched == turns[-1] and frontier in UNFINISHED
         return Plan(claims, show=matched, restore=(matched,) if cell.restore else (), unfinished=finish if last else "leave")
@@ -101,10 +113,18 @@ def plan(turns: list[Turn], cell: Cell, *, trusted: bool, frontier: str, kernel:
     )
 
 
-def match(turns: list[Turn], request: str, cell_id: str | None, kernel: str, claims: Claims) -> tuple[Turn | None, Claims]:
+def match(
+    turns: Sequence[Turn],
+    request: str,
+    cell_id: str | None,
+    kernel: str,
+    claims: Claims,
+    positions: Mapping[str, Sequence[int]] | None = None,
+) -> tuple[Turn | None, Claims]:
     """The earlier kernel's turn a re-run cell recorded (``None``: the cell asks anew), and the claims with it."""
-    wanted = _normal(request)
-    candidates = [(i, t) for i, t in enumerate(turns) if t.kernel != kernel and t.seq not in claims.seqs and _normal(t.request) == wanted]
+    # Only the turns of the same request are looked at: a Run All of N cells costs each cell the same, not O(N).
+    at = (positions if positions is not None else request_positions(turns)).get(request_key(request), ())
+    candidates = [(i, turns[i]) for i in at if turns[i].kernel != kernel and turns[i].seq not in claims.seqs]
     chosen = None
     if cell_id:
         chosen = next(((i, t) for i, t in candidates if t.cell_id == cell_id), None)
@@ -120,17 +140,25 @@ def match(turns: list[Turn], request: str, cell_id: str | None, kernel: str, cla
     return turn, Claims(claims.seqs | {turn.seq}, index + 1)
 
 
-def after_restart(turns: list[Turn], kernel: str) -> bool:
+def request_positions(turns: Sequence[Turn]) -> dict[str, list[int]]:
+    """Where each request (up to whitespace) was recorded: positions in ``turns``, in order."""
+    found: dict[str, list[int]] = {}
+    for i, turn in enumerate(turns):
+        found.setdefault(request_key(turn.request), []).append(i)
+    return found
+
+
+def after_restart(turns: Sequence[Turn], kernel: str) -> bool:
     """Whether the next turn is the first after a restart: turns from a kernel, none from this one."""
     return any(t.kernel for t in turns) and not any(t.kernel == kernel for t in turns)
 
 
 def same_request(a: str, b: str) -> bool:
     """Requests compare equal up to whitespace."""
-    return _normal(a) == _normal(b)
+    return request_key(a) == request_key(b)
 
 
 @functools.lru_cache(maxsize=4096)
-def _normal(text: str) -> str:
-    # Cached: a Run All of N cells compares each cell with every recorded request.
+def request_key(text: str) -> str:
+    """A request as compared: up to whitespace."""
     return " ".join(text.split())

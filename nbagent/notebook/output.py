@@ -1,0 +1,80 @@
+"""What a cell's output shows of a session, and the static panel of a re-rendered turn (no widgets).
+
+A cell that only re-renders recorded turns (a re-run after a restart) imports neither
+ipywidgets nor the live panel: it shows one static output, the transcript.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import events as ev
+from ..fold import Asides, State
+from ..render import html as render
+from ..render.parts import Start, ToolNames, timestamp, when
+from ..render.text import transcript_text
+from ..render.view import FINAL_STATUSES, STARTING, follow, status, status_line
+
+
+class CellOutput:
+    """What a cell's output has shown of a session: its events, title, status and origin, as the static transcript."""
+
+    def __init__(self, title: str) -> None:
+        self.title = title
+        self.origin = ""  # where the events come from, when not from a run in this cell (see recorded)
+        self.status = STARTING
+        self.state = State()  # the fold of the events seen, for the status line
+        self.events: list[ev.Event] = []  # every event shown, for the static transcript
+        self.start = Start(ToolNames(), Asides())  # where the session stood before the first event
+        self.finished = False
+        self._tool_names = ToolNames()
+        self._asides = Asides()
+
+    @property
+    def usage(self) -> dict[str, int]:
+        """Tokens used by the messages shown so far."""
+        return self.state.usage
+
+    def begin(self, start: Start) -> None:
+        """Start from where the session stands (see :class:`Start`): the calls it names, and before the first event, its notes."""
+        self._tool_names.update(start.names)
+        if not self.events:
+            self.start, self._asides = start.fresh(), start.fresh().asides
+            self.state.context_tokens, self.state.window = start.context  # the header's "context 143k / 200k" from the start
+
+    def recorded(self, then: str) -> None:
+        """Say in the header that the events so far come from the log: when they were recorded, and ``then`` what."""
+        first = next((ts for ts in map(timestamp, self.events) if ts is not None), None)
+        self.origin = f"from the log, recorded {when(first)}; {then}"
+
+    def _follow(self, event: ev.Event) -> tuple[list[str], str | None]:
+        """Note an event; the notes to the model the fold put before it, and the status after it."""
+        self.events.append(event)
+        self._tool_names.learn(event)
+        notes = self._asides.see(event)
+        return notes, status(event, follow(self.state, event))
+
+    def static_bundle(self) -> dict[str, Any]:
+        """The finished output: the transcript as text/html and text/plain, and no widget (a saved notebook shows it as is)."""
+        line = status_line(self.status, self.state)
+        return {
+            "text/html": render.transcript_html(self.events, title=self.title, status=line, origin=self.origin, start=self.start),
+            "text/plain": transcript_text(self.events, title=self.title, status=line, start=self.start),
+        }
+
+
+class StaticPanel(CellOutput):
+    """The panel of a cell that only re-renders recorded events: no widgets, one static output when it finishes."""
+
+    def __call__(self, event: ev.Event) -> None:
+        """Note one session event."""
+        self.status = self._follow(event)[1] or self.status
+
+    def finish(self, status: str | None = None) -> None:
+        """Set the final status and display the static transcript (once)."""
+        from IPython.display import display
+
+        if not self.finished:
+            self.finished = True
+            self.status = status or (self.status if self.status in FINAL_STATUSES else "done")
+            display(self.static_bundle(), raw=True)
