@@ -10,6 +10,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+import nbagent
+import nbagent.store
+from nbagent import events as ev
 from tests.fake_anthropic import FakeAnthropic, text, tool_use
 from tests.kernels import TIMEOUT, Kernel, button_id, click, errors, kernel_env, stdout
 
@@ -201,3 +204,29 @@ def test_saved_outputs_never_need_the_kernel(fake: FakeAnthropic, tmp_path: Path
     [asked] = nb.cells[4].outputs
     assert "note to the model</span> the Jupyter kernel was restarted" in asked.data["text/html"]
     assert '<span class="nbagent-request">a new question</span>' in asked.data["text/html"]
+
+
+def test_a_rerendered_turn_starts_where_its_session_stood(fake: FakeAnthropic, tmp_path: Path) -> None:
+    """Re-rendered alone, a turn still shows the interruption note before its request and names a call an earlier turn made."""
+    log = nbagent.store.log_dir_for(tmp_path / "work.ipynb") / "older.jsonl"
+    log.parent.mkdir(parents=True)
+    old = {"kernel": "an-earlier-kernel"}
+    with nbagent.Session.open(log) as session:
+        session.append(ev.USER_MSG, content="first question", meta={"request": "first question", **old})
+        session.append(ev.MODEL_CALL, model="claude-test", attempt=1)
+        session.append(ev.INTERRUPTED, during="model", open_calls=[])  # before any reply: the next request is marked
+        session.append(ev.USER_MSG, content="second question", meta={"request": "second question", **old})
+        call = {"type": "tool_use", "id": "toolu_9", "name": "shell", "input": {"command": "sleep 60"}}
+        session.append(ev.ASSISTANT_MSG, content=[call], stop_reason="tool_use", usage={})
+        session.append(ev.INTERRUPTED, during="tools", open_calls=["toolu_9"])
+        session.append(ev.USER_MSG, content="third question", meta={"request": "third question", **old})
+        session.append(ev.TOOL_RESULT, tool_use_id="toolu_9", content="interrupted", is_error=True)  # settled in this turn
+        session.append(ev.ASSISTANT_MSG, content=[{"type": "text", "text": "Done."}], stop_reason="end_turn", usage={})
+    cells = ["%load_ext nbagent", "%agent first question", "%agent second question", "%agent third question"]
+    nb = run_all(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells]), tmp_path, fake)
+    assert fake.requests == []
+    first, second, third = ("".join(o.data["text/html"] for o in cell.outputs) for cell in nb.cells[1:])
+    marker = "the previous request was interrupted before it was answered"
+    assert marker not in first and marker in second and marker not in third
+    assert second.index(marker) < second.index("second question</span>")
+    assert "error from <b>shell</b>" in third and "error from <b>tool</b>" not in third

@@ -7,6 +7,8 @@ import re
 from urllib.parse import urlsplit
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nbagent.notebook.panel import Panel
 from nbagent.render import html as render
@@ -253,3 +255,20 @@ def test_a_stream_cut_off_stays_in_the_static_transcripts_and_a_finished_one_is_
     assert "assistant (cut off)> Half an **ans**\ninterrupted (during model)" in transcript_text(cut)
     finished = [*cut[:4], {"type": "assistant_msg", "content": [{"type": "text", "text": "Half an **answer**"}]}]
     assert render.transcript_html(finished).count("Half an") == 1 and "cut off" not in transcript_text(finished)
+
+
+PROSE = ["Done: the column sums to 42.", "a 'quoted' (3%) x=1 / y?", "Ünïcode wörds, 1.5 + 2 = 3.5", "see http://example.org or a@b.c"]
+NOT_PROSE = ["1. a list", "- item", "two\nlines", "  indented", "a *word*", "a_b", "x < y", "R&D", 'say "hi"', "ends with space ", "# no"]
+
+
+@pytest.mark.parametrize("text", PROSE + NOT_PROSE)
+def test_prose_is_rendered_as_markdown_it_renders_it(text: str) -> None:
+    """The plain-prose shortcut gives markdown-it's own output, and is taken only for prose."""
+    assert render.markdown_html(text) == render.sanitize(render._markdown.render(text))
+    assert bool(render._PROSE_LINE.fullmatch(text)) == (text in PROSE)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.from_regex(render._PROSE_LINE, fullmatch=True))
+def test_any_line_the_shortcut_takes_is_one_markdown_it_paragraph(text: str) -> None:
+    assert render._markdown.render(text) == f"<p>{text}</p>\n"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -86,8 +87,15 @@ def sanitize(fragment: str) -> str:
     return _cleaner.clean(fragment)
 
 
+# One line of prose, starting with a letter, in which no Markdown construct can start (no markup character,
+# entity, HTML, line break or trailing space): markdown-it would only wrap it in a paragraph (tests/test_render.py).
+_PROSE_LINE = re.compile(r"[^\W\d_][^\x00-\x1f\x7f-\x9f\u2028\u2029\\`*_\[\]!<>&#~|\"]*(?<!\s)")
+
+
 def markdown_html(text: str) -> str:
     """Markdown (from the model) to sanitized HTML."""
+    if _PROSE_LINE.fullmatch(text):
+        return sanitize(f"<p>{text}</p>\n")  # what markdown-it makes of it, without parsing it (a re-run cell's short answer)
     return sanitize(_markdown.render(text))
 
 
