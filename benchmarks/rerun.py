@@ -83,11 +83,16 @@ class RerunResult:
     agent_cells: list[float]  # per-cell busy time of each %agent cell, median over the repeats
     plain_cells: list[float]
     record: float  # the recording run (model calls included), once
+    ratios: list[float]  # each round's %agent re-run time / its print() run time (the two run one after the other)
 
     @property
     def ratio(self) -> float:
-        """%agent re-run time / print() run time."""
-        return self.agent / self.plain
+        """%agent re-run time / print() run time: the median of the rounds' ratios.
+
+        Each round's two runs are next to each other in time, so a change in the machine's load
+        between rounds (kernel start-up alone varies by a second here) does not enter a ratio.
+        """
+        return statistics.median(self.ratios)
 
     @property
     def per_cell(self) -> float:
@@ -142,8 +147,9 @@ def bench_rerun(sizes: tuple[int, ...], repeats: int, workdir: Path) -> list[Rer
                 raise AssertionError(f"recording {cells} %agent cells made {len(fake.requests) - before} model requests")
         before = len(fake.requests)
         runs: dict[tuple[int, bool], list[Run]] = {key: [] for key in paths}
-        for _ in range(repeats):
-            for key, path in paths.items():
+        for round_number in range(repeats):
+            order = list(paths.items())
+            for key, path in order if round_number % 2 == 0 else reversed(order):  # neither notebook always goes first
                 runs[key].append(execute(path, env))
         if len(fake.requests) != before:
             raise AssertionError(f"re-running the %agent notebooks called the model {len(fake.requests) - before} times")
@@ -157,6 +163,7 @@ def bench_rerun(sizes: tuple[int, ...], repeats: int, workdir: Path) -> list[Rer
             [statistics.median(times) for times in zip(*(r.cells for r in runs[cells, True]))],
             [statistics.median(times) for times in zip(*(r.cells for r in runs[cells, False]))],
             recorded[cells].wall,
+            [agent.wall / plain.wall for agent, plain in zip(runs[cells, True], runs[cells, False])],
         )
         for cells in sizes
     ]

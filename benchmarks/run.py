@@ -51,7 +51,7 @@ FULL = Sizes(
     resume_repeats=7,
     memory_size=100_000,
     rerun_sizes=(50, 300),
-    rerun_repeats=5,
+    rerun_repeats=7,
     context=context_report.FULL,
     external=True,
 )
@@ -287,8 +287,9 @@ def run(sizes: Sizes, workdir: Path, progress: bool = True) -> str:
             "The `%agent` notebook was run once to record its turns (the fake Anthropic server answers each in one line: the last "
             "column); every re-run is nbclient executing the saved notebook in a fresh kernel, as Restart Kernel and Run All does, "
             "and makes no model request (checked), each cell showing its recorded answer (checked). Whole run = kernel start, every "
-            "cell, shutdown. Per re-rendered cell = (`%agent` − `print()`) / cells. Kernel busy = each cell's busy-to-idle time on "
-            "the kernel's clock, the median cell (the first `%agent` cell also imports the panel); the first and last tenth of the "
+            "cell, shutdown. Ratio = the median over the rounds of each round's `%agent` run / its `print()` run (the two run next to "
+            "each other, first one then the other, in turn), since kernel start-up alone varies by a second on a shared machine. Per re-rendered cell = (`%agent` − `print()`) / cells. Kernel busy = each cell's busy-to-idle time on "
+            "the kernel's clock, the median cell (the first `%agent` cell also imports the renderers); the first and last tenth of the "
             "`%agent` cells show whether a cell gets slower as the notebook goes on.\n"
         )
         out.append(
