@@ -27,6 +27,7 @@ from nbagent.errors import (
 from nbagent.notebook import kernel as nbkernel
 from nbagent.notebook.magics import magics_for
 from nbagent.notebook.usage import usage_errors
+from nbagent.reader import read_events
 from tests.fake_anthropic import error, text, tool_use
 
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
@@ -157,6 +158,28 @@ def test_user_mistakes_are_usage_errors_and_lose_nothing(shell, fake, tmp_path, 
     assert "Cannot create the log folder" in usage_error(shell, "%agent do it")
     run(shell, "%config Agent.log_dir = ''")
     assert fake.requests == []
+
+
+def test_the_current_session_follows_the_settings(shell, fake, tmp_path):
+    """A request goes to the current session only while Agent.log_dir still leads to it; a folder linked away is refused."""
+    fake.script(text("one"), text("two"), text("three"))
+    assert run(shell, "%agent one").success
+    [first] = (tmp_path / ".nbagent" / "untitled").glob("*.jsonl")
+    other = tmp_path / "elsewhere"
+    run(shell, f"%config Agent.log_dir = {str(other)!r}")
+    assert run(shell, "%agent two").success
+    [second] = (other / "untitled").glob("*.jsonl")
+    run(shell, "%config Agent.log_dir = ''")
+    assert run(shell, "%agent three").success
+    assert [e["type"] for e in read_events(first)].count(ev.USER_MSG) == 2
+    assert [e["type"] for e in read_events(second)].count(ev.USER_MSG) == 1
+    run(shell, "%unload_ext nbagent")  # the sessions close; the folder is then swapped for a link
+    (other / "untitled").rename(tmp_path / "moved")
+    (other / "untitled").symlink_to(tmp_path / "moved")
+    run(shell, "%load_ext nbagent")
+    run(shell, f"%config Agent.log_dir = {str(other)!r}")
+    assert "symbolic link" in usage_error(shell, "%agent four")
+    assert len(fake.requests) == 3
 
 
 def test_corrupt_and_locked_logs(shell, fake, tmp_path):

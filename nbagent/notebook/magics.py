@@ -25,7 +25,7 @@ from . import kernel as nbkernel
 from . import python_tool as pytool
 from . import restart
 from .foreign import calls_not_signed_by_user, untrusted_warning
-from .place import Place, place_of, print_sessions, replay_of
+from .place import Place, place_of, print_sessions, replay_of, unchecked_place_of
 from .settings import Agent, context_settings, thinking_setting
 from .syntax import agent_arguments, check_agent_line, keep_question_marks, split_request
 from .usage import WRITABLE, usage_errors
@@ -112,6 +112,10 @@ class AgentMagics(Magics):
         return place_of(self.shell, self.settings)
 
     def _session(self, args: Any) -> Session:
+        if self.current is not None and not (args.resume or args.session or args.new):
+            current = self._current_session()
+            if current is not None:
+                return current
         place = self.place()
         if self.current is not None and self.current_place != place.key:
             self.current = None  # Agent.store, Agent.log_dir (or the notebook) changed: its own sessions apply
@@ -129,6 +133,14 @@ class AgentMagics(Magics):
             session = self.sessions[(place.source.url, path)] = self._open(place, path)
         self.current, self.current_place = path, place.key
         return session
+
+    def _current_session(self) -> Session | None:
+        """The current session if it is open and the settings still lead to it (its folder was checked when it was opened)."""
+        place = unchecked_place_of(self.shell, self.settings)
+        if self.current is None or place.key != self.current_place:
+            return None
+        session = self.sessions.get((place.source.url, self.current))
+        return session if session is not None and not session.closed else None
 
     def _open(self, place: Place, path: Path) -> Session:
         if not place.source.url:  # a database needs no folder on disk

@@ -74,12 +74,19 @@ class Place:
 
 def place_of(shell: Any, settings: Any) -> Place:
     """The place of the notebook ``shell`` runs, as the ``Agent`` settings say (a folder that is a symbolic link is refused)."""
+    place = unchecked_place_of(shell, settings)
+    if not place.source.url:
+        with usage_errors():
+            store.check_folder(place.folder)
+    return place
+
+
+def unchecked_place_of(shell: Any, settings: Any) -> Place:
+    """:func:`place_of` without looking at the disk: to tell whether the settings still lead to a session already open."""
     notebook = nbkernel.notebook_path(shell)
     with usage_errors():
         source = get_store(settings.store or None)
-        if source.url:
-            return Place(source, store.log_dir_for(notebook))
-        return Place(source, store.check_folder(store.log_dir_for(notebook, base=settings.log_dir or None)))
+    return Place(source, store.log_dir_for(notebook, base=None if source.url else settings.log_dir or None))
 
 
 def print_sessions(place: Place, current: Path | None, notebook: str, held: Iterable[Session] = (), out: TextIO | None = None) -> None:
