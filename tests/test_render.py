@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from nbagent.notebook.panel import Panel
 from nbagent.render import html as render
+from nbagent.render import style
 from nbagent.render.text import transcript_text
 from reliability.payloads import MARKDOWN, start_tags
 
@@ -19,7 +20,7 @@ SAFE_TAGS = set(render.ALLOWED_TAGS) | {"div", "span", "details", "summary", "im
 OUR_STYLE = re.compile(r"^[a-z0-9#%:;. -]*$")  # the panel's own inline styles: no url(), quotes or expressions
 
 
-OUR_STYLES = re.compile(f"{re.escape(render.STYLE)}|{re.escape(render.sibling_style('KEY')).replace('KEY', '[0-9a-f]+')}")
+OUR_STYLES = re.compile(f"{re.escape(style.STYLE)}|{re.escape(style.sibling_style('KEY')).replace('KEY', '[0-9a-f]+')}")
 
 
 def without_our_styles(fragment: str) -> str:
@@ -231,11 +232,11 @@ def _contrast(hex_colour: str, background: str = "#ffffff") -> float:
 
 
 def test_every_colour_is_a_theme_variable_and_every_text_fallback_reads_on_white() -> None:
-    theirs = re.sub(r"var\(--jp-[a-z0-9-]+,#[0-9a-f]{3,6}\)", "THEME", render.CSS)
+    theirs = re.sub(r"var\(--jp-[a-z0-9-]+,#[0-9a-f]{3,6}\)", "THEME", style.CSS)
     assert "THEME" in theirs and not re.search(
         r"#[0-9a-fA-F]{3,6}|rgba?\(|hsla?\(|(?<![-\w])(red|gr[ae]y|black|white|blue|green)(?![-\w])", theirs
     )
-    fallbacks = re.findall(r"(?<![-a-z])color:var\(--jp-[a-z0-9-]+,(#[0-9a-f]{3,6})\)", render.CSS)
+    fallbacks = re.findall(r"(?<![-a-z])color:var\(--jp-[a-z0-9-]+,(#[0-9a-f]{3,6})\)", style.CSS)
     assert len(fallbacks) > 10
     for fallback in fallbacks:  # outside JupyterLab (a page without its variables) the text is on white
         assert _contrast(fallback) >= 4.5, fallback

@@ -21,6 +21,7 @@ from .. import events as ev
 from ..approval import ApprovalRequest, Decision
 from ..render import html as render
 from ..render.parts import esc
+from ..render.style import STYLE
 from ..render.text import VIEW_LIMIT, Printer
 from ..render.view import FINAL_STATUSES, status_line, stream_effect
 from ..server.saving import LIVE
@@ -150,7 +151,7 @@ class Panel(CellOutput):
         self._set(self.header, self._header_html())
 
     def _header_html(self) -> str:
-        return render.STYLE + render.header_html(self.title, status_line(self.status, self.state), origin=self.origin, link=self.link)
+        return STYLE + render.header_html(self.title, status_line(self.status, self.state), origin=self.origin, link=self.link)
 
     def recorded(self, then: str) -> None:
         """Say in the header that the events so far come from the log (see :meth:`CellOutput.recorded`)."""

@@ -29,6 +29,7 @@ from ..errors import NbagentError
 from ..reader import read_events
 from ..render import html
 from ..render.parts import esc
+from ..render.style import STYLE, sibling_style
 from ..render.timeline import MAX_GAP, MAX_MATCHES, Timeline
 from ..server.saving import LIVE
 from ..stores import FILES, Store, session_url
@@ -87,7 +88,7 @@ class Replay:
         self.found: list[int] = []  # indices of the events matching the search
 
         self.static_id = uuid.uuid4().hex  # the static summary's display
-        self.header = widgets.HTML(value=html.STYLE + self.timeline.header_html())
+        self.header = widgets.HTML(value=STYLE + self.timeline.header_html())
         self.play_button = widgets.Button(description="Play", icon="play", tooltip="play / pause", layout=widgets.Layout(width="auto"))
         self.prev_button = widgets.Button(
             description="Previous turn",
@@ -321,7 +322,7 @@ class Replay:
             at_end = live and index == len(self.events) - 1 and not self.playing
             self.timeline = Timeline(self.events + fresh, source=self.source, max_gap=self.max_gap)
             self.slider.max = len(self.events)
-            self.header.value = html.STYLE + self.timeline.header_html()
+            self.header.value = STYLE + self.timeline.header_html()
             self.find(self.search.value)
             if at_end:
                 self.go(len(self.events) - 1)  # following the end, as a live view does
@@ -400,7 +401,7 @@ class Replay:
         timeline, key = self.timeline, self.display_id
         summary = html.header_html(f"Replay: {timeline.title}", self.source, origin=f"{timeline.size_text()} · {timeline.statuses[-1]}")
         page = (
-            f'{html.sibling_style(key)}<div class="nbagent nbagent-static-{key}">{html.STYLE}{summary}'
+            f'{sibling_style(key)}<div class="nbagent nbagent-static-{key}">{STYLE}{summary}'
             f'<p class="nbagent-hint"><b>{esc(HINT)}</b></p><details><summary>the whole transcript</summary>{transcript}</details></div>'
         )
         return {"text/html": page, "text/plain": f"{HINT}\n{plain}"}

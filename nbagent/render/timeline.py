@@ -18,6 +18,7 @@ from ..fold import Asides, State
 from ..terminal import safe
 from . import html, text
 from .parts import ToolNames, clip, esc, gap, kind_of, shorten, superseded_starts, timestamp, when
+from .style import STYLE
 from .view import STARTING, follow, status, status_line, stream_effect
 
 MAX_GAP = 2.0  # seconds: a longer quiet gap between two events plays as this long
@@ -222,4 +223,4 @@ class Timeline:
             )
         except Exception:  # noqa: BLE001 - fall back to the per-event renderings made safely above
             plain = "\n".join(shown.text for shown in self.texts if shown.line)
-            return f'<div class="nbagent nbagent-transcript">{html.STYLE}{"".join(self.htmls)}</div>', safe(plain)
+            return f'<div class="nbagent nbagent-transcript">{STYLE}{"".join(self.htmls)}</div>', safe(plain)

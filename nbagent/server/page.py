@@ -17,7 +17,7 @@ from jupyter_server.base.handlers import JupyterHandler
 from tornado import web
 
 from .. import __version__
-from ..render.html import STYLE
+from ..render.style import STYLE
 
 STATIC = Path(__file__).resolve().parent / "static"
 CSP = "; ".join(
