@@ -350,15 +350,18 @@ class AgentMagics(Magics):
 
     # Parts of a run -------------------------------------------------------------------------------
     def _view(self, title: str, *, live: bool = True, session: Session | None = None) -> Any:
-        if not live and getattr(self.shell, "kernel", None) is not None:
-            from .output import StaticPanel  # imported when first needed, as the live panel is: %load_ext stays quick
+        # Each view is imported when first needed: %load_ext stays quick, and a re-rendered turn loads no widgets.
+        if getattr(self.shell, "kernel", None) is None:
+            from .panel import TextView
+
+            return TextView(stream=sys.stdout)
+        if not live:
+            from .output import StaticPanel
 
             return StaticPanel(title)  # no widgets: nothing in it will change
         from ..server.links import kernel_page_url
-        from .panel import Panel, TextView
+        from .panel import Panel
 
-        if getattr(self.shell, "kernel", None) is None:
-            return TextView(stream=sys.stdout)
         notebook = nbkernel.notebook_path(self.shell)
         panel = Panel(title, link=kernel_page_url(str(notebook), session.path.stem) if notebook and session else "")
         panel.show()
