@@ -24,6 +24,7 @@ MODULES = (
     "reliability.replay",
     "reliability.security",
     "reliability.hostile",
+    "reliability.redteam",
 )
 Row = dict[str, Any]
 Scenario = Callable[[bool, int], Row]
