@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import re
 from urllib.parse import urlsplit
 
@@ -14,7 +13,7 @@ from nbagent.notebook.panel import Panel
 from nbagent.render import html as render
 from nbagent.render import style
 from nbagent.render.text import transcript_text
-from reliability.payloads import MARKDOWN, start_tags
+from reliability.payloads import MARKDOWN, PNG, start_tags
 
 SAFE_TAGS = set(render.ALLOWED_TAGS) | {"div", "span", "details", "summary", "img"}  # the last: our own markup
 OUR_STYLE = re.compile(r"^[a-z0-9#%:;. -]*$")  # the panel's own inline styles: no url(), quotes or expressions
@@ -110,7 +109,7 @@ def test_markdown_images_become_links_not_fetched_images() -> None:
 
 
 def test_tool_result_images_are_shown_from_checked_base64_only() -> None:
-    png = base64.b64encode(b"\x89PNG\r\n\x1a\nfake").decode()
+    png = PNG  # a real 1x1 PNG: a view reads the header of every image it shows
     good = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}}
     html = render.tool_result_html("plot", [good])
     assert f'src="data:image/png;base64,{png}"' in html

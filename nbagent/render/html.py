@@ -27,18 +27,18 @@ from markdown_it import MarkdownIt
 from .. import events as ev
 from .. import redact
 from ..fold import Asides, to_model
+from .hosts import local_link
 from .parts import (
-    IMAGE_TYPES,
     Start,
     ToolNames,
     abandoned_words,
+    checked_image,
     clip,
     compacting_words,
     compaction_words,
     content_blocks,
     dumps,
     esc,
-    image_data,
     kind_of,
     note_text,
     note_words,
@@ -61,12 +61,19 @@ ALLOWED_TAGS = frozenset(
 ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}}
 MAX_TOOL_TEXT = 20_000  # characters of a tool result shown before it is cut (the log keeps all of it)
 
+
+def _no_local_href(element: str, attribute: str, value: str) -> str | None:
+    """nh3's last word on every attribute: a link to this machine loses its target (see :mod:`.hosts`)."""
+    return None if attribute == "href" and local_link(value) else value
+
+
 _cleaner = nh3.Cleaner(
     tags=set(ALLOWED_TAGS),
     clean_content_tags={"script", "style", "iframe", "object", "embed", "svg", "math", "template", "noscript"},
     attributes={tag: set(names) for tag, names in ALLOWED_ATTRIBUTES.items()},
     url_schemes={"http", "https", "mailto"},
     url_relative="deny",  # a relative link would point into the Jupyter server itself
+    attribute_filter=_no_local_href,  # and so would an absolute one to this machine
     link_rel="noopener noreferrer nofollow",
     strip_comments=True,
 )
@@ -75,12 +82,32 @@ _cleaner = nh3.Cleaner(
 def _image_as_link(renderer: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
     token = tokens[idx]
     alt = html.escape(token.content or "image")
-    src = html.escape(token.attrGet("src") or "", quote=True)
-    return f'<a href="{src}">[image: {alt}]</a>'
+    url = str(token.attrGet("src") or "")
+    if local_link(url):
+        return f"[image: {alt}] ({html.escape(url)})"
+    return f'<a href="{html.escape(url, quote=True)}">[image: {alt}]</a>'
+
+
+def _inert_local_links(state: Any) -> None:
+    """A link to this machine (see :mod:`.hosts`) becomes its text followed by its URL, as plain text."""
+    for token in state.tokens:
+        opened: list[str | None] = []  # the URL of each enclosing link refused, None for one kept
+        for child in token.children or []:
+            if child.type == "link_open":
+                url = str(child.attrGet("href") or "")
+                refused = local_link(url)
+                opened.append(url if refused and child.markup != "autolink" else "" if refused else None)
+                if refused:
+                    child.type, child.tag, child.nesting, child.attrs, child.content = "text", "", 0, {}, ""
+            elif child.type == "link_close" and opened:
+                shown = opened.pop()
+                if shown is not None:
+                    child.type, child.tag, child.nesting, child.content = "text", "", 0, f" ({shown})" if shown else ""
 
 
 _markdown = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
 _markdown.add_render_rule("image", _image_as_link)
+_markdown.core.ruler.push("nbagent_local_links", _inert_local_links)
 
 
 def sanitize(fragment: str) -> str:
@@ -121,13 +148,10 @@ def python_html(code: str) -> str:
 
 def image_html(block: Mapping[str, Any]) -> str:
     """An ``image`` content block (base64 source) as an <img> with a data URI, or a note if it is not a safe image."""
-    image = image_data(block)
-    if image is not None:
+    image = checked_image(block)
+    if isinstance(image, tuple):
         return f'<img src="data:{image[0]};base64,{image[1]}" alt="tool image">'
-    source = block.get("source")
-    if isinstance(source, dict) and source.get("type") == "base64" and source.get("media_type") in IMAGE_TYPES:
-        return "<p><i>[image not shown: invalid base64 data]</i></p>"
-    return "<p><i>[image not shown: only base64 PNG, JPEG, GIF or WebP images are displayed]</i></p>"
+    return f"<p><i>[image not shown: {esc(image)}]</i></p>"
 
 
 def _result_html(content: Any) -> str:

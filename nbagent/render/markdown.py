@@ -2,7 +2,7 @@
 
 Outside code blocks ``<`` and ``&`` are escaped.  Links are judged on the URL a
 renderer would use (see :func:`defuse_links`): only http(s), mailto and relative
-links stay links, and only nbagent's own inline base64 images stay images, so
+links stay links (none to this machine: see :mod:`.hosts`), and only nbagent's own inline base64 images stay images, so
 opening an export loads nothing remote and no link runs script.
 """
 
@@ -14,6 +14,8 @@ from typing import Any
 from urllib.parse import unquote
 
 from markdown_it import MarkdownIt
+
+from .hosts import local_link
 
 _SCRIPT_SCHEME = re.compile(r"(?i)\b(java|vb)(\s*script)(\s*):")
 _parser = MarkdownIt("commonmark")
@@ -91,9 +93,10 @@ def decoded_url(url: str) -> str:
 
 
 def link_allowed(url: str) -> bool:
-    """Whether a link may point at ``url``: http(s), mailto or relative, judged on the decoded URL."""
-    match = _SCHEME.match(decoded_url(url))
-    return match is None or match.group(1) in LINK_SCHEMES
+    """Whether a link may point at ``url``: http(s), mailto or relative, judged on the decoded URL, and not to this machine."""
+    decoded = decoded_url(url)
+    match = _SCHEME.match(decoded)
+    return (match is None or match.group(1) in LINK_SCHEMES) and not local_link(url) and not local_link(decoded)
 
 
 def image_allowed(url: str) -> bool:

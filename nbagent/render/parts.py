@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from .. import redact
 from ..context import DEFAULT_WINDOW
 from ..fold import Asides, State
+from . import images
 
 Event = Mapping[str, Any]
 HEADER_KEYS = frozenset({"v", "seq", "ts", "type", "crc"})
@@ -76,18 +77,28 @@ def text_of(content: Any, *, only_text: bool = False) -> str:
     return "\n".join(parts)
 
 
-def image_data(block: Mapping[str, Any]) -> tuple[str, str] | None:
-    """An image block's media type and base64 data, re-encoded from checked base64; None unless a PNG, JPEG, GIF or WebP."""
+def checked_image(block: Mapping[str, Any]) -> tuple[str, str] | str:
+    """An image block's media type and base64 data (re-encoded from checked base64) if a view may show it, else why not.
+
+    Shown: base64 PNG, JPEG, GIF or WebP whose header declares a size within :mod:`.images`' pixel limits.
+    """
     source = block.get("source")
     if not isinstance(source, dict) or source.get("type") != "base64" or source.get("media_type") not in IMAGE_TYPES:
-        return None
+        return "only base64 PNG, JPEG, GIF or WebP images are displayed"
     data = source.get("data")
-    if not isinstance(data, str):
-        return None
-    try:  # re-encoded, so nothing but base64 can follow "data:...;base64," wherever it is put
-        return str(source["media_type"]), base64.b64encode(base64.b64decode(data, validate=True)).decode("ascii")
+    try:
+        raw = base64.b64decode(data if isinstance(data, str) else "?", validate=True)
     except (binascii.Error, ValueError):
-        return None
+        return "invalid base64 data"
+    why = images.refusal(raw)
+    # re-encoded, so nothing but base64 can follow "data:...;base64," wherever it is put
+    return why if why is not None else (str(source["media_type"]), base64.b64encode(raw).decode("ascii"))
+
+
+def image_data(block: Mapping[str, Any]) -> tuple[str, str] | None:
+    """An image block's media type and base64 data if a view may show it (see :func:`checked_image`), else None."""
+    shown = checked_image(block)
+    return shown if isinstance(shown, tuple) else None
 
 
 def note_text(event: Event) -> str:

@@ -33,6 +33,26 @@
     return ts ? new Date(ts * 1000).toLocaleString() : "-";
   }
 
+  // The server already makes links to loopback hosts inert; only the page knows the host the browser uses for
+  // the server (Jupyter's cookie goes to every port of it): a link there becomes its text and its URL, as text.
+  const LOOPBACK = /^(localhost|.+\.localhost|127(\.\d+){3}|0(\.\d+){3}|\[::1?\]|\[::ffff:7f[0-9a-f]{2}:[0-9a-f]{1,4}\])\.?$/;
+  function inertLocalLinks(html) {
+    const holder = document.createElement("template");
+    holder.innerHTML = html;
+    holder.content.querySelectorAll("a[href]").forEach((link) => {
+      let url = null;
+      try {
+        url = new URL(link.getAttribute("href"), window.location.href);
+      } catch (e) {
+        url = null;
+      }
+      const elsewhere = url && /^https?:$/.test(url.protocol) && url.hostname !== window.location.hostname && !LOOPBACK.test(url.hostname);
+      if (elsewhere || (url && url.protocol === "mailto:")) return;
+      link.replaceWith(document.createTextNode(link.textContent + " (" + link.getAttribute("href") + ")"));
+    });
+    return holder.content;
+  }
+
   function showError(message) {
     main.appendChild(el("p", "nbagent-error-box", message));
   }
@@ -103,7 +123,8 @@
 
     function showLabels() {
       const parts = [];
-      if (summary.trust) parts.push("written by: " + summary.trust);
+      // Who wrote it: the stream's notice, from the signature check that decides what runs (never the listing's index row).
+      if (tail.trust) parts.push("written by: " + tail.trust);
       if (summary.status) parts.push("when opened: " + summary.status);
       if (tail.torn) parts.push("the last line is unfinished (being written, or cut short)");
       labels.textContent = parts.join(" · ");
@@ -134,7 +155,7 @@
         streamed.remove();
         streamed = null;
       }
-      if (record.html) transcript.insertAdjacentHTML("beforeend", record.html); // sanitized by the server (nh3)
+      if (record.html) transcript.appendChild(inertLocalLinks(record.html)); // sanitized by the server (nh3)
       if (typeof record.text === "string") {
         if (!streamed) {
           streamed = el("div", "nbagent-text nbagent-streaming", "");
