@@ -28,6 +28,7 @@ from .render import text
 from .render.markdown import code_span, decoded_url, defuse_links, fenced, image_allowed, link_allowed, plain, safe_markdown
 from .render.parts import (
     ToolNames,
+    checked_image,
     clip,
     compaction_words,
     content_blocks,
@@ -172,6 +173,11 @@ def _images(part: Part) -> list[tuple[str, str]]:
     return [image for image in (image_data(b) for b in part.result or [] if b.get("type") == "image") if image is not None]
 
 
+def _left_out(part: Part) -> list[str]:
+    """Why each image of the result that a view may not show is left out (see nbagent.render.images)."""
+    return [why for why in (checked_image(b) for b in part.result or [] if b.get("type") == "image") if isinstance(why, str)]
+
+
 def _header(state: fold.State, source: Path, events: list[ev.Event]) -> str:
     title = plain(state.title) if state.title else "(no request)"
     models = sorted({str(e["model"]) for e in events if kind_of(e) == ev.ASSISTANT_MSG and e.get("model")})
@@ -200,6 +206,7 @@ def _result_sections(part: Part, *, label: str, image_alt: str | None) -> list[s
     if image_alt is not None:
         for media_type, data in _images(part):
             sections += ["", f"![{image_alt}](data:{media_type};base64,{data})"]
+        sections += ["", f"_(an image not exported: {plain(why)})_"] if (why := "; ".join(_left_out(part))) else []
     return sections
 
 
@@ -226,6 +233,10 @@ def _compaction_markdown(part: Part) -> str:
 
 
 # Notebook ----------------------------------------------------------------------------------------
+def _not_exported(why: str) -> str:
+    return f"(an image not exported: {why})\n"
+
+
 def _image_output(image: tuple[str, str]) -> NotebookNode:
     return nbf.new_output("display_data", data={image[0]: image[1], "text/plain": "<image>"})
 
@@ -240,9 +251,9 @@ def _outputs(part: Part) -> list[NotebookNode]:
             body = _clip(str(block["text"]))
             outputs.append(nbf.new_output("stream", name=stream, text=body if body.endswith("\n") else body + "\n"))
         elif block.get("type") == "image":
-            image = image_data(block)
+            image = checked_image(block)
             outputs.append(
-                _image_output(image) if image else nbf.new_output("stream", name="stderr", text="(an image in a format not exported)\n")
+                _image_output(image) if isinstance(image, tuple) else nbf.new_output("stream", name="stderr", text=_not_exported(image))
             )
     return outputs
 
@@ -252,11 +263,12 @@ def _call_cells(part: Part, meta: dict[str, Any]) -> list[NotebookNode]:
         meta["nbagent"]["tool_use_id"] = part.tool_use_id
         return [nbf.new_code_cell(part.arguments["code"], metadata=meta, outputs=_outputs(part))]
     cells = [nbf.new_markdown_cell(_call_markdown(part, images=False), metadata=meta)]
-    images = _images(part)
-    if images:
+    images, left_out = _images(part), _left_out(part)
+    if images or left_out:
         # Images go in as image outputs of an empty, clearly marked code cell (never as HTML).
         holder = nbf.new_code_cell("# images returned by the tool call above", metadata=meta)
         holder.outputs = [_image_output(image) for image in images]
+        holder.outputs += [nbf.new_output("stream", name="stderr", text=_not_exported(why)) for why in left_out]
         cells.append(holder)
     return cells
 
