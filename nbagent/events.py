@@ -115,6 +115,7 @@ class AssistantMsg(TypedDict):
     message_id: NotRequired[str | None]
     model: NotRequired[str | None]
     stop_reason: NotRequired[str | None]
+    stop_details: NotRequired[dict[str, Any] | None]  # a refusal's category and explanation, as the API gave them
     usage: NotRequired[Usage | None]
 
 
@@ -161,6 +162,7 @@ class Note(TypedDict):
     kind: NotRequired[str]  # e.g. kernel_restarted, replay_mismatch, kernel_state_restored
     text: NotRequired[str]  # what people read
     to_model: NotRequired[str]  # what the model reads: the fold puts it before the next request's own content
+    action: NotRequired[str]  # kind "stop": what the stop rule decided for the reply before it (stops.py)
 
 
 class Trust(TypedDict):

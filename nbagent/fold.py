@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from . import events as ev
+from . import stops
 from .context import MAX_IMAGES, SUMMARY_PREFIX, cleared_result, clip_result, context_tokens, drop_images, image_count
 from .transcript import Transcript
 
@@ -56,6 +57,12 @@ class State:
     compactions: int = 0
     compacting: dict[str, Any] | None = None
     server_refused: bool = False  # the API refused server-side compaction for this session: compact locally
+    # The stop rule (stops.py) for the last reply: its action, what the user is told, cut replies asked again this
+    # turn, and where this turn's request starts in messages (a refused turn is left out of later requests from there).
+    stop_action: str = ""
+    stop_note: str = ""
+    asked_again: int = 0
+    turn_start: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy, with the messages as a plain list."""
@@ -69,18 +76,22 @@ class State:
     @property
     def frontier(self) -> Frontier:
         """What the loop must do next: call the model, run tools, or nothing."""
+        if self.stop_action in ("refused", "stopped"):
+            return "done"
         if not self.messages:
             return "empty"
         if self.open_calls:
             return "tools"
         last = self.messages[-1]
-        if last["role"] == "user" or self.stop_reason == "pause_turn":
+        if last["role"] == "user" or self.stop_action == "continue":
             return "model"
         return "done"
 
     @property
     def final_text(self) -> str:
-        """Text of the last assistant message."""
+        """Text of the last assistant message (a turn the stop rule ended without a reply: what the user is told)."""
+        if self.stop_action in ("refused", "stopped"):
+            return self.stop_note
         for message in reversed(self.messages):
             if message["role"] == "assistant":
                 return "".join(b.get("text", "") for b in message["content"] if b.get("type") == "text")
@@ -173,12 +184,15 @@ def _user_msg(state: State, event: ev.Event) -> None:
     if notes:
         sent = [{"type": "text", "text": note} for note in notes] + as_blocks(content)
         state.pending_notes, state.unanswered_interrupt = [], False
+    last = state.messages[-1] if state.messages else None
+    state.turn_start = len(state.messages) - (1 if last is not None and last["role"] == "user" else 0)
     _add_user_content(state, as_blocks(sent), sent)
     state.turns += 1
     if not state.title:
         text = content if isinstance(content, str) else " ".join(b.get("text", "") for b in content)
         state.title = " ".join(text.split())[:80]
     state.status, state.stop_reason = "model", None
+    state.stop_action, state.stop_note, state.asked_again = "", "", 0
 
 
 def _model_call(state: State, event: ev.Event) -> None:
@@ -192,21 +206,42 @@ def _delta(state: State, event: ev.Event) -> None:
 
 def _assistant_msg(state: State, event: ev.Event) -> None:
     content = event["content"]
-    start = latest_compaction(content)
-    if start is not None:  # the server compacted: the API ignores what is before this block, so the request starts at it
-        state.messages, state.results, state.images = [], [], []
-        content = content[start:] if start else content
-        state.compactions += 1
-    state.messages.append({"role": "assistant", "content": content})
-    state.open_calls = {
-        b["id"]: {"name": b["name"], "input": b.get("input", {}), "started": 0} for b in content if b.get("type") == "tool_use"
-    }
     for key in USAGE_KEYS:
         state.usage[key] += int((event.get("usage") or {}).get(key) or 0)
     state.context_tokens = context_tokens(event.get("usage") or {}) or state.context_tokens
     state.stop_reason = event.get("stop_reason")
     state.partial, state.unanswered_interrupt = [], False
-    state.status = "tools" if state.open_calls else ("model" if state.stop_reason == "pause_turn" else "done")
+    has_calls = any(b.get("type") == "tool_use" for b in content)
+    stop = stops.rule(state.stop_reason, has_calls, state.asked_again, stops.refusal_detail(event.get("stop_details")))
+    state.stop_action, state.stop_note = stop.action, stop.note
+    if not stop.keep:  # the log keeps the reply; later requests do not carry it (nor, for a refusal, its turn)
+        state.asked_again += stop.action in ("again", "compact")
+        if stop.action == "refused":
+            _drop_turn(state)
+        state.open_calls = {}
+        state.status = "done" if stop.ends_turn else "model"
+        return
+    state.asked_again = 0
+    start = latest_compaction(content)
+    if start is not None:  # the server compacted: the API ignores what is before this block, so the request starts at it
+        state.messages, state.results, state.images, state.turn_start = [], [], [], 0
+        content = content[start:] if start else content
+        state.compactions += 1
+    state.messages.append({"role": "assistant", "content": content})
+    state.open_calls = (
+        {b["id"]: {"name": b["name"], "input": b.get("input", {}), "started": 0} for b in content if b.get("type") == "tool_use"}
+        if stop.runs_calls
+        else {}
+    )
+    state.status = "tools" if state.open_calls else ("model" if stop.action == "continue" else "done")
+
+
+def _drop_turn(state: State) -> None:
+    """Leave the refused turn out of later requests: its messages go, with the results and images noted in them."""
+    start = min(state.turn_start, len(state.messages))
+    state.messages = list(state.messages)[:start]
+    state.results = [entry for entry in state.results if entry[0] < start]
+    state.images = [entry for entry in state.images if entry[0] < start]
 
 
 def _model_error(state: State, event: ev.Event) -> None:
@@ -312,6 +347,7 @@ def _compaction(state: State, event: ev.Event) -> None:
         for index, position, seq, count in state.images
         if index >= replaced
     ]
+    state.turn_start = max(1, state.turn_start + shift)  # the summary (first) is never part of a turn left out
     state.context_tokens = 0  # unknown until the next reply: estimated from the messages meanwhile
     if event.get("final", True):
         state.compacting = None

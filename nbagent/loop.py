@@ -18,6 +18,7 @@ import anthropic
 from . import approval as approvals
 from . import context as ctx
 from . import events as ev
+from . import stops
 from .deltas import DELTA_INTERVAL, DeltaWriter
 from .errors import Interrupted, ModelError, NbagentError
 from .fold import SERVER_REFUSED
@@ -77,7 +78,9 @@ class Loop:
                     for tool_use_id, call in list(state.open_calls.items()):
                         self._run_call(tool_use_id, call)
                 elif state.frontier == "model":
-                    if state.compacting is not None or ctx.needs_compaction(self.context, self._server(), self._estimate):
+                    if state.stop_action == "compact":  # the last reply filled the context window
+                        self.compact("context_window_exceeded")
+                    elif state.compacting is not None or ctx.needs_compaction(self.context, self._server(), self._estimate):
                         self.compact("trigger")
                     self._call_model()
                 elif state.frontier == "done":
@@ -93,7 +96,8 @@ class Loop:
     def _request(self) -> ModelRequest:
         """The next request: the fold's messages, and what the settings ask of the API."""
         state = self.session.state
-        request = ModelRequest(state.messages, self.toolbox.definitions(), self.system, self.max_tokens, thinking=self.thinking)
+        room = self.max_tokens * stops.MORE_ROOM if state.stop_action == "again" else self.max_tokens  # a cut call, asked again
+        request = ModelRequest(state.messages, self.toolbox.definitions(), self.system, room, thinking=self.thinking)
         if self._server():
             request.context_management = ctx.context_management(self.context)
             request.betas = (ctx.COMPACT_BETA,)
@@ -140,7 +144,11 @@ class Loop:
                 content=reply["content"],
                 stop_reason=reply.get("stop_reason"),
                 usage=reply.get("usage") or {},
+                **({"stop_details": reply["stop_details"]} if reply.get("stop_details") else {}),
             )
+            state = self.session.state
+            if state.stop_note:  # what the stop rule decided, for people (the fold decides it from the reply alone)
+                self.session.append(ev.NOTE, kind="stop", action=state.stop_action, text=state.stop_note)
             return
 
     # The context window ------------------------------------------------------------------------------

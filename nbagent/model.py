@@ -104,13 +104,17 @@ class AnthropicModel:
         except TransportError as exc:
             text = redact.text(f"the connection to the Anthropic API broke mid-reply: {exc}")
             raise ModelError(text, kind="connection_error", retryable=True) from _scrubbed(exc)
-        return {
+        reply: Reply = {
             "id": message.id,
             "model": message.model,
             "content": [_block(b) for b in message.content],
             "stop_reason": message.stop_reason,
             "usage": message.usage.model_dump(mode="json", exclude_none=True),
         }
+        details = getattr(message, "stop_details", None)  # a refusal's category and explanation (newer SDKs)
+        if details is not None:
+            reply["stop_details"] = details.model_dump(mode="json", exclude_none=True)
+        return reply
 
 
 def _block(block: Any) -> dict[str, Any]:

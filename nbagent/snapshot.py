@@ -30,7 +30,7 @@ from .log import OS_FILES, FileOps
 from .transcript import Message, Prefix, Transcript
 
 KIND = "nbagent.snapshot"
-VERSION = 4
+VERSION = 5  # v5: the fold keeps the stop rule's state (stops.py); a v4 snapshot is ignored once
 MAX_HEADER = 1 << 20  # a header is a few hundred bytes; a longer first line is not a snapshot
 _STATE_KEYS = frozenset(f.name for f in fields(State)) - {"messages"}
 

@@ -34,7 +34,19 @@ from typing import Any, Union
 
 from tests import fake_context
 
-__all__ = ["FakeAnthropic", "RecordedRequest", "Reply", "auth_error_echoing_key", "error", "stream_error", "text", "tool_use", "tool_uses"]
+__all__ = [
+    "FakeAnthropic",
+    "RecordedRequest",
+    "Reply",
+    "auth_error_echoing_key",
+    "cut_tool_use",
+    "error",
+    "refusal",
+    "stream_error",
+    "text",
+    "tool_use",
+    "tool_uses",
+]
 
 CHUNK = 8  # default characters per text_delta / input_json_delta
 ERROR_TYPES = {
@@ -83,6 +95,8 @@ class Reply:
     error_message: str = ""
     error_after: int = 0  # SSE events sent before the in-stream error
     headers: dict[str, str] = field(default_factory=dict)
+    stop_details: dict[str, Any] | None = None  # a refusal's category and explanation (sent in message_delta)
+    cut_json: int | None = None  # the last tool_use's input JSON is streamed only up to this many characters
 
 
 Script = Union[Reply, Callable[[RecordedRequest], Reply]]  # noqa: UP007 - a runtime alias on Python 3.10
@@ -129,6 +143,28 @@ def tool_use(
 ) -> Reply:
     """Optional leading text, then one tool_use block; ids default to toolu_0001, toolu_0002, ... per server."""
     return tool_uses([(name, input, id)], text, delay=delay, hang_after=hang_after, usage=usage)
+
+
+def cut_tool_use(name: str, input: dict[str, Any], at: int, *, text: str | None = None, stop_reason: str = "max_tokens") -> Reply:
+    """A reply cut off inside a tool call: its input JSON stops after ``at`` characters.
+
+    Source: "Handling stop reasons" (platform docs): a reply stops at ``max_tokens`` wherever the limit
+    falls, mid tool_use included, and ``model_context_window_exceeded`` ends a reply the same way when the
+    context window fills. The SDK then parses the cut ``partial_json`` leniently (jiter's partial mode).
+    """
+    return dataclasses.replace(tool_use(name, input, text=text), stop_reason=stop_reason, cut_json=at)
+
+
+def refusal(
+    partial: str = "", *, category: str | None = "cyber", explanation: str | None = "The request could enable cyber harm."
+) -> Reply:
+    """A reply the streaming classifier stopped: ``stop_reason`` "refusal", ``stop_details`` in the message_delta.
+
+    Source: "Streaming refusals" (platform docs) and the SDK's ``RefusalStopDetails``: the text streamed so far
+    stays in the content, no refusal message is added, usage is still reported.
+    """
+    details = {"type": "refusal", "category": category, "explanation": explanation}
+    return Reply([{"type": "text", "text": partial}] if partial else [], "refusal", stop_details=details)
 
 
 def error(
@@ -400,6 +436,8 @@ class FakeAnthropic:
             "stop_sequence": None,
             "usage": usage,
         }
+        if reply.stop_details is not None:
+            message["stop_details"] = reply.stop_details
         start = dict(message, content=[], stop_reason=None, usage=dict(usage, output_tokens=1))
         events: list[tuple[str, dict[str, Any]]] = [
             ("message_start", {"type": "message_start", "message": start}),
@@ -414,13 +452,24 @@ class FakeAnthropic:
                 deltas = [{"type": "text_delta", "text": p} for p in _pieces(block["text"], reply.chunks)]
             else:
                 opening = dict(block, input={})
-                pieces = [""] + _pieces(json.dumps(block["input"]), None)
+                sent = json.dumps(block["input"])
+                if reply.cut_json is not None and index == len(content) - 1:
+                    sent = sent[: reply.cut_json]
+                pieces = [""] + _pieces(sent, None)
                 deltas = [{"type": "input_json_delta", "partial_json": p} for p in pieces]
             events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": opening}))
             events += [("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}) for d in deltas]
             events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
         events.append(
-            ("message_delta", {"type": "message_delta", "usage": usage, "delta": {"stop_reason": reply.stop_reason, "stop_sequence": None}})
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "usage": usage,
+                    "delta": {"stop_reason": reply.stop_reason, "stop_sequence": None}
+                    | ({"stop_details": reply.stop_details} if reply.stop_details is not None else {}),
+                },
+            )
         )
         events.append(("message_stop", {"type": "message_stop"}))
         return message, events
