@@ -56,11 +56,14 @@ class HistoryError(NbagentError):
 
 
 class ModelError(NbagentError):
-    """The model call failed after the SDK's own retries."""
+    """A model call failed (the loop owns retries: the SDK client it uses never retries on its own)."""
 
-    def __init__(self, message: str, *, status: int | None = None, kind: str = "api_error", retryable: bool = False) -> None:
+    def __init__(
+        self, message: str, *, status: int | None = None, kind: str = "api_error", retryable: bool = False, retry_after: float | None = None
+    ) -> None:
         super().__init__(message)
         self.status, self.kind, self.retryable = status, kind, retryable
+        self.retry_after = retry_after  # seconds the API asked to wait (retry-after-ms / retry-after), None: not said
 
 
 class Interrupted(KeyboardInterrupt):

@@ -125,6 +125,7 @@ class ModelErrorEvent(TypedDict):
     kind: NotRequired[str]
     retryable: NotRequired[bool]
     attempt: NotRequired[int]
+    retry_in: NotRequired[float]  # seconds waited before the next attempt (the API's retry-after, else the back-off)
 
 
 class Approval(TypedDict):

@@ -46,7 +46,7 @@ class Loop:
         approval: approvals.ApprovalPolicy | str = "ask",
         system: str = "",
         max_tokens: int = 8192,
-        retries: int = 2,
+        retries: int = 4,
         delta_interval: float = DELTA_INTERVAL,
         context: ctx.ContextSettings | None = None,
         thinking: int | str | None = None,
@@ -115,8 +115,16 @@ class Loop:
             reply = self._stream(request)
             if isinstance(reply, ModelError):
                 err = reply
+                again = err.retryable and attempt <= self.retries
+                wait = back_off(attempt, err.retry_after) if again else None
                 self.session.append(
-                    ev.MODEL_ERROR, message=str(err), status=err.status, kind=err.kind, retryable=err.retryable, attempt=attempt
+                    ev.MODEL_ERROR,
+                    message=str(err),
+                    status=err.status,
+                    kind=err.kind,
+                    retryable=err.retryable,
+                    attempt=attempt,
+                    **({"retry_in": round(wait, 3)} if wait is not None else {}),
                 )
                 if request.context_management and ctx.refuses_compaction(err.status, str(err)):
                     # This model or gateway has no server-side compaction: the session compacts locally from now on.
@@ -130,8 +138,8 @@ class Loop:
                     if self.compact("too_long"):
                         request = self._request()
                         continue
-                if err.retryable and attempt <= self.retries:
-                    _back_off(attempt)
+                if wait is not None:
+                    time.sleep(wait)
                     continue
                 raise err
             if not reply["content"]:
@@ -218,7 +226,7 @@ class Loop:
             except ModelError as err:
                 if not err.retryable or attempt > self.retries:
                     return err
-                _back_off(attempt)
+                time.sleep(back_off(attempt, err.retry_after))
         raise AssertionError("unreachable")
 
     def _stream(self, request: ModelRequest) -> Reply | ModelError:
@@ -307,9 +315,11 @@ class Loop:
             self.session.append(ev.TOOL_RESULT, tool_use_id=tool_use_id, content=text, is_error=True, abandoned=why)
 
 
-def _back_off(attempt: int) -> None:
-    """Wait before retrying a model call: exponential, capped at 8 s, with jitter."""
-    time.sleep(min(8.0, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.75, 1.0))
+def back_off(attempt: int, asked: float | None = None) -> float:
+    """Seconds to wait before retrying a model call: what the API asked (retry-after), else exponential, capped at 8 s, with jitter."""
+    if asked is not None:
+        return asked
+    return min(8.0, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.75, 1.0)
 
 
 def thinking_param(thinking: int | str | None, max_tokens: int) -> dict[str, Any] | None:
@@ -336,7 +346,7 @@ def run(
     approval: approvals.ApprovalPolicy | str = "ask",
     system: str = "",
     max_tokens: int = 8192,
-    retries: int = 2,
+    retries: int = 4,
     meta: Mapping[str, Any] | None = None,
     context: ctx.ContextSettings | None = None,
     thinking: int | str | None = None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import email.utils
 import json
 import os
 import time
@@ -23,6 +24,7 @@ DEFAULT_MODEL = "claude-sonnet-5-5"
 Reply = dict[str, Any]  # {"id", "model", "content": [blocks], "stop_reason", "usage"}
 DeltaSink = Callable[[dict[str, Any]], None]
 _RETRYABLE_KINDS = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
+MAX_RETRY_AFTER = 60.0  # a longer (or unparsable) retry-after is not waited for: the loop's own back-off applies, as in the SDK
 
 
 @dataclass
@@ -47,7 +49,7 @@ class Model(Protocol):
 
 
 class AnthropicModel:
-    """Claude through the official SDK: streaming, the SDK's retries for 429/529/5xx, prompt caching."""
+    """Claude through the official SDK: streaming, prompt caching; one attempt per call (the loop owns retries)."""
 
     def __init__(self, name: str = DEFAULT_MODEL, *, client: anthropic.Anthropic | None = None) -> None:
         if client is None:
@@ -58,7 +60,8 @@ class AnthropicModel:
                 )
             client = anthropic.Anthropic()  # honours ANTHROPIC_BASE_URL
         self.name = name
-        self.client = client
+        # One retry budget: the SDK would retry twice more inside every attempt the loop makes.
+        self.client = client.with_options(max_retries=0)
         redact.register(getattr(client, "api_key", None))  # whatever its shape, the key never reaches a log or an error
         redact.register(getattr(client, "auth_token", None))
 
@@ -130,14 +133,42 @@ def _model_error(exc: anthropic.APIStatusError) -> ModelError:
     kind = str(error.get("type") or "api_error")
     message = str(error.get("message") or exc.message)
     status = exc.status_code if exc.status_code != 200 else None  # 200: the error arrived mid-stream
-    retryable = kind in _RETRYABLE_KINDS or (status is not None and (status in (408, 409, 429) or status >= 500))
+    headers = exc.response.headers if exc.response is not None else {}
+    retryable = should_retry(kind, status, headers.get("x-should-retry"))
     hint = ""
     if status == 401:
         hint = " Check ANTHROPIC_API_KEY."
     if status in (400, 413) and "prompt is too long" in message.lower():
         kind = "prompt_too_long"
     text = redact.text(f"Anthropic API error ({status or 'mid-stream'} {kind}): {message}.{hint}")  # a 401 may echo the key
-    return ModelError(text, status=status, kind=kind, retryable=retryable)
+    return ModelError(text, status=status, kind=kind, retryable=retryable, retry_after=retry_after(headers) if retryable else None)
+
+
+def should_retry(kind: str, status: int | None, header: str | None) -> bool:
+    """Whether a failed call may be tried again: the API's ``x-should-retry`` wins, else the kind and status (the SDK's rule)."""
+    if header == "true":
+        return True
+    if header == "false":
+        return False
+    return kind in _RETRYABLE_KINDS or (status is not None and (status in (408, 409, 429) or status >= 500))
+
+
+def retry_after(headers: Any, now: float | None = None) -> float | None:
+    """Seconds the API asks to wait: ``retry-after-ms``, else ``retry-after`` (seconds or an HTTP date); None beyond 60 s or unparsable."""
+    seconds: float | None = None
+    try:
+        if headers.get("retry-after-ms") is not None:
+            seconds = float(headers["retry-after-ms"]) / 1000
+        elif headers.get("retry-after") is not None:
+            value = str(headers["retry-after"])
+            try:
+                seconds = float(value)
+            except ValueError:
+                when = email.utils.parsedate_to_datetime(value)
+                seconds = when.timestamp() - (time.time() if now is None else now)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    return seconds if seconds is not None and 0 <= seconds <= MAX_RETRY_AFTER else None
 
 
 def _scrubbed(exc: BaseException) -> BaseException:

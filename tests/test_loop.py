@@ -453,11 +453,33 @@ def test_tool_returning_structured_values(fake: FakeAnthropic, client: anthropic
 
 
 # Model errors through the loop ----------------------------------------------------------------------------
-def test_overloaded_then_success_is_retried_by_the_sdk(fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session) -> None:
-    fake.script(error(529), text("made it"))
+def test_overloaded_then_success_is_retried_by_the_loop_and_each_attempt_logged(
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session
+) -> None:
+    fake.script(error(529), error(429, retry_after="0.01"), text("made it"))
     assert go(session, client, "hi") == "made it"
-    assert len(fake.requests) == 2 and fake.requests[0].body == fake.requests[1].body
-    assert len(of_type(session, ev.ASSISTANT_MSG)) == 1 and of_type(session, ev.MODEL_ERROR) == []
+    assert len(fake.requests) == 3 and fake.requests[0].body == fake.requests[2].body
+    errors = of_type(session, ev.MODEL_ERROR)
+    assert [(e["status"], e["attempt"], e["retry_in"]) for e in errors] == [(529, 1, 0.001), (429, 2, 0.01)]  # the API's waits
+    assert len(of_type(session, ev.ASSISTANT_MSG)) == 1
+
+
+def test_one_retry_budget_caps_the_http_attempts_of_a_call(
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session
+) -> None:
+    """The SDK retried twice inside each of the loop's attempts: one call could make 9 requests. Now retries + 1."""
+    fake.script(*[error(529) for _ in range(10)])
+    with pytest.raises(nbagent.ModelError, match="Overloaded"):
+        go(session, client, "hi", retries=3)
+    assert len(fake.requests) == 4
+    assert [e.get("retry_in") is not None for e in of_type(session, ev.MODEL_ERROR)] == [True, True, True, False]
+
+
+def test_x_should_retry_false_is_not_retried(fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session) -> None:
+    fake.script(error(500, x_should_retry=False), text("never asked"))
+    with pytest.raises(nbagent.ModelError):
+        go(session, client, "hi")
+    assert len(fake.requests) == 1 and of_type(session, ev.MODEL_ERROR)[0]["retryable"] is False
 
 
 def test_mid_stream_error_is_logged_and_retried_by_the_loop(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import socket
 from pathlib import Path
@@ -11,8 +12,8 @@ import anthropic
 import pytest
 
 import nbagent
-from nbagent.model import AnthropicModel, DemoModel, ModelRequest
-from tests.fake_anthropic import FakeAnthropic, error, stream_error, text, tool_use
+from nbagent.model import AnthropicModel, DemoModel, ModelRequest, retry_after
+from tests.fake_anthropic import FakeAnthropic, Reply, error, stream_error, text, tool_use
 
 MODEL = "claude-test"
 HI = [{"role": "user", "content": "hi"}]
@@ -81,19 +82,37 @@ def test_unauthorized_hints_at_the_key(fake: FakeAnthropic, client: anthropic.An
     assert err.status == 401 and err.kind == "authentication_error" and "Check ANTHROPIC_API_KEY" in str(err)
 
 
-def test_overloaded_is_retried_by_the_sdk_then_reported_as_retryable(fake: FakeAnthropic, client: anthropic.Anthropic) -> None:
-    fake.script(error(529), text("ok"))
-    reply, _ = stream(AnthropicModel(MODEL, client=client), ModelRequest(HI))
-    assert reply["content"][0]["text"] == "ok" and len(fake.requests) == 2
-    err = failure(fake, client, error(529), error(529), error(529))  # client max_retries=2: three tries in all
-    assert (err.status, err.kind, err.retryable) == (529, "overloaded_error", True)
-    assert len(fake.requests) == 5
+def test_the_sdk_never_retries_under_nbagent_even_on_a_client_that_would(fake: FakeAnthropic, client: anthropic.Anthropic) -> None:
+    """One retry budget: a client made with max_retries=2 is used with none, so the loop's retries are the only ones."""
+    assert client.max_retries == 2
+    err = failure(fake, client, error(529), text("not reached"))
+    assert (err.status, err.kind, err.retryable) == (529, "overloaded_error", True) and len(fake.requests) == 1
+    assert err.retry_after == 0.001  # the fake's retry-after-ms: 1, for the loop to honour
 
 
-def test_rate_limit_is_retried_by_the_sdk(fake: FakeAnthropic, client: anthropic.Anthropic) -> None:
-    fake.script(error(429), error(500), text("ok"))
-    reply, _ = stream(AnthropicModel(MODEL, client=client), ModelRequest(HI))
-    assert reply["content"][0]["text"] == "ok" and len(fake.requests) == 3
+@pytest.mark.parametrize(
+    ("reply", "retryable", "after"),
+    [
+        (error(500, x_should_retry=False), False, None),  # the API says no: not retried, whatever the status
+        (error(400, x_should_retry=True), True, None),  # the API says yes
+        (error(429, retry_after="7"), True, 7.0),
+        (error(429, retry_after="600"), True, None),  # past 60 s: the loop's own back-off
+        (error(429, retry_after="soon"), True, None),
+        (error(529), True, 0.001),
+        (error(401), False, None),
+    ],
+)
+def test_x_should_retry_and_retry_after_decide_the_retry(
+    fake: FakeAnthropic, client: anthropic.Anthropic, reply: Reply, retryable: bool, after: float | None
+) -> None:
+    err = failure(fake, client, reply)
+    assert (err.retryable, err.retry_after) == (retryable, after)
+
+
+def test_retry_after_reads_an_http_date() -> None:
+    headers = {"retry-after": "Wed, 02 Dec 2026 12:00:30 GMT"}
+    now = datetime.datetime(2026, 12, 2, 12, 0, tzinfo=datetime.timezone.utc).timestamp()
+    assert retry_after(headers, now) == 30.0 and retry_after({}, now) is None
 
 
 def test_mid_stream_error_has_no_status_and_is_retryable(fake: FakeAnthropic, client: anthropic.Anthropic) -> None:

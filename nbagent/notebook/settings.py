@@ -67,7 +67,9 @@ class Agent(Configurable):
         help="After a kernel restart, re-run the agent's recorded `python` tool code (never other tools) "
         "to restore the variables it made; per cell with --restore.",
     ).tag(config=True)
-    retries = Int(2, help="Extra attempts for a model call that fails with a retryable error.").tag(config=True)
+    retries = Int(
+        4, help="Extra attempts for a model call that fails with a retryable error (nbagent's only retries: the SDK client does none)."
+    ).tag(config=True)
     # The context window (docs/notebook.md, "Long sessions"): the log keeps everything; only the request is compacted.
     compact = Enum(
         COMPACT_MODES,
