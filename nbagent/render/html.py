@@ -4,8 +4,9 @@ Model output is untrusted.  Markdown is rendered with raw HTML disabled, then
 sanitized with nh3 (Ammonia) against a small allow-list: no script, no event
 handlers, no ``style``, no ``id``/``name``, no svg or iframes, only http(s) and
 mailto links, and no images at all (a remote image in model output could leak
-data through its URL).  The only images shown are tool-result images, whose
-``data:`` URIs this module builds itself from checked base64.
+data through its URL), and no live link to this machine (:mod:`.hosts`: it may be the
+Jupyter server).  The only images shown are tool-result images within the pixel limits of
+:mod:`.images`, whose ``data:`` URIs this module builds itself from checked base64.
 
 Every colour and style is in one stylesheet (:mod:`.style`), scoped by the class ``nbagent``, put once
 in each output by nbagent itself around the sanitized content: the static transcript and the live
