@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,8 +11,9 @@ from typing import Literal
 
 import filelock
 
-from .errors import LogCorruptError, LogLockedError, LogWriteError
+from .errors import LogCorruptError, LogError, LogLockedError, LogWriteError
 from .reader import Scan, scan
+from .readfile import open_regular, read_regular
 
 FsyncPolicy = Literal["always", "turn", "never"]
 FSYNC_POLICIES: tuple[str, ...] = ("always", "turn", "never")
@@ -92,11 +94,16 @@ class EventLog:
             raise LogLockedError(LOCKED.format(where=self.path)) from None
         try:
             created = not self.path.exists()
-            self._fd = self.ops.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+            # No link followed and no wait on a FIFO: check_start refused both, but the file may have been swapped since.
+            flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+            self._fd = self.ops.open(self.path, flags, 0o600)
             try:
+                info = self.ops.fstat(self._fd)
+                if not stat.S_ISREG(info.st_mode):
+                    raise LogError(f"{self.path} is not a regular file; nbagent does not open it. Remove it to continue.")
                 if created:
                     self.ops.fsync_dir(self.path.parent)
-                self.size = self.ops.fstat(self._fd).st_size
+                self.size = info.st_size
                 # What is already there is the earlier writer's to have synced: closing a log
                 # this handle never wrote to costs no fsync.
                 self._synced_size = self.size
@@ -126,7 +133,7 @@ class EventLog:
         """Bytes of the file from ``start`` to ``stop`` (default: the end); after :meth:`close`, read by path."""
         stop = self.size if stop is None else stop
         if self._fd < 0:
-            with open(self.path, "rb") as handle:
+            with open_regular(self.path) as handle:
                 handle.seek(start)
                 return handle.read(max(0, stop - start))
         chunks, pos = [], start
@@ -186,7 +193,7 @@ class EventLog:
         data = self.read(0)
         kept = self.path.with_name(f"{self.path.name}.damaged-{zlib.crc32(data):08x}")
         try:
-            if not (kept.exists() and kept.read_bytes() == data):
+            if not (kept.exists() and read_regular(kept) == data):
                 self._write_side_file(kept, data)
                 self.ops.fsync_dir(self.path.parent)
         except OSError:

@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal
 
 from . import events as ev
 from .errors import LogCorruptError, LogVersionError, NotALogError
+from .readfile import NotRegularFile, open_fd, open_regular, read_log_bytes
 
 Mode = Literal["tolerant", "strict", "follow", "report"]
 HEADER_LIMIT = 1 << 16  # a session_start line is never longer (Session.open refuses bigger meta)
@@ -176,7 +175,7 @@ def iter_events(data: bytes, *, path: str, since: int = 0, first_seq: int | None
 
 def read_events(path: str | os.PathLike[str], since: int = 0) -> Iterator[ev.Event]:
     """Read a log without locking it (another process may be writing it); a torn tail is left out."""
-    data = Path(path).read_bytes()
+    data = read_log_bytes(path)
     yield from iter_events(data, path=str(path), since=since)
 
 
@@ -184,7 +183,7 @@ def follow(path: str | os.PathLike[str], since: int = 0, *, poll: float = 0.1, i
     """Yield events with ``seq > since`` as another process appends them (like ``tail -f``)."""
     reader = Reader(str(path), "follow", since=since)
     last_new = time.monotonic()
-    with open(path, "rb") as handle:
+    with open_regular(path) as handle:
         while True:
             handle.seek(reader.offset)
             before = reader.offset
@@ -240,16 +239,12 @@ def start_problem(head: bytes) -> str:
 def check_start(path: str | os.PathLike[str]) -> None:
     """Raise :class:`NotALogError` unless ``path`` is missing, empty or begins like a log; reads the first 64 KiB, writes nothing."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        fd = open_fd(path)
     except FileNotFoundError:
         return
-    except OSError:
-        if os.path.islink(path):
-            raise NotALogError(str(path), "it is a symbolic link") from None
-        raise
+    except NotRegularFile as exc:
+        raise NotALogError(str(path), f"it is {exc.what}, not a regular file") from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise NotALogError(str(path), "it is not a regular file")
         head = os.pread(fd, HEADER_LIMIT + 1, 0)
     finally:
         os.close(fd)

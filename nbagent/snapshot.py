@@ -27,6 +27,7 @@ from . import events, trust
 from .errors import LogError
 from .fold import State
 from .log import OS_FILES, FileOps
+from .readfile import open_regular
 from .transcript import Message, Prefix, Transcript
 
 KIND = "nbagent.snapshot"
@@ -67,7 +68,7 @@ class Snapshot:
     def _line(self, start: int, name: str) -> bytes:
         """The ``name`` line at ``start``, checked against the length and CRC-32 in the header (raises OSError or ValueError)."""
         size, digest = int(self.header[f"{name}_len"]), self.header[f"{name}_sha256"]
-        with open(self.path, "rb") as handle:
+        with open_regular(self.path) as handle:
             if _file_id(os.fstat(handle.fileno())) != self.file_id:
                 raise ValueError("the snapshot file was replaced since it was opened")
             handle.seek(start)
@@ -326,7 +327,7 @@ def load(log_path: Path) -> tuple[Snapshot | None, str]:
     """The snapshot of a log if its header is sound, else None and why (only the header is read)."""
     target = path_for(log_path)
     try:
-        with open(target, "rb") as handle:
+        with open_regular(target) as handle:  # a FIFO or a link here is refused, never waited on
             info = os.fstat(handle.fileno())
             line = handle.readline(MAX_HEADER + 1)
             file_id = _file_id(info)

@@ -10,6 +10,7 @@ from .. import events as ev
 from .. import store
 from ..errors import HistoryError
 from ..reader import Scan, scan
+from ..readfile import read_log_bytes
 from ..stores import FILES, Store
 
 NOTEBOOK_SUFFIX = ".ipynb"
@@ -71,7 +72,7 @@ def read_bytes(path: Path, source: Store = FILES) -> bytes:
         assert isinstance(source, PostgresStore)
         return source.read_bytes(path)
     try:
-        return path.read_bytes()
+        return read_log_bytes(path)
     except OSError as exc:
         raise HistoryError(f"cannot read {path}: {exc.strerror or exc}.") from None
 

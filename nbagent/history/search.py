@@ -10,6 +10,7 @@ from pathlib import Path
 from .. import events as ev
 from ..errors import LogCorruptError, LogVersionError
 from ..reader import iter_events
+from ..readfile import read_log_bytes
 from ..render.text import text_of as _text_of
 from .find import session_name
 
@@ -60,6 +61,6 @@ def grep(paths: Iterable[Path], needle: str) -> Iterator[Match]:
     """Case-insensitive search of requests, replies and tool input/output across sessions (damaged logs are skipped)."""
     for path in paths:
         try:
-            yield from matches_in(iter_events(path.read_bytes(), path=str(path)), session_name(path), str(path), needle)
+            yield from matches_in(iter_events(read_log_bytes(path), path=str(path)), session_name(path), str(path), needle)
         except (OSError, LogCorruptError, LogVersionError):
             continue

@@ -13,6 +13,7 @@ from .. import fold, snapshot, store, trust
 from ..context import DEFAULT_WINDOW
 from ..errors import LogCorruptError, LogVersionError, NotALogError
 from ..reader import iter_events, scan
+from ..readfile import open_regular
 from ..render.parts import short_tokens
 from ..render.text import shorten, when
 from ..stores import Store
@@ -133,7 +134,7 @@ def trust_of(path: Path, *, user: trust.Signer | None | object = _NO_USER) -> tr
         user = trust.user_signer_or_none()
     assert user is None or isinstance(user, trust.Signer)
     found = snapshot.read_header_bytes(path)
-    with open(path, "rb") as handle:
+    with open_regular(path) as handle:
         size = os.fstat(handle.fileno()).st_size
         if found is not None and _snapshot_usable(handle, *found, size, user) and _prefix_matches(handle, found[0]):
             header = found[0]
@@ -165,7 +166,7 @@ def _prefix_matches(handle: Any, header: dict[str, Any]) -> bool:
 def _summarize(path: Path, user: trust.Signer | None) -> Summary:
     summary = Summary(session_name(path), str(path), notebook_of(path))
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             size = os.fstat(handle.fileno()).st_size
             found = snapshot.read_header_bytes(path)
             header = found[0] if found is not None else None

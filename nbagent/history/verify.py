@@ -11,6 +11,7 @@ from .. import events as ev
 from .. import fold, snapshot, trust
 from ..errors import HistoryError
 from ..reader import Reader
+from ..readfile import open_regular, read_lines
 from ..stores import FILES, Store, session_url
 
 
@@ -60,18 +61,19 @@ def verify(path: str | os.PathLike[str], source: Store = FILES) -> Report:
 
         assert isinstance(source, PostgresStore)
         data, where = source.read_bytes(log_path), session_url(source, log_path)
-        snapshot_at = source.snapshot_file(log_path)
+        snapshot_at, size = source.snapshot_file(log_path), len(data)
     else:
         where, snapshot_at = str(log_path), log_path
         try:
-            with open(log_path, "rb") as handle:  # read-only: verify never repairs
-                data = handle.read()
+            with open_regular(log_path) as handle:  # read-only: verify never repairs
+                size = os.fstat(handle.fileno()).st_size
+                data = read_lines(handle)  # up to a line over the limit, where reading stops
         except FileNotFoundError:
             raise HistoryError(f"{log_path}: no such file.") from None
         except OSError as exc:
             raise HistoryError(f"cannot read {log_path}: {exc.strerror or exc}.") from None
     report = Report(where)
-    report.size = len(data)
+    report.size = size
     reader = Reader(where, "report")
     good: list[ev.Event] = []
     line_starts: dict[int, tuple[int, str]] = {}  # seq -> (line start, crc)
