@@ -8,6 +8,7 @@ from typing import Any
 from ..errors import NbagentError
 from . import handlers, page
 from .paths import Roots
+from .pool import Pool
 from .settings import NbagentServer
 from .tail import Tails
 
@@ -23,7 +24,8 @@ def load_api(serverapp: Any) -> handlers.Extension:
         serverapp.log.error(f"nbagent: {exc}; serving the log files only")
         store = None
     roots = Roots(Path(serverapp.root_dir).expanduser().absolute(), log_dir, bool(getattr(contents, "allow_hidden", False)), store)
-    extension = handlers.Extension(roots, settings, Tails(poll=settings.poll_interval, buffer=settings.buffer, linger=settings.linger))
+    tails = Tails(poll=settings.poll_interval, buffer=settings.buffer, linger=settings.linger)
+    extension = handlers.Extension(roots, settings, tails, Pool(settings.read_threads, settings.read_wait))
     web_app = serverapp.web_app
     web_app.settings["nbagent"] = extension
     base_url = web_app.settings.get("base_url", "/")

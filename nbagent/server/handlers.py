@@ -13,11 +13,10 @@ unreachable database a 503 with one; nothing is written, locked or created: the 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 from urllib.parse import quote
@@ -33,6 +32,7 @@ from ..errors import LogError
 from ..history.summary import Summary, from_state, summarize
 from ..reader import Reader
 from .paths import Refused, Roots, Stored, Unavailable
+from .pool import Pool
 from .present import sse_notice
 from .settings import NbagentServer
 from .source import DAMAGE, Batch, FileSource
@@ -47,11 +47,12 @@ log = logging.getLogger("nbagent.server")
 
 @dataclass
 class Extension:
-    """What the handlers share: where logs are, the settings, and the tails."""
+    """What the handlers share: where logs are, the settings, the tails, and the threads that read."""
 
     roots: Roots
     settings: NbagentServer
     tails: Tails
+    pool: Pool = field(default_factory=lambda: Pool(4, 10.0))
 
 
 def parse_seq(value: str | None, name: str) -> int:
@@ -91,8 +92,8 @@ class Handler(APIHandler):
         self.finish({"message": refused.message, "status": refused.status})
 
     async def in_thread(self, work: Callable[[], T]) -> T:
-        """Run blocking file reads off the event loop."""
-        return await asyncio.get_running_loop().run_in_executor(None, work)
+        """Run blocking reads off the event loop, on nbagent's own bounded threads (all busy: a 503, see :mod:`.pool`)."""
+        return await self.nbagent.pool.run(work)
 
 
 class SessionsHandler(Handler):

@@ -36,6 +36,12 @@ class NbagentServer(Configurable):
     buffer = Int(5000, min=1, help="Recent events of a followed session kept in memory for clients that reconnect.").tag(config=True)
     linger = Float(30.0, min=0.0, help="Seconds a session's shared tail is kept after its last client leaves.").tag(config=True)
     retry_ms = Int(1000, min=0, help="The reconnection delay a stream asks browsers to use, in milliseconds.").tag(config=True)
+    read_threads = Int(
+        4, min=1, help="Threads of nbagent's own that read logs and the database for requests (Jupyter's threads are never used)."
+    ).tag(config=True)
+    read_wait = Float(
+        10.0, min=0.0, help="Seconds a request waits for a free reading thread before it is answered 503 (try again later)."
+    ).tag(config=True)
 
     @default("store")
     def _store_from_environment(self) -> str:
