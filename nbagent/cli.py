@@ -32,6 +32,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (try '{self.prog} --help')\n")
 
 
+def _positive(text: str) -> int:
+    """A whole number of at least 1 (``--limit 0`` would otherwise mean no limit at all)."""
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1 (got {text!r})")
+    return number
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand."""
     parser = _Parser(prog="nbagent", description="Durable Claude agent sessions for Jupyter: inspect the logs, or run the demo.")
@@ -57,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--notebook", metavar="NOTEBOOK", default="", help="with --store: only this notebook's sessions (a path or a file name)"
     )
     sessions.add_argument("--owner", metavar="ROLE", default="", help="with --store: only sessions of this database role")
-    sessions.add_argument("--limit", type=int, metavar="N", help="with --store: only the N most recently active")
+    sessions.add_argument("--limit", type=_positive, metavar="N", help="with --store: only the N most recently active (N >= 1)")
 
     copy = commands.add_parser("copy", help="copy a session to another store or file, line for line (seq, times and signatures kept)")
     copy.add_argument("src", metavar="SRC", help=SESSION_HELP + ", or postgresql://.../db#<notebook>/<session>")
@@ -110,6 +121,8 @@ def cmd_sessions(args: argparse.Namespace, out: TextIO) -> int:
     """``nbagent sessions``."""
     if args.store:
         return _store_sessions(args, out)
+    if args.limit is not None:
+        raise history.HistoryError("--limit works only with --store (the files are all listed).")
     source = stored.env_store()  # NBAGENT_STORE: its sessions of the notebooks under PATH too
     if args.grep is not None:
         if not args.grep:
