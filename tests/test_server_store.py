@@ -127,8 +127,8 @@ def test_the_listing_comes_from_the_index_with_the_cli_shape(server: NbServer, u
     (expected,) = [s.to_dict() for s in store_summaries(get_store(url)) if s.name == "s1"]  # `nbagent sessions --store URL --json`
     assert set(row) == set(expected) | {"store", "links"}
     assert {k: row[k] for k in expected if k != "trust"} == {k: v for k, v in expected.items() if k != "trust"}
-    assert expected["trust"] == "yours"  # for the tests, who signed it; the server has no key, so for it:
-    assert row["path"] == name(url, team, "s1") and row["turns"] == 3 and row["trust"] == "other key"
+    assert expected["trust"] == row["trust"] == "unchecked"  # the index cannot vouch: the stream's notice is checked
+    assert row["path"] == name(url, team, "s1") and row["turns"] == 3
     assert row["links"]["events"] == f"/nbagent/api/sessions/{urllib.parse.quote(team, safe='')}/s1/events"  # one segment
     assert [r["name"] for r in rows(server, "team.ipynb")] == ["s1"]  # a notebook relative to the root
     assert [r["name"] for r in rows(server, ELSEWHERE)] == ["s2"]  # a notebook as stored
@@ -225,17 +225,19 @@ def test_the_server_only_reads(server: NbServer, url: str, place: Path) -> None:
     assert list((place / "server-data").iterdir()) == []  # no signing secret was made
 
 
-def test_a_damaged_row_is_labelled_and_read_up_to_the_damage(server: NbServer, url: str) -> None:
-    write_turns(name(url, ELSEWHERE, "bad"), 9, 0)  # type: ignore[arg-type]
+@pytest.mark.parametrize(("session", "altered"), [("bad", "PART"), ("nonascii", "p\u00e4rt")])  # issue 20: a non-ASCII row was a 500
+def test_a_damaged_row_is_labelled_and_read_up_to_the_damage(server: NbServer, url: str, session: str, altered: str) -> None:
+    write_turns(name(url, ELSEWHERE, session), 9, 0)  # type: ignore[arg-type]
     sql(
         url,
-        "UPDATE nbagent_events SET line = replace(line, 'part', 'PART') WHERE seq = 5 AND session = (SELECT id FROM nbagent_sessions WHERE name = 'bad')",
+        f"UPDATE nbagent_events SET line = replace(line, 'part', '{altered}') WHERE seq = 5 "
+        f"AND session = (SELECT id FROM nbagent_sessions WHERE name = '{session}')",
     )
-    reply = server.get(session_api(ELSEWHERE, "bad") + "/events")
+    reply = server.get(session_api(ELSEWHERE, session) + "/events")
     assert reply.status == 200, reply.body
     assert [e["seq"] for e in reply.body["events"]] == [1, 2, 3, 4]
     assert "line 5" in reply.body["problem"] and reply.body["damaged"] is True and reply.body["torn"] is False
-    stream = server.stream(ELSEWHERE, "bad", since=0)
+    stream = server.stream(ELSEWHERE, session, since=0)
     try:
         notice = next(stream.messages())
         assert notice.event == "session" and "line 5" in notice.json()["problem"] and notice.json()["last_seq"] == 4

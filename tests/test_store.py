@@ -239,14 +239,14 @@ def test_migrations_are_named_applied_once_and_a_newer_schema_is_refused(tmp_pat
     store = stores.get_store(url)
     assert store.list() == []
     names = [r[0] for r in rows(url, "SELECT name FROM _nbagent_migrations ORDER BY name")]
-    assert names == [m.__name__ for m in migrations.MIGRATIONS] == ["m001_sessions_and_events", "m002_snapshots"]
+    assert names == [m.__name__ for m in migrations.MIGRATIONS] == ["m001_sessions_and_events", "m002_snapshots", "m003_private_channels"]
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
         assert migrations.migrate(conn) == []  # applied once
-        conn.execute("INSERT INTO _nbagent_migrations (name) VALUES ('m003_from_the_future')")
+        conn.execute("INSERT INTO _nbagent_migrations (name) VALUES ('m099_from_the_future')")
     fresh = stores.postgres.PostgresStore(url)  # type: ignore[attr-defined]
-    with pytest.raises(LogVersionError, match=r"m003_from_the_future.*Upgrade nbagent"):
+    with pytest.raises(LogVersionError, match=r"m099_from_the_future.*Upgrade nbagent"):
         fresh.list()
 
 

@@ -282,11 +282,12 @@ def test_row_level_security_keeps_each_role_to_its_own_sessions(url: str, tmp_pa
     assert [s.owner for s in stores.get_store(bob).list()] == ["bob"]
     with pytest.raises(LogError, match="no session"):
         list(stores.get_store(bob).read(path))
-    with pytest.raises(LogError, match="belongs to another database role"):
-        Session.open(path, store=bob)
-    assert sql(bob.replace("bob@", "bob@"), "SELECT count(*) FROM nbagent_events")[0][0] == 2  # bob's own two lines only
+    with Session.open(path, store=bob) as session:  # names are per role: bob's own "private", which tells him nothing of alice's
+        assert [e["type"] for e in session.events()] == [ev.SESSION_START]
+    assert sql(bob.replace("bob@", "bob@"), "SELECT count(*) FROM nbagent_events")[0][0] == 3  # bob's own lines only
     everyone = {(s.name, s.owner) for s in admin.list()}  # the tables' owner (an auditor) sees every session
-    assert everyone == {("private", "alice"), ("bobs", "bob")}
+    assert everyone == {("private", "alice"), ("private", "bob"), ("bobs", "bob")}
+    assert [e["content"] for e in stores.get_store(alice).read(path) if e["type"] == ev.USER_MSG] == ["alice's secret plan"]
     assert f"{url}#{notebook}/private".split("#")[1] == f"{notebook}/private"
 
 

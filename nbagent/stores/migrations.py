@@ -3,7 +3,7 @@
 Each migration is a function named ``mNNN_what``; ``_nbagent_migrations`` records the names
 applied.  A database holding a name this nbagent does not know was migrated by a newer
 nbagent and is refused with an upgrade hint.  :data:`OPTIONAL` migrations (row-level
-security) are applied only when asked for (:func:`apply_optional`).
+security) are applied only when asked for (:func:`apply_optional`), in the order they are registered.
 """
 
 from __future__ import annotations
@@ -99,12 +99,38 @@ def m002_snapshots(conn: Any) -> None:
     )
 
 
+@migration
+def m003_private_channels(conn: Any) -> None:
+    """Each session's NOTIFY channel is a random name kept in its row (under row-level security only its owner can read it)."""
+    conn.execute("ALTER TABLE nbagent_sessions ADD COLUMN channel text NOT NULL DEFAULT ('nbagent_' || md5(gen_random_uuid()::text))")
+
+
 @optional
 def row_security(conn: Any) -> None:
     """Each role sees and writes only its own sessions (the tables' owner, e.g. an auditor's admin role, still sees all)."""
     for table, column in (("nbagent_sessions", "owner_role"), ("nbagent_events", "role"), ("nbagent_snapshots", "role")):
         conn.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
         conn.execute(f"CREATE POLICY {table}_own ON {table} USING ({column} = current_user) WITH CHECK ({column} = current_user)")
+
+
+OWNS_SESSION = "EXISTS (SELECT 1 FROM nbagent_sessions s WHERE s.id = {table}.session AND s.owner_role = current_user)"
+
+
+@optional
+def row_security_by_session(conn: Any) -> None:
+    """A session's events and snapshot are read and written only by the session's owner role, and names are per role.
+
+    The first policy checked only a row's own role, so another member could insert rows carrying
+    someone's session (blocking its next seq) or squat its snapshot, and unique keys told whether a
+    notebook and name existed.  Now a row's session must be the writer's own (checked before any
+    key, so a foreign and a missing session give the same error), and the name key is per role.
+    """
+    for table in ("nbagent_events", "nbagent_snapshots"):
+        owns = OWNS_SESSION.format(table=table)
+        conn.execute(f"DROP POLICY {table}_own ON {table}")
+        conn.execute(f"CREATE POLICY {table}_own ON {table} USING ({owns}) WITH CHECK (role = current_user AND {owns})")
+    conn.execute("ALTER TABLE nbagent_sessions DROP CONSTRAINT nbagent_sessions_notebook_name_key")
+    conn.execute("CREATE UNIQUE INDEX nbagent_sessions_per_role ON nbagent_sessions (notebook, name, owner_role)")
 
 
 def applied(conn: Any) -> list[str]:

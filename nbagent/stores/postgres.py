@@ -18,7 +18,7 @@ import shutil
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,8 +40,10 @@ except ImportError:  # pragma: no cover - the postgres extra is not installed
     psycopg = None  # type: ignore[assignment]
 
 LOCK_CLASS = 0x6E62_6167  # 'nbag': the first key of every session's advisory lock (the second is its row id)
+ROW_SECURITY = ("row_security", "row_security_by_session")  # applied in this order by enable_row_security
 BATCH = 2000  # rows fetched at a time when reading a log
 REQUESTS_LIMIT = 1 << 16  # the request text kept per session for searching listings
+_NOT_ASCII = re.compile(r"[^\x00-\x7f]")
 _PASSWORD = re.compile(r"(://[^:/@]+:)[^@]*@")
 
 
@@ -74,9 +76,30 @@ def key_path(notebook: str, name: str) -> Path:
     return book / (name + LOG_SUFFIX)
 
 
-def channel(session: int) -> str:
-    """The NOTIFY channel of a session (its row id)."""
-    return f"nbagent_s{session}"
+def channel_of(conn: Any, session: int) -> str:
+    """The NOTIFY channel of a session: a random name in its row (no other role can read it under row-level security)."""
+    row = conn.execute("SELECT channel FROM nbagent_sessions WHERE id = %s", (session,)).fetchone()
+    return str(row[0]) if row else ""
+
+
+def listen(conn: Any, name: str) -> None:
+    """LISTEN on a channel named in a row (quoted: a row is data, never SQL)."""
+    sql = need_psycopg().sql
+    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(name)))
+
+
+def log_bytes(lines: Iterable[str]) -> bytes:
+    """Rows' lines as the log's bytes, each with its newline.
+
+    nbagent writes only ASCII lines.  A character that is not (a row changed by hand) becomes
+    one NUL byte, which no valid line holds: the reader reports that line as damaged, like an
+    altered line of a file, and every later line keeps the offset its writer gave it.
+    """
+    text = "".join(line + "\n" for line in lines)
+    try:
+        return text.encode("ascii")
+    except UnicodeEncodeError:
+        return _NOT_ASCII.sub("\0", text).encode("ascii")
 
 
 def message_of(exc: BaseException) -> str:
@@ -156,7 +179,11 @@ class PostgresStore:
         notebook, name = key_of(path)
         if create:
             conn.execute("INSERT INTO nbagent_sessions (notebook, name) VALUES (%s, %s) ON CONFLICT DO NOTHING", (notebook, name))
-        row = conn.execute("SELECT id FROM nbagent_sessions WHERE notebook = %s AND name = %s", (notebook, name)).fetchone()
+        # Under row_security_by_session names are per role: the tables' owner, who sees every role's, finds its own first.
+        row = conn.execute(
+            "SELECT id FROM nbagent_sessions WHERE notebook = %s AND name = %s ORDER BY owner_role = current_user DESC, id LIMIT 1",
+            (notebook, name),
+        ).fetchone()
         if row is None and create:
             raise LogError(f"{self.where(path)} exists but belongs to another database role; open a session of another name")
         return None if row is None else int(row[0])
@@ -180,7 +207,7 @@ class PostgresStore:
         with self.connect() as conn, db_errors(f"reading {self.where(path)}"):
             session = self._existing(conn, path)
             lines = [row[0] for row in conn.execute("SELECT line FROM nbagent_events WHERE session = %s ORDER BY seq", (session,))]
-        return "".join(line + "\n" for line in lines).encode("ascii")
+        return log_bytes(lines)
 
     def read(self, path: Path, since: int = 0) -> Iterator[ev.Event]:
         """Events with ``seq > since``, checked by the one reader, without the writer's lock."""
@@ -192,7 +219,7 @@ class PostgresStore:
             while rows := self._rows(conn, session, last):
                 if reader is None:
                     reader = Reader(where, expected=rows[0][0] if since else 1, offset=rows[0][1], last_start=rows[0][1], since=since)
-                yield from reader.feed("".join(line + "\n" for _seq, _start, line in rows).encode("ascii"))
+                yield from reader.feed(log_bytes(line for _seq, _start, line in rows))
                 _raise_torn(reader)
                 last = rows[-1][0]
 
@@ -203,7 +230,7 @@ class PostgresStore:
         conn = self.connect()
         try:
             session = self._existing(conn, path)
-            conn.execute(f"LISTEN {channel(session)}")  # before reading: a commit after this point is always notified
+            listen(conn, channel_of(conn, session))  # before reading: a commit after this point is always notified
             reader = Reader(where, "follow", since=since, expected=None)
             last = since
             while True:
@@ -211,7 +238,7 @@ class PostgresStore:
                     if reader.expected is None:
                         reader.expected = rows[0][0] if since else 1
                         reader.offset = reader.last_start = rows[0][1]
-                    yield from reader.feed("".join(line + "\n" for _seq, _start, line in rows).encode("ascii"))
+                    yield from reader.feed(log_bytes(line for _seq, _start, line in rows))
                     _raise_torn(reader)
                     last = rows[-1][0]
                 woken = False
@@ -272,9 +299,9 @@ class PostgresStore:
         return Watch(self, path)
 
     def enable_row_security(self) -> bool:
-        """Apply the optional ``row_security`` migration (each role sees only its own sessions); False if it was on already."""
+        """Apply the optional row-level security migrations (each role sees and writes only its own sessions); False if they were on already."""
         with self.connect() as conn:
-            return migrations.apply_optional(conn, "row_security")
+            return any([migrations.apply_optional(conn, name) for name in ROW_SECURITY])
 
 
 class Watch:
@@ -289,7 +316,7 @@ class Watch:
         self._listen = store.connect()
         try:
             self._session = store._existing(self._listen, self.path)
-            self._listen.execute(f"LISTEN {channel(self._session)}")
+            listen(self._listen, channel_of(self._listen, self._session))
             self._query = store.connect()
         except BaseException:
             self._listen.close()
@@ -305,7 +332,7 @@ class Watch:
                 if reader is None:
                     first = rows[0][0] if since else 1
                     reader = Reader(self.where, since=since, expected=first, offset=rows[0][1], last_start=rows[0][1])
-                found += reader.feed("".join(line + "\n" for _seq, _start, line in rows).encode("ascii"))
+                found += reader.feed(log_bytes(line for _seq, _start, line in rows))
                 _raise_torn(reader)
                 last = rows[-1][0]
         return found

@@ -18,7 +18,18 @@ from ..errors import LogCorruptError, LogError, LogLockedError, LogWriteError
 from ..fold import State
 from ..log import FSYNC_POLICIES, LOCKED, FsyncPolicy, Repair
 from ..reader import Scan, scan
-from .postgres import LOCK_CLASS, REQUESTS_LIMIT, PostgresStore, channel, db_errors, message_of, need_psycopg, scratch_folder, write_private
+from .postgres import (
+    LOCK_CLASS,
+    REQUESTS_LIMIT,
+    PostgresStore,
+    channel_of,
+    db_errors,
+    log_bytes,
+    message_of,
+    need_psycopg,
+    scratch_folder,
+    write_private,
+)
 
 APPEND = """
 WITH upd AS (
@@ -36,7 +47,7 @@ WITH upd AS (
     SELECT id, %(seq)s, %(start)s, %(ts)s, %(type)s, %(tool_use_id)s, %(attempt)s, %(signer)s, %(line)s FROM upd
     RETURNING seq
 )
-SELECT pg_notify(%(channel)s, %(seq_text)s), set_config('synchronous_commit', %(sync)s, true) FROM ins
+SELECT pg_notify(%(channel)s, ''), set_config('synchronous_commit', %(sync)s, true) FROM ins
 """
 
 
@@ -62,6 +73,7 @@ class PostgresLog:
             found = store.session_id(self._conn, self.path, create=True)
             assert found is not None
             self._id: int = found
+            self._channel = channel_of(self._conn, self._id)
             if not self._conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS, self._id)).fetchone()[0]:
                 raise LogLockedError(LOCKED.format(where=self.where))
             self.size = self._tail()
@@ -80,7 +92,7 @@ class PostgresLog:
 
     def _tail(self) -> int:
         row = self._conn.execute(
-            "SELECT start_at + octet_length(line) + 1 FROM nbagent_events WHERE session = %s ORDER BY seq DESC LIMIT 1", (self._id,)
+            "SELECT start_at + length(line) + 1 FROM nbagent_events WHERE session = %s ORDER BY seq DESC LIMIT 1", (self._id,)
         ).fetchone()
         return 0 if row is None else int(row[0])
 
@@ -128,7 +140,6 @@ class PostgresLog:
         params = {
             "id": self._id,
             "seq": event["seq"],
-            "seq_text": str(event["seq"]),
             "ts": event["ts"],
             "start": self.size,
             "end": self.size + len(line),
@@ -142,7 +153,7 @@ class PostgresLog:
             "request": text[:4096] if event["type"] == ev.USER_MSG else "",
             "limit": REQUESTS_LIMIT,
             "line": line.rstrip(b"\n").decode("ascii"),
-            "channel": channel(self._id),
+            "channel": self._channel,
             "sync": "on" if sync else "off",
         }
         with self._lock:
@@ -250,7 +261,7 @@ def _read_range(conn: Any, session: int, start: int, stop: int) -> bytes:
     ).fetchall()
     if not rows:
         return b""
-    data = "".join(line + "\n" for _start, line in rows).encode("ascii")
+    data = log_bytes(line for _start, line in rows)
     first = int(rows[0][0])
     return data[start - first : stop - first]
 
