@@ -18,6 +18,8 @@ from tests import fake_context
 from tests.fake_anthropic import FakeAnthropic, RecordedRequest, Reply, text, tool_use
 from tests.test_crash import Zygote
 
+pytestmark = pytest.mark.sdk  # run again against the SDK floor in CI (.ci/run)
+
 
 def is_summary(request: RecordedRequest) -> bool:
     return ctx.SUMMARY_INSTRUCTIONS in json.dumps(request.body)

@@ -18,6 +18,8 @@ from nbagent.loop import UNKNOWN_OUTCOME
 from nbagent.tools import idempotency_key
 from tests.fake_anthropic import FakeAnthropic, Reply, error, stream_error, text, tool_use, tool_uses
 
+pytestmark = pytest.mark.sdk  # run again against the SDK floor in CI (.ci/run)
+
 MODEL = "claude-test"
 
 

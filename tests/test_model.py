@@ -15,6 +15,8 @@ import nbagent
 from nbagent.model import AnthropicModel, DemoModel, ModelRequest, retry_after
 from tests.fake_anthropic import FakeAnthropic, Reply, error, stream_error, text, tool_use
 
+pytestmark = pytest.mark.sdk  # run again against the SDK floor in CI (.ci/run)
+
 MODEL = "claude-test"
 HI = [{"role": "user", "content": "hi"}]
 

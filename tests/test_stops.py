@@ -17,6 +17,8 @@ from nbagent.fold import fold
 from nbagent.toolkit import file_tools
 from tests.fake_anthropic import FakeAnthropic, RecordedRequest, Reply, cut_tool_use, refusal, text, tool_use
 
+pytestmark = pytest.mark.sdk  # run again against the SDK floor in CI (.ci/run)
+
 MODEL = "claude-test"
 
 # stop_reason, has tool calls, cut replies asked again so far -> action, reply kept, note given
