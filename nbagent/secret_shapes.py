@@ -134,7 +134,9 @@ def _private_key_blocks() -> str:
     headers = [r.pattern for r in detector.denylist]
     kinds = sorted({h[len("BEGIN ") :] for h in headers if h.startswith("BEGIN ")}, key=len, reverse=True)
     kind = "(?:" + "|".join(re.escape(k) for k in kinds) + ")"
-    gap = r"(?:\s|\\[nrt])*"
+    # A line number may stand before the material (read_file, cat -n, grep -n with or without a file name):
+    # "   2\tMIIE...", "2:MIIE...", "key.pem:2:MIIE...".
+    gap = r"(?:\s|\\[nrt])*(?:(?:[\w./-]{1,200}:)?\d{1,9}(?:\t|\\t|:|-|\|| ?\u2192) ?)?"
     begin = r"-{4,5} ?BEGIN " + kind + r" ?-{4,5}"
     end = r"-{4,5} ?END " + kind + r" ?-{4,5}"
     material = r"(?=" + gap + r"(?:[A-Za-z0-9+/=]{16}|[A-Za-z\-]+: ))"

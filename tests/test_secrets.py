@@ -326,3 +326,37 @@ def _sent_key(server: FakeAnthropic) -> str:
 
 def fake_value(n: int) -> str:
     return fake(ALNUM, n)
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("read_file", {"path": "id_rsa"}),
+        ("shell", {"command": "cat -n id_rsa"}),
+        ("shell", {"command": "grep -n . id_rsa"}),
+        ("shell", {"command": "grep -Hn . id_rsa"}),
+    ],
+    ids=["read_file", "cat -n", "grep -n", "grep -Hn"],
+)
+def test_a_private_key_read_with_line_numbers_is_redacted_like_without(
+    fake: FakeAnthropic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tool: str, arguments: dict[str, str]
+) -> None:
+    """Each line of a numbered listing starts with its number: the whole-block rule must still see the key material."""
+    from nbagent.toolkit import default_tools
+    from tests.fake_anthropic import text, tool_use
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "id_rsa").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n" + PEM_BODY + "\n-----END OPENSSH PRIVATE KEY-----\n")
+    fake.script(tool_use(tool, arguments), text("read it"))
+    client = anthropic.Anthropic(base_url=fake.base_url, api_key="test-key", max_retries=0)
+    path = tmp_path / "s.jsonl"
+    with Session.open(path) as session:
+        nbagent.run(session, "show me the key", client=client, model="claude-test", tools=default_tools(), approval="auto")
+    events = list(nbagent.read_events(path))
+    result = next(e for e in events if e["type"] == ev.TOOL_RESULT)
+    assert ev.REDACTED in json.dumps(result["content"]) and not result.get("is_error")
+    files = {"log": path.read_bytes(), "snapshot": snapshot.path_for(path).read_bytes(), "md": export.to_markdown(events).encode()}
+    for line in PEM_BODY.splitlines():
+        for where, data in files.items():
+            assert line.encode() not in data, where
+        assert line not in json.dumps(fake.requests[-1].body)  # nor did the model see it

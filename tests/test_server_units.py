@@ -263,7 +263,12 @@ def test_a_client_behind_the_kept_events_catches_up_from_the_log(tmp_path: Path)
         await tail.ready.wait()
         kept = tail.backlog(15, 20)
         assert tail.backlog(3, 20) is None  # seq 4 is no longer kept
-        caught = await tail.catch_up(3, 20)
+        replay, reading = tail.catch_up(Client(10), 3, 20)  # a replay from the log's first event, shared
+        caught = []
+        while frames := await replay.take(reading):
+            caught += frames
+        tail.caught_up(replay, reading)
+        assert not tail.replays
         tail.stop()
         return [f.seq for f in kept] if kept is not None else None, caught, list(tail.recent)
 

@@ -13,6 +13,7 @@ unreachable database a 503 with one; nothing is written, locked or created: the 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Callable
@@ -31,12 +32,13 @@ from .. import fold, trust
 from ..errors import LogError
 from ..history.summary import Summary, from_state, summarize
 from ..reader import Reader
+from .paging import read_page
 from .paths import Refused, Roots, Stored, Unavailable
 from .pool import Pool
 from .present import sse_notice
 from .settings import NbagentServer
-from .source import DAMAGE, Batch, FileSource
-from .tail import BATCH_BYTES, Client, Tail, Tails
+from .source import DAMAGE, Batch
+from .tail import BATCH_BYTES, Client, Frame, Tail, Tails
 
 MAX_SEQ = 10**15  # no log has more events; a bigger number is refused before it is compared with anything
 MAX_LIMIT = 10_000
@@ -166,10 +168,9 @@ class EventsHandler(Handler):
 
     @staticmethod
     def _read(path: Path, since: int, limit: int) -> dict[str, Any]:
-        batch = FileSource(path).read(since)
-        summary = summarize(path)
-        last = max(summary.events, batch.events[-1]["seq"] if batch.events else 0)
-        return EventsHandler._reply(since, last, limit, batch.events, summary.trust, summary.status, batch)
+        page = read_page(path, since, limit)  # reads up to the page's end only
+        events = page.events + [{}] if page.more else page.events  # _reply's `more` is len(events) > limit
+        return EventsHandler._reply(since, page.last_seq, limit, events, page.trust, page.status, page.batch)
 
     @staticmethod
     def _read_stored(stored: Stored, since: int, limit: int) -> dict[str, Any]:
@@ -257,18 +258,15 @@ class StreamHandler(Handler):
         self.write(sse_notice("session", notice))
         await self.flush()
         backlog = tail.backlog(since, until)
-        if backlog is None:
-            backlog = await tail.catch_up(since, until)
-        chunk: list[bytes] = []
-        size = 0
-        for frame in backlog:  # in writes of about BATCH_BYTES, each flushed before the next
-            chunk.append(frame.data)
-            size += len(frame.data)
-            if size >= BATCH_BYTES:
-                await self._send(chunk)
-                chunk, size = [], 0
-        if chunk:
-            await self._send(chunk)
+        if backlog is not None:
+            await self._send_frames(backlog)
+        else:  # older than the frames the tail keeps: a replay from the log's start, page by page, shared
+            replay, reading = tail.catch_up(client, since, until)
+            try:
+                while frames := await replay.take(reading):
+                    await self._send_frames(frames)
+            finally:
+                tail.caught_up(replay, reading)
         problem = tail.problem
         while not (client.dropped or client.closed):
             frames = await client.next(settings.heartbeat)
@@ -280,9 +278,27 @@ class StreamHandler(Handler):
                 chunks.append(sse_notice("problem", {"problem": problem, "damaged": tail.damaged, "last_seq": tail.last_seq}))
             await self._send(chunks)
 
+    async def _send_frames(self, frames: list[Frame]) -> None:
+        """Frames in writes of about BATCH_BYTES, each flushed before the next (a client that does not read holds one)."""
+        chunk: list[bytes] = []
+        size = 0
+        for frame in frames:
+            chunk.append(frame.data)
+            size += len(frame.data)
+            if size >= BATCH_BYTES:
+                await self._send(chunk)
+                chunk, size = [], 0
+        if chunk:
+            await self._send(chunk)
+
     async def _send(self, chunks: list[bytes]) -> None:
+        """Write and flush; a client that takes nothing for ``send_timeout`` seconds is disconnected (it holds this write only)."""
         self.write(b"".join(chunks))
-        await self.flush()
+        try:
+            await asyncio.wait_for(self.flush(), self.nbagent.settings.send_timeout)
+        except asyncio.TimeoutError:
+            self._drop()
+            raise StreamClosedError() from None
 
     def _drop(self) -> None:
         """A client too far behind: close its connection (it resumes from its Last-Event-ID)."""

@@ -33,6 +33,12 @@ class NbagentServer(Configurable):
         min=1,
         help="Events queued for one stream client at most; a client further behind is disconnected and resumes from its last id.",
     ).tag(config=True)
+    send_timeout = Float(
+        60.0,
+        min=0.05,
+        help="Seconds one write to a stream client may take; a client that reads nothing for that long is disconnected "
+        "(it resumes from its last id), so it never holds the server's memory.",
+    ).tag(config=True)
     buffer = Int(5000, min=1, help="Recent events of a followed session kept in memory for clients that reconnect.").tag(config=True)
     linger = Float(30.0, min=0.0, help="Seconds a session's shared tail is kept after its last client leaves.").tag(config=True)
     retry_ms = Int(1000, min=0, help="The reconnection delay a stream asks browsers to use, in milliseconds.").tag(config=True)

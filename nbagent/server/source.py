@@ -23,7 +23,7 @@ from ..errors import LogCorruptError, LogError, LogVersionError, NotALogError
 from ..history.summary import trust_of
 from ..reader import Reader
 
-CHUNK = 1 << 22  # bytes read at a time
+CHUNK = 1 << 20  # bytes of log one read takes at most (more only for one longer line): what a read holds stays small
 RETRY_MAX = 30.0  # seconds between two attempts to reach a database that went away, at most
 DAMAGE = (LogCorruptError, LogVersionError, NotALogError)
 log = logging.getLogger("nbagent.server")
@@ -37,13 +37,14 @@ class Batch:
     problem: str = ""
     torn: bool = False
     damaged: bool = False  # the problem is damage in the log itself (not a failure to read it now)
+    more: bool = False  # reading stopped at its bound (:data:`CHUNK`): more may be there now; read again at once
 
 
 class EventSource(Protocol):
     """A session's events for the server: read what is there after a seq, and wait until more may have come."""
 
     def read(self, since: int) -> Batch:
-        """The events with ``seq > since`` stored now, in order (blocking; the server calls it in a worker thread)."""
+        """The events with ``seq > since`` stored now, in order, or the first of them (``more``) (blocking; in a worker thread)."""
         ...
 
     async def wait(self, timeout: float) -> None:
@@ -77,10 +78,11 @@ class FileSource:
         return info.st_ino, info.st_size, info.st_mtime_ns
 
     def read(self, since: int) -> Batch:
-        """Events after ``since``: only the bytes appended since the last read when it ended at ``since``."""
+        """Events after ``since``, from about :data:`CHUNK` bytes: the reading goes on where the last one stopped if it was not past ``since``."""
         reader = self._reader
-        if reader is None or reader.stopped or (reader.expected or 1) - 1 != since or (self._seen and self._seen[0] != self._ino()):
+        if reader is None or reader.stopped or (reader.expected or 1) - 1 > since or (self._seen and self._seen[0] != self._ino()):
             reader = self._reader = Reader(str(self.path), "follow", since=since)
+        reader.since = since  # the lines up to it are skipped unparsed
         batch = Batch()
         self.reads += 1
         try:
@@ -94,14 +96,14 @@ class FileSource:
                 batch.problem = "the log is not a regular file"
                 return batch
             self._seen = (info.st_ino, info.st_size, info.st_mtime_ns)
-            while True:
-                data = os.pread(fd, max(CHUNK, info.st_size - reader.offset), reader.offset)
-                if not data:
-                    break
+            want = CHUNK
+            while data := os.pread(fd, want, reader.offset):
                 before = reader.offset
                 batch.events.extend(reader.feed(data))
-                if reader.offset == before or len(data) < CHUNK:
+                if reader.offset != before or len(data) < want:
+                    batch.more = len(data) == want and not reader.stopped
                     break
+                want *= 2  # not one whole line in it: a longer line (the reader refuses one past its limit)
         except (LogCorruptError, LogVersionError, NotALogError) as exc:
             reader.stopped = True
             batch.problem, batch.damaged = str(exc), True
@@ -109,7 +111,7 @@ class FileSource:
             batch.problem = f"cannot read the log: {exc.strerror or exc}"
         finally:
             os.close(fd)
-        batch.torn = bool(reader.torn)
+        batch.torn = bool(reader.torn) and not batch.more  # a line cut by the bound is read whole next time
         return batch
 
     def trust(self) -> str:

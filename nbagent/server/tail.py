@@ -1,10 +1,11 @@
 """One shared tail per followed session: the log is read once per change, whatever the number of clients.
 
-The tail reads its :class:`~.source.EventSource` in a worker thread, renders each new event once
-(:mod:`.present`), keeps the last ``buffer`` frames for clients that reconnect, and hands every
-frame to each client's bounded queue.  A client whose queue is full (it reads slower than the
-session writes) is dropped; it reconnects with its Last-Event-ID and catches up, while the others
-never wait for it.
+The tail reads its :class:`~.source.EventSource` in a worker thread, a bounded chunk at a time,
+renders each new event once (:mod:`.present`), keeps the last ``buffer`` frames for clients that
+reconnect, and hands every frame to each client's bounded queue.  A client whose queue is full (it
+reads slower than the session writes) is dropped; it reconnects with its Last-Event-ID and catches
+up, while the others never wait for it.  A client older than the kept frames catches up through a
+shared :class:`~.replay.Replay`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .present import Presenter, sse_frame
+from .replay import Reading, Replay
 from .source import Batch, EventSource, FileSource, StoreSource
 
 log = logging.getLogger("nbagent.server")
@@ -49,13 +51,19 @@ class Client:
         if self.dropped or self.closed:
             return
         if len(self.queue) >= self.limit:
-            self.dropped = True
-            self.queue.clear()
-            self._ready.set()
-            self.on_drop()
+            self.drop()
             return
         self.queue.append(frame)
         self._ready.set()
+
+    def drop(self) -> None:
+        """Drop the client (it fell too far behind): its connection is closed, and it reconnects with its Last-Event-ID."""
+        if self.dropped or self.closed:
+            return
+        self.dropped = True
+        self.queue.clear()
+        self._ready.set()
+        self.on_drop()
 
     def close(self) -> None:
         """The connection went away."""
@@ -98,7 +106,8 @@ class Tail:
         self.torn = False
         self.trust = ""
         self.clients: set[Client] = set()
-        self.ready = asyncio.Event()
+        self.replays: list[Replay] = []  # the catch-ups from the log's start under way
+        self.ready = asyncio.Event()  # the tail has read to the log's end (as it was then)
         self.events_read = 0
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -135,6 +144,8 @@ class Tail:
             self.publish(frames)
             self.events_read += len(frames)
             self.problem, self.damaged, self.torn = batch.problem, batch.damaged, batch.torn
+            if batch.more and not batch.problem:
+                continue  # a bounded read: the rest at once, one chunk at a time
             self.ready.set()
             self._wake.clear()
             waiter = asyncio.ensure_future(self.source.wait(60.0))
@@ -180,20 +191,19 @@ class Tail:
             return None
         return [f for f in self.recent if since < f.seq <= until]
 
-    async def catch_up(self, since: int, until: int) -> list[Frame]:
-        """The frames with ``since < seq <= until`` read afresh from the store (rendered from the first event: names, notes)."""
+    def catch_up(self, client: Client, since: int, until: int) -> tuple[Replay, Reading]:
+        """A place for ``client`` in a replay from the log's start (one under way if it still has what the client needs)."""
+        replay = next((r for r in self.replays if r.can_join(since)), None)
+        if replay is None:
+            replay = Replay(self.open_source)
+            self.replays.append(replay)
+        return replay, replay.join(client, since, until)
 
-        def read() -> list[Frame]:
-            presenter = Presenter()
-            source = self.open_source()
-            try:
-                batch = source.read(0)
-            finally:
-                source.close()
-            frames = [Frame(e["seq"], sse_frame(presenter.record(e))) for e in batch.events if e["seq"] <= until]
-            return [f for f in frames if f.seq > since]
-
-        return await asyncio.get_running_loop().run_in_executor(None, read)
+    def caught_up(self, replay: Replay, reading: Reading) -> None:
+        """A client's catch-up ended (or it left): a replay without readers is let go."""
+        replay.leave(reading)
+        if not replay.readings and replay in self.replays:
+            self.replays.remove(replay)
 
 
 class Tails:
