@@ -240,3 +240,12 @@ def test_python_m_nbagent_honours_nbagent_store(team: Team) -> None:
     done = nbagent("verify", "db-alpha", store=DOWN)
     assert done.returncode == 1 and not done.stdout and "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1 and f"cannot connect to {DOWN}" in done.stderr
+
+
+def test_a_session_keyed_by_the_folder_itself_is_listed_there(team: Team) -> None:
+    """``Session.open("name", store=URL)`` run in a project folder keys the session by that folder: listing the folder shows it."""
+    with Session.open("folder-run", store=team.url, fsync="never") as session:  # relative: this folder's session
+        session.append(ev.USER_MSG, content="a script's question")
+    assert "folder-run" in names()
+    assert "folder-run" in names(str(team.project))
+    assert "folder-run" not in names("sub") and "folder-run" not in names(str(team.other))

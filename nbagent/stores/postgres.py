@@ -260,9 +260,10 @@ class PostgresStore:
         if notebook:
             where.append("(notebook = %s OR notebook LIKE %s)")
             params += [notebook, "%/" + _like(notebook)]
-        if under:
-            where.append("notebook LIKE %s")
-            params.append(_like(under.rstrip("/")) + "/%")
+        if under:  # the folder's notebooks, and sessions keyed by the folder itself (opened by name in it)
+            folder = under.rstrip("/") or "/"
+            where.append("(notebook = %s OR notebook LIKE %s)")
+            params += [folder, _like(folder.rstrip("/")) + "/%"]
         if owner:
             where.append("owner_role = %s")
             params.append(owner)
