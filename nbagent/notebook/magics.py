@@ -11,19 +11,15 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import parse_argstring
 
-from .. import approval as approvals
 from .. import events as ev
-from .. import toolkit
-from ..errors import Interrupted, NbagentError
+from ..errors import Interrupted
 from ..log import FsyncPolicy, make_folder
 from ..loop import Loop
-from ..model import AnthropicModel, DemoModel, Model
 from ..render.parts import Start
 from ..session import Session
-from ..tools import Tool
+from . import build, restart
 from . import kernel as nbkernel
 from . import python_tool as pytool
-from . import restart
 from .foreign import calls_not_signed_by_user, untrusted_warning
 from .place import Place, place_of, print_sessions, replay_of, unchecked_place_of
 from .settings import Agent, context_settings, thinking_setting
@@ -188,7 +184,7 @@ class AgentMagics(Magics):
             )
         self.claims[key] = plan.claims
         live = plan.ask or plan.unfinished == "continue"  # else the cell only shows what the log holds
-        view = self._view(request or session.state.title or path.stem, live=live, session=session)
+        view = build.view(self.shell, request or session.state.title or path.stem, live=live, session=session)
         try:
             self._show(session, plan, view, index)
             if plan.show is not None or plan.show_all:
@@ -268,9 +264,9 @@ class AgentMagics(Magics):
         """The agent loop of this cell, as the ``Agent`` settings and the magic's options say."""
         return Loop(
             session,
-            tools=self._tools(),
-            model=self._model(args),
-            approval=self._approval(args, view),
+            tools=build.tools(self.shell, self.settings),
+            model=build.model(self.settings, args),
+            approval=build.approval(self.settings, args, view),
             system=self.settings.system_prompt,
             max_tokens=self.settings.max_tokens,
             retries=self.settings.retries,
@@ -285,7 +281,7 @@ class AgentMagics(Magics):
         session = self._session(args)
         if not session.trusted:
             raise UsageError(f"{untrusted_warning(session)} Compacting it would send its history to the model; trust it first.")
-        view = self._view(f"Compacting {session.path.stem}", session=session)
+        view = build.view(self.shell, f"Compacting {session.path.stem}", session=session)
         loop = self._loop(session, args, view)
         view.begin(Start.of_state(session.state))
         unsubscribe = session.subscribe(view, since=session.seq)
@@ -347,62 +343,6 @@ class AgentMagics(Magics):
             message = f"nbagent: restored kernel state by re-running {calls} recorded python call(s)"
             print(message + (f"; {failed} failed." if failed else "."))
         return calls
-
-    # Parts of a run -------------------------------------------------------------------------------
-    def _view(self, title: str, *, live: bool = True, session: Session | None = None) -> Any:
-        # Each view is imported when first needed: %load_ext stays quick, and a re-rendered turn loads no widgets.
-        if getattr(self.shell, "kernel", None) is None:
-            from .panel import TextView
-
-            return TextView(stream=sys.stdout)
-        if not live:
-            from .output import StaticPanel
-
-            return StaticPanel(title)  # no widgets: nothing in it will change
-        from ..server.links import kernel_page_url
-        from .panel import Panel
-
-        notebook = nbkernel.notebook_path(self.shell)
-        panel = Panel(title, link=kernel_page_url(str(notebook), session.path.stem) if notebook and session else "")
-        panel.show()
-        return panel
-
-    def _model(self, args: Any) -> Model:
-        if self.settings.demo:
-            return DemoModel()
-        try:
-            return AnthropicModel(args.model or self.settings.model)
-        except NbagentError:
-            raise UsageError(
-                "No Anthropic API key: set ANTHROPIC_API_KEY in the kernel's environment (e.g. `%env ANTHROPIC_API_KEY=...`), "
-                "or try the offline demo model (not Claude) with `%config Agent.demo = True`."
-            ) from None
-
-    def _approval(self, args: Any, view: Any) -> Any:
-        """The run's approval policy: the panel's buttons are the person who answers where there is one."""
-        mode = args.approval or self.settings.approval
-        ask = getattr(view, "ask", None)
-        if mode == "deny" or ask is None:
-            return mode
-        # "auto" approves the user's own new calls; a foreign call or a repeat of unknown outcome still needs a click.
-        return approvals.auto(ask) if mode == "auto" else ask
-
-    def _tools(self) -> list[Tool]:
-        wanted = set(self.settings.tools)  # known names only: Agent checks them when they are set
-        chosen: dict[str, Tool] = {}
-        if pytool.NAME in wanted:
-            chosen[pytool.NAME] = pytool.python_tool(self.shell)
-        notebook = nbkernel.notebook_path(self.shell)
-        root = Path(self.settings.workspace).expanduser() if self.settings.workspace else (notebook.parent if notebook else Path.cwd())
-        protected = [Path(self.settings.log_dir).expanduser()] if self.settings.log_dir else []
-        for builtin in toolkit.default_tools(root=root, protected=protected):
-            if builtin.name in wanted:
-                chosen[builtin.name] = builtin
-        if self.settings.user_tools:
-            for name, value in list(self.shell.user_ns.items()):
-                if isinstance(value, Tool) and not name.startswith("_"):
-                    chosen[value.name] = value  # the user's own tool wins over a built-in of the same name
-        return list(chosen.values())
 
     def close(self) -> None:
         """Close every open session (releasing their locks)."""
