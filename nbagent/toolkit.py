@@ -27,21 +27,27 @@ any file, the session logs included.  Their safeguard is approval, not the works
 from __future__ import annotations
 
 import base64
+import contextlib
 import fnmatch
 import os
+import selectors
 import signal
 import stat
 import subprocess
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from .clip import ByteHeadTail, fit
 from .store import STORE_DIR
 from .tools import Tool, tool
 
 MAX_READ_CHARS = 100_000
 MAX_LIST_ENTRIES = 500
-MAX_SHELL_OUTPUT = 50_000
+MAX_SHELL_OUTPUT = 50_000  # characters of stdout and stderr together; the middle of longer output is counted, not kept
+READ_SIZE = 65_536  # bytes read from a pipe at a time
+KILL_GRACE = 5.0  # seconds to read what a killed command printed (a process outside its group may keep the pipe open)
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif", ".webp": "image/webp"}
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 
@@ -305,6 +311,29 @@ def file_tools(root: PathArg | None = None, *, protected: Iterable[PathArg] = ()
     )
 
 
+def _read(pipes: dict[int, ByteHeadTail], deadline: float) -> bool:
+    """Read the pipes into their buffers as the bytes come: True once all are closed, False at the deadline."""
+    with selectors.DefaultSelector() as selector:
+        for fd in pipes:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                return False
+            for key, _ in selector.select(min(wait, 60.0)):
+                data = os.read(key.fd, READ_SIZE)
+                if data:
+                    pipes[key.fd].feed(data)
+                else:
+                    selector.unregister(key.fd)
+    return True
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):  # the whole group is already gone
+        os.killpg(process.pid, signal.SIGKILL)
+
+
 @tool(effect="irreversible")
 def shell(command: str, timeout: float = 60.0) -> str:
     """Run a shell command in the working directory and return its exit code, stdout and stderr.
@@ -321,23 +350,37 @@ def shell(command: str, timeout: float = 60.0) -> str:
         stderr=subprocess.PIPE,
         start_new_session=True,  # its own process group, so a timeout kills its children too
     )
+    assert process.stdout is not None and process.stderr is not None
+    out, err = ByteHeadTail(MAX_SHELL_OUTPUT), ByteHeadTail(MAX_SHELL_OUTPUT)
+    pipes = {process.stdout.fileno(): out, process.stderr.fileno(): err}
+    deadline = time.monotonic() + timeout
     try:
-        out, err = process.communicate(timeout=timeout)
-        status = f"exit code {process.returncode}"
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        out, err = process.communicate()
-        status = f"timed out after {timeout:g} s; killed"
+        try:
+            if not _read(pipes, deadline):
+                raise subprocess.TimeoutExpired(command, timeout)
+            process.wait(max(0.0, deadline - time.monotonic()))
+            status = f"exit code {process.returncode}"
+        except subprocess.TimeoutExpired:
+            _kill(process)
+            _read(pipes, time.monotonic() + KILL_GRACE)  # what it printed before it was killed
+            process.wait()
+            status = f"timed out after {timeout:g} s; killed"
     except BaseException:
-        os.killpg(process.pid, signal.SIGKILL)
+        _kill(process)
         process.wait()
         raise
+    finally:
+        process.stdout.close()
+        process.stderr.close()
+    out.feed(b"", final=True)
+    err.feed(b"", final=True)
+    shown_out, shown_err = fit([out, err], MAX_SHELL_OUTPUT)
     parts = [status]
-    if out:
-        parts.append("stdout:\n" + out.decode("utf-8", errors="replace"))
-    if err:
-        parts.append("stderr:\n" + err.decode("utf-8", errors="replace"))
-    report = _clip("\n".join(parts), MAX_SHELL_OUTPUT)
+    if out.total:
+        parts.append("stdout:\n" + shown_out)
+    if err.total:
+        parts.append("stderr:\n" + shown_err)
+    report = "\n".join(parts)
     if status.startswith("timed out"):
         raise TimeoutError(report)
     return report

@@ -1,9 +1,12 @@
 """The ``python`` tool: the agent runs code in the kernel's user namespace, as if in a hidden cell.
 
-Output is captured with IPython's own capture utilities: stdout, stderr, the
-value of the last expression, ``display()`` calls and inline figures.  Text
-goes back to the model; images go back as base64 image blocks so the model can
-see its plots.  Errors are returned to the model, never printed into the cell.
+Output is captured while the code runs: stdout and stderr into bounded buffers
+(:class:`nbagent.clip.HeadTail`: the head and the tail are kept, the middle only
+counted, so code printing gigabytes does not fill the kernel's memory), the value
+of the last expression, ``display()`` calls and inline figures with IPython's own
+capture utilities.  Text goes back to the model; images go back as base64 image
+blocks so the model can see its plots.  Errors are returned to the model, never
+printed into the cell.
 """
 
 from __future__ import annotations
@@ -12,15 +15,18 @@ import ast
 import base64
 import re
 import traceback
+from collections.abc import Callable
+from contextlib import redirect_stderr, redirect_stdout
 from typing import Any, cast
 
 from anthropic.lib.tools import ToolError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
+from ..clip import HeadTail, fit
 from ..tools import Tool
 
-MAX_TEXT = 20_000
+MAX_TEXT = 20_000  # characters of text in one block; the middle of longer output is counted, not kept
 IMAGE_MIME = ("image/png", "image/jpeg", "image/gif", "image/webp")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 NAME = "python"  # the one name of this tool (the magics offer it, the restart reader finds its calls)
@@ -32,12 +38,31 @@ DESCRIPTION = (
 )
 
 
-def _clip(text: str) -> str:
-    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + f"\n[... {len(text) - MAX_TEXT} more characters not shown]"
+class _Capture(HeadTail):
+    """Where the code's stdout or stderr goes: a HeadTail whose ``write`` cannot be replaced on the instance.
+
+    IPython 9's ``run_cell`` replaces ``sys.stdout.write`` for the cell to keep every write in its
+    output history, unbounded; the agent's output is the model's (bounded here), not the user's cell's.
+    """
+
+    @property
+    def write(self) -> Callable[[str], int]:
+        return super().write
+
+    @write.setter
+    def write(self, _replacement: Any) -> None:
+        pass
 
 
-def _joined(texts: list[str]) -> str:
-    return _clip("\n".join(t.rstrip("\n") for t in texts))
+def _text(text: str) -> HeadTail:
+    part = HeadTail(MAX_TEXT)
+    part.write(text)
+    return part
+
+
+def _joined(texts: list[tuple[str, HeadTail]]) -> str:
+    shown = fit([part for _, part in texts], MAX_TEXT)
+    return "\n".join(label + text.rstrip("\n") for (label, _), text in zip(texts, shown, strict=True))
 
 
 def run_code(shell: InteractiveShell, code: str) -> tuple[list[dict[str, Any]], BaseException | None]:
@@ -58,7 +83,13 @@ def run_code(shell: InteractiveShell, code: str) -> tuple[list[dict[str, Any]], 
     shell.set_custom_exc((BaseException,), keep_error)
     try:
         # Entering the display trap first makes run_cell's own (nested) entry keep the capturing hook.
-        with shell.display_trap, capture_output(stdout=True, stderr=True, display=True) as captured:
+        out, err = _Capture(MAX_TEXT), _Capture(MAX_TEXT)
+        with (
+            shell.display_trap,
+            capture_output(stdout=False, stderr=False, display=True) as captured,
+            redirect_stdout(out),
+            redirect_stderr(err),
+        ):
             shell.run_cell(code, store_history=False)
     finally:
         shell.custom_exceptions, shell.CustomTB = saved
@@ -66,11 +97,11 @@ def run_code(shell: InteractiveShell, code: str) -> tuple[list[dict[str, Any]], 
     if isinstance(error, KeyboardInterrupt):
         raise KeyboardInterrupt
     blocks: list[dict[str, Any]] = []
-    texts: list[str] = []
-    if captured.stdout:
-        texts.append(captured.stdout)
-    if captured.stderr:
-        texts.append("[stderr]\n" + captured.stderr)
+    texts: list[tuple[str, HeadTail]] = []  # (label, text)
+    if out.total:
+        texts.append(("", out))
+    if err.total:
+        texts.append(("[stderr]\n", err))
     for output in captured.outputs:
         data = output.data or {}
         images = [m for m in IMAGE_MIME if m in data]
@@ -83,12 +114,12 @@ def run_code(shell: InteractiveShell, code: str) -> tuple[list[dict[str, Any]], 
                 image = base64.b64encode(image).decode()
             blocks.append({"type": "image", "source": {"type": "base64", "media_type": images[0], "data": image.strip()}})
         elif "text/plain" in data:
-            texts.append(str(data["text/plain"]))
+            texts.append(("", _text(str(data["text/plain"]))))
     if failure:
         etype, value, tb = failure[0]
         tb = tb.tb_next if tb is not None and tb.tb_next is not None else tb  # skip IPython's own frame
         formatted = "".join(traceback.format_exception(etype, value, tb))
-        texts.append(_ANSI.sub("", formatted).rstrip())
+        texts.append(("", _text(_ANSI.sub("", formatted).rstrip())))
     if texts or not blocks:
         blocks.append({"type": "text", "text": _joined(texts) if texts else "(no output)"})
     return blocks, error
