@@ -351,10 +351,11 @@ def run(sizes: Sizes, workdir: Path, progress: bool = True) -> str:
     # 6-10: long sessions (issue 12), with their own targets
     out += context_report.section(sizes.context, workdir, say)
 
-    # 11-12: the server's event stream and the PostgreSQL store, each its own module (python -m benchmarks.server / .postgres)
+    # 11-13: the server's event stream, the PostgreSQL store and tool output, each its own module (python -m benchmarks.<name>)
     if sizes.external:
         out += _external("11. The server extension's event stream (`python -m benchmarks.server`)", "benchmarks.server", say)
         out += _external("12. The PostgreSQL store (`python -m benchmarks.postgres`)", "benchmarks.postgres", say)
+        out += _external("13. Peak memory of a tool printing 1 GB (`python -m benchmarks.tool_output`)", "benchmarks.tool_output", say)
 
     head = ["| machine | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in info]
     mode = "quick" if sizes == QUICK else "full"
