@@ -78,12 +78,14 @@ async def _read_all(server: NbServer, last: int, timeout: float) -> bool:
 
 
 def _closed_by_server(sock: socket.socket, timeout: float) -> bool:
-    """Whether the server closed a connection this side never read (what it had sent is read now and thrown away)."""
-    sock.settimeout(timeout)
+    """Whether the server closed, within ``timeout`` seconds, a connection this side never read (what it sent is thrown away)."""
+    deadline = time.monotonic() + timeout
     try:
-        while sock.recv(1 << 20):
-            pass
-        return True
+        while (left := deadline - time.monotonic()) > 0:  # heartbeats would keep a connection that stays open busy
+            sock.settimeout(left)
+            if not sock.recv(1 << 20):
+                return True
+        return False
     except OSError:
         return False
     finally:
