@@ -17,6 +17,7 @@ from .errors import (
     ModelError,
     NbagentError,
     NotALogError,
+    RefusedRequestError,
 )
 from .fold import State
 from .reader import follow, read_events
@@ -58,6 +59,7 @@ __all__ = [
     "LogWriteError",
     "Model",
     "ModelError",
+    "RefusedRequestError",
     "ModelRequest",
     "NbagentError",
     "NotALogError",

@@ -66,5 +66,9 @@ class ModelError(NbagentError):
         self.retry_after = retry_after  # seconds the API asked to wait (retry-after-ms / retry-after), None: not said
 
 
+class RefusedRequestError(ModelError):
+    """The API refused this session's last request as malformed; nbagent does not send the same request again."""
+
+
 class Interrupted(KeyboardInterrupt):
     """The run was interrupted; the interruption is in the log and the session can continue."""

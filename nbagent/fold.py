@@ -18,6 +18,7 @@ Frontier = Literal["empty", "model", "tools", "done"]
 USAGE_KEYS = ev.USAGE_KEYS
 # Put before a request that follows an interruption the model never answered (see interruption_note).
 SERVER_REFUSED = "server_compaction_refused"  # a note's kind: this session compacts locally from then on
+DROP_THINKING = "drop_thinking"  # a note's kind: later requests leave out every thinking block before it (the log keeps them)
 INTERRUPTED_NOTE = "[nbagent note: the previous request was interrupted before it was answered.]"
 
 
@@ -63,6 +64,10 @@ class State:
     stop_note: str = ""
     asked_again: int = 0
     turn_start: int = 0
+    # The API refused the last request as malformed (a 400 that no retry or compaction answers): its message. The same
+    # request is never sent again; anything that changes the next request (a request, a note, a compaction) clears it.
+    refused: str = ""
+
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy, with the messages as a plain list."""
@@ -193,6 +198,7 @@ def _user_msg(state: State, event: ev.Event) -> None:
         state.title = " ".join(text.split())[:80]
     state.status, state.stop_reason = "model", None
     state.stop_action, state.stop_note, state.asked_again = "", "", 0
+    state.refused = ""
 
 
 def _model_call(state: State, event: ev.Event) -> None:
@@ -209,7 +215,7 @@ def _assistant_msg(state: State, event: ev.Event) -> None:
     for key in USAGE_KEYS:
         state.usage[key] += int((event.get("usage") or {}).get(key) or 0)
     state.context_tokens = context_tokens(event.get("usage") or {}) or state.context_tokens
-    state.stop_reason = event.get("stop_reason")
+    state.stop_reason, state.refused = event.get("stop_reason"), ""
     state.partial, state.unanswered_interrupt = [], False
     has_calls = any(b.get("type") == "tool_use" for b in content)
     stop = stops.rule(state.stop_reason, has_calls, state.asked_again, stops.refusal_detail(event.get("stop_details")))
@@ -247,6 +253,14 @@ def _drop_turn(state: State) -> None:
 def _model_error(state: State, event: ev.Event) -> None:
     state.model_errors += 1
     state.status = "error"
+    if refuses_request(event):
+        state.refused = str(event.get("message") or "")
+
+
+def refuses_request(event: ev.Event) -> bool:
+    """Whether a ``model_error`` says the request itself is malformed: a 400 no retry answers and no compaction mends."""
+    return event.get("status") == 400 and not event.get("retryable") and event.get("kind") not in ("prompt_too_long", "request_too_large")
+
 
 
 def _tool_started(state: State, event: ev.Event) -> None:
@@ -280,8 +294,12 @@ def _interrupted(state: State, event: ev.Event) -> None:
 
 
 def _note(state: State, event: ev.Event) -> None:
+    if event.get("kind") in (SERVER_REFUSED, DROP_THINKING) or to_model(event) is not None:
+        state.refused = ""  # the next request is not the one refused
     if event.get("kind") == SERVER_REFUSED:
         state.server_refused = True
+    elif event.get("kind") == DROP_THINKING:
+        state.messages = [_without_thinking(m) for m in state.messages]
     text = to_model(event)
     if text is not None:
         state.pending_notes.append(text)
@@ -318,7 +336,19 @@ def _keep_images(state: State, seq: int, count: int) -> None:
             entry[3] = held - dropped
 
 
+def _without_thinking(message: dict[str, Any]) -> dict[str, Any]:
+    """An assistant message without its thinking blocks (one that held nothing else says so, never empty)."""
+    content = message.get("content")
+    if message.get("role") != "assistant" or not isinstance(content, list):
+        return message
+    kept = [b for b in content if not (isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking"))]
+    if len(kept) == len(content):
+        return message
+    return dict(message, content=kept or [{"type": "text", "text": "(thinking left out)"}])
+
+
 def _context(state: State, event: ev.Event) -> None:
+    state.refused = ""
     if "result_budget" in event:
         state.result_budget = event["result_budget"]
     if "keep_tool_results" in event:
@@ -352,6 +382,7 @@ def _compaction(state: State, event: ev.Event) -> None:
     if event.get("final", True):
         state.compacting = None
         state.compactions += 1
+        state.refused = ""
 
 
 def latest_compaction(content: Sequence[Mapping[str, Any]]) -> int | None:

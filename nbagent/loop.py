@@ -20,8 +20,8 @@ from . import context as ctx
 from . import events as ev
 from . import stops
 from .deltas import DELTA_INTERVAL, DeltaWriter
-from .errors import Interrupted, ModelError, NbagentError
-from .fold import SERVER_REFUSED
+from .errors import Interrupted, ModelError, NbagentError, RefusedRequestError
+from .fold import DROP_THINKING, SERVER_REFUSED
 from .images import fit_images
 from .model import DEFAULT_MODEL, AnthropicModel, Model, ModelRequest, Reply
 from .rules import NOT_APPROVED, UNKNOWN_OUTCOME, Ask, Call, Offered, Refuse, changed, decide
@@ -78,6 +78,8 @@ class Loop:
                     for tool_use_id, call in list(state.open_calls.items()):
                         self._run_call(tool_use_id, call)
                 elif state.frontier == "model":
+                    if state.refused:  # never the same refused request again: something must change first
+                        raise RefusedRequestError(refused_text(state.refused))
                     if state.stop_action == "compact":  # the last reply filled the context window
                         self.compact("context_window_exceeded")
                     elif state.compacting is not None or ctx.needs_compaction(self.context, self._server(), self._estimate):
@@ -141,6 +143,8 @@ class Loop:
                 if wait is not None:
                     time.sleep(wait)
                     continue
+                if self.session.state.refused:
+                    raise RefusedRequestError(refused_text(str(err)), status=err.status, kind=err.kind) from err
                 raise err
             if not reply["content"]:
                 # The API refuses an empty assistant turn in a later request; record a placeholder.
@@ -158,6 +162,10 @@ class Loop:
             if state.stop_note:  # what the stop rule decided, for people (the fold decides it from the reply alone)
                 self.session.append(ev.NOTE, kind="stop", action=state.stop_action, text=state.stop_note)
             return
+
+    def drop_thinking(self) -> None:
+        """Leave every thinking block so far out of later requests (the log keeps them): the way out of a refused history."""
+        self.session.append(ev.NOTE, kind=DROP_THINKING, text="thinking blocks so far are left out of later requests; the log keeps them")
 
     # The context window ------------------------------------------------------------------------------
     def _record_context(self) -> None:
@@ -313,6 +321,15 @@ class Loop:
                 text, why = "Not run: the user moved on to a new request before this call started.", "not_started"
             # abandoned: views show it as a note of the request it belonged to, not as this one's tool error
             self.session.append(ev.TOOL_RESULT, tool_use_id=tool_use_id, content=text, is_error=True, abandoned=why)
+
+
+def refused_text(message: str) -> str:
+    """What the user is told when the API refused the session's last request as malformed, and the ways out."""
+    return (
+        f"The API refused this session's last request as malformed ({message}). nbagent does not send the same request "
+        "again. To go on: make a new request; or compact the conversation (`%agent --compact`, Loop.compact()); or leave "
+        "out the thinking blocks the API may reject (`%agent --drop-thinking`, Loop.drop_thinking()). The log keeps everything."
+    )
 
 
 def back_off(attempt: int, asked: float | None = None) -> float:

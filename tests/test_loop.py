@@ -510,12 +510,13 @@ def test_bad_request_raises_is_logged_and_the_session_stays_resumable(
     fake.script(text("Now it works."))
     with nbagent.Session.open(log_path) as session:
         assert session.state.frontier == "model"
-        assert go(session, client) == "Now it works."
-        assert fake.requests[1].body["messages"] == [{"role": "user", "content": "hi"}]
-        assert session.messages == [
-            {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": [{"type": "text", "text": "Now it works."}]},
-        ]
+        with pytest.raises(nbagent.RefusedRequestError):  # the same request is never sent again (tests/test_refused.py)
+            go(session, client)
+        assert len(fake.requests) == 1
+        assert go(session, client, "let me put it another way") == "Now it works."
+        asked = [{"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "text", "text": "let me put it another way"}]}]
+        assert fake.requests[1].body["messages"] == asked
+        assert session.messages == [*asked, {"role": "assistant", "content": [{"type": "text", "text": "Now it works."}]}]
 
 
 def test_unauthorized_says_to_check_the_key(fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session) -> None:

@@ -26,7 +26,7 @@ from nbagent.notebook.magics import magics_for
 from nbagent.notebook.settings import Agent, context_settings, thinking_setting, thinking_value
 from nbagent.render import html
 from nbagent.render.timeline import Timeline
-from tests.fake_anthropic import FakeAnthropic, Reply, text
+from tests.fake_anthropic import FakeAnthropic, Reply, error, text
 from tests.fake_context import signature
 
 SECRET = "sk-ant-api03-" + "Z" * 93 + "AA"
@@ -167,7 +167,7 @@ def test_compact_mistakes_are_usage_errors(shell: InteractiveShell, fake: FakeAn
     assert "no session to compact yet" in usage_error(shell, "%agent --compact")
     assert not (tmp_path / ".nbagent").exists() or store.list_sessions(tmp_path / ".nbagent" / "untitled") == []
     for line in ("%agent --compact summarise please", "%agent --compact --new", "%agent --compact --restore"):
-        assert "--compact compacts a session and takes no request" in usage_error(shell, line)
+        assert "--compact changes a session and takes no request" in usage_error(shell, line)
     assert fake.requests == []
 
 
@@ -213,3 +213,23 @@ def test_a_secret_in_thinking_stays_in_the_log_and_out_of_every_view(
 def cli(*argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     return main(list(argv), out=out, err=err), out.getvalue(), err.getvalue()
+
+
+# %agent --drop-thinking --------------------------------------------------------------------------------
+def test_drop_thinking_through_the_real_magic_gets_a_refused_session_going(
+    shell: InteractiveShell, fake: FakeAnthropic, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake.script(text("first answer"), error(400, message="messages.1.content.0: a block the API refuses"))
+    assert run(shell, "%agent hello").success
+    refused = usage_error(shell, "%agent and then?")  # the 400: shown with the ways out, not "run %agent again to retry"
+    assert "does not send the same request again" in refused and "drop-thinking" in refused and "to retry" not in refused
+    sent = len(fake.requests)
+    assert "does not send the same request again" in usage_error(shell, "%agent --resume " + the_log(tmp_path).stem)
+    assert len(fake.requests) == sent  # nothing sent
+    assert run(shell, "%agent --drop-thinking").success
+    assert "left out of its later requests" in capsys.readouterr().out
+    fake.script(text("going again"))
+    assert run(shell, "%agent --resume " + the_log(tmp_path).stem).success
+    assert len(fake.requests) == sent + 1
+    for line in ("%agent --drop-thinking now please", "%agent --drop-thinking --new", "%agent --compact --drop-thinking"):
+        assert "--drop-thinking" in usage_error(shell, line)

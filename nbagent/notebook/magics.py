@@ -66,7 +66,8 @@ class AgentMagics(Magics):
         session is a log beside the notebook (see ``%agent_sessions``), so it
         survives kernel restarts: re-running this notebook's ``%agent`` cells
         after a restart shows the recorded turns again without calling the model.
-        ``%agent --compact`` compacts the session now (see docs/notebook.md).
+        ``%agent --compact`` compacts the session now, ``%agent --drop-thinking`` leaves its thinking blocks
+        out of later requests (see docs/notebook.md).
         """
         options, request = split_request(line)
         args = parse_argstring(self.agent, options)
@@ -75,7 +76,12 @@ class AgentMagics(Magics):
         check_agent_line(args, request)
         with usage_errors():
             try:
-                self._compact(args) if args.compact else self._serve(self._session(args), args, request)
+                if args.compact:
+                    self._compact(args)
+                elif args.drop_thinking:
+                    self._drop_thinking(args)
+                else:
+                    self._serve(self._session(args), args, request)
             except Interrupted:
                 pass  # the panel shows the interruption; the next %agent continues the session
 
@@ -295,6 +301,14 @@ class AgentMagics(Magics):
             view.finish()
         if not done:
             print(f"nbagent: nothing to compact in {session.path.stem}: its conversation is already short.", flush=True)
+
+    def _drop_thinking(self, args: Any) -> None:
+        """``%agent --drop-thinking``: the session's thinking blocks so far are left out of its later requests (a note in the log)."""
+        if not (args.session or args.resume or self.current is not None or self.place().latest()):
+            raise UsageError("There is no session yet in this notebook: `%agent --drop-thinking` works on an existing one.")
+        session = self._session(args)
+        self._loop(session, args, None).drop_thinking()
+        print(f"nbagent: {session.path.stem}'s thinking blocks so far are left out of its later requests; the log keeps them.")
 
     def _run(self, session: Session, prompt: Any, args: Any, view: Any, *, meta: dict[str, Any] | None = None, note: str = "") -> None:
         """Run the loop with ``view`` subscribed; ``note``: a note to the model, which the fold puts before the request."""

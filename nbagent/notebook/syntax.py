@@ -32,6 +32,12 @@ AGENT_ARGUMENTS = (
         help="Compact the current session (or --session/--resume's) now, with no request: a model call summarises the "
         "earlier conversation (the local path, whatever Agent.compact says), and the summary is logged as a compaction event.",
     ),
+    argument(
+        "--drop-thinking",
+        action="store_true",
+        help="Leave every thinking block so far out of the session's later requests (the log keeps them), with no request: "
+        "the way out when the API refused the session's history as malformed.",
+    ),
     argument("request", nargs="*", help="What you want the agent to do. A request may end with '?'."),
 )
 
@@ -45,9 +51,12 @@ def agent_arguments(func: Any) -> Any:
 
 def check_agent_line(args: Any, request: str) -> None:
     """Refuse option combinations that make no sense, saying what to do instead."""
-    if args.compact:
-        if request or args.new or args.restore:
-            raise UsageError("--compact compacts a session and takes no request (nor --new or --restore): run `%agent --compact` alone.")
+    if args.compact and args.drop_thinking:
+        raise UsageError("--compact and --drop-thinking each change the session on their own: run one, then the other.")
+    for flag, given in (("--compact", args.compact), ("--drop-thinking", args.drop_thinking)):
+        if given and (request or args.new or args.restore):
+            raise UsageError(f"{flag} changes a session and takes no request (nor --new or --restore): run `%agent {flag}` alone.")
+    if args.compact or args.drop_thinking:
         return
     if not request and not (args.resume or args.restore):
         raise UsageError("The request is empty: write what you want the agent to do, e.g. `%agent summarize data.csv`.")

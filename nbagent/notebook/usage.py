@@ -8,13 +8,14 @@ from contextlib import contextmanager
 from IPython.core.error import UsageError
 from traitlets import TraitError
 
-from ..errors import LogCorruptError, LogLockedError, LogVersionError, ModelError, NbagentError
+from ..errors import LogCorruptError, LogLockedError, LogVersionError, ModelError, NbagentError, RefusedRequestError
 
 Hints = tuple[tuple[type[Exception] | tuple[type[Exception], ...], str], ...]
 # What the user can do about an error, by its type (the first that matches); other errors get the caller's hint.
 HINTS: Hints = (
     (LogLockedError, "(`%agent --new ...` starts a separate session.)"),
     ((LogCorruptError, LogVersionError), "Start a new session with `%agent --new ...`; nothing was deleted."),
+    (RefusedRequestError, ""),  # its message says what to do: a retry would be refused the same way
     (ModelError, "The session is saved; run %agent again to retry."),
 )
 WRITABLE = "Choose a writable folder with `%config Agent.log_dir = '/some/writable/folder'`."
