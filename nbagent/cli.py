@@ -268,17 +268,22 @@ def cmd_snapshot(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_trust(args: argparse.Namespace, out: TextIO) -> int:
     """``nbagent trust``: show what trusting would let run, ask, then append a signed ``trust`` event."""
+    from .history.vouch import write_history
     from .session import Session
+    from .transcript import Transcript
 
     source, path = history.resolve_session(args.session, write=True)
-    with Session.open(path, store=source) as session:
-        report = session.trust
+    # snapshot_every=0: no snapshot of a state read before the question; the next open checks the log itself.
+    with Session.open(path, store=source, snapshot_every=0) as session:
+        offer = session.trust_offer()  # read once: what is shown is exactly what the trust event vouches for
+        report, state = offer.report, offer.state
         if report.trusted:
             out.write(f"{session.where}: already trusted ({report.describe()}); nothing was changed\n")
             return EXIT_OK
-        state = session.state
         out.write(f"session {history.session_name(path)}  ({session.where})\n  {report.describe()}\n")
-        out.write(f"  {state.turns} turn(s), {len(state.messages)} message(s): continuing it sends this history to the model.\n")
+        messages = state.messages.as_list() if isinstance(state.messages, Transcript) else state.messages
+        out.write(f"  {state.turns} turn(s); continuing it sends this history of {len(messages)} message(s) to the model:\n")
+        write_history(messages, out)
         if state.open_calls:
             out.write("  Trusted, continuing it runs these recorded calls without asking you:\n")
             for tool_use_id, call in state.open_calls.items():
@@ -294,7 +299,7 @@ def cmd_trust(args: argparse.Namespace, out: TextIO) -> int:
             if input("Trust this session? [y/N] ").strip().lower() not in ("y", "yes"):
                 out.write("not trusted; nothing was changed\n")
                 return EXIT_DATA
-        event = session.trust_log()
+        event = session.trust_log(offer)
     out.write(f"trusted: appended your signed trust event (event {event['seq']}), vouching for events 1-{event['vouches']}\n")
     return EXIT_OK
 

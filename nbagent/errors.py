@@ -39,6 +39,10 @@ class LogVersionError(LogError):
     """A log was written by a newer nbagent whose schema this one does not know."""
 
 
+class UntrustedLogError(LogError):
+    """A session this user did not write (or that changed after they trusted it) is not continued; nothing was sent or run."""
+
+
 class LogLockedError(LogError):
     """Another process (or another open Session) is writing this log."""
 

@@ -20,7 +20,7 @@ from . import context as ctx
 from . import events as ev
 from . import stops
 from .deltas import DELTA_INTERVAL, DeltaWriter
-from .errors import Interrupted, ModelError, NbagentError, RefusedRequestError
+from .errors import Interrupted, ModelError, NbagentError, RefusedRequestError, UntrustedLogError
 from .fold import DROP_THINKING, SERVER_REFUSED
 from .images import fit_images
 from .model import DEFAULT_MODEL, AnthropicModel, Model, ModelRequest, Reply
@@ -67,6 +67,7 @@ class Loop:
         if prompt is not None:
             if isinstance(prompt, str) and not prompt.strip():
                 raise NbagentError("The request is empty: say what you want the agent to do.")
+        self._check_trusted()
         try:
             if prompt is not None:
                 self._settle_abandoned_calls()
@@ -96,6 +97,12 @@ class Loop:
 
     # The model ---------------------------------------------------------------------------------
     def _request(self) -> ModelRequest:
+    def _check_trusted(self) -> None:
+        """The notebook's rule: a session this user did not write is not continued (nothing sent, nothing run) until trusted."""
+        refusal = self.session.continue_refusal()
+        if refusal:
+            raise UntrustedLogError(refusal)
+
         """The next request: the fold's messages, and what the settings ask of the API."""
         state = self.session.state
         room = self.max_tokens * stops.MORE_ROOM if state.stop_action == "again" else self.max_tokens  # a cut call, asked again
@@ -204,6 +211,7 @@ class Loop:
             self.session.append(ev.COMPACTION_STARTED, keep=keep, reason=reason, model=self.model.name)
         limit = max(200, min(self.context.threshold, self.context.window))  # each summary request must fit too
         while self.session.state.compacting is not None:
+        self._check_trusted()
             messages = list(self.session.state.messages)
             prefix = messages[: len(messages) - self.session.state.compacting["keep"]]
             end = ctx.first_chunk(prefix, limit)

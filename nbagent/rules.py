@@ -109,3 +109,36 @@ def changed(call: Call, tool: Offered | None) -> str | None:
 
 def _kind(read: bool, keyed: bool) -> str:
     return "a read" if read else ("a write with an idempotency key" if keyed else "a write without an idempotency key")
+
+
+def refuse_continuing(*, opened: int, trusted_upto: int, broken_trust: int, keyed: bool) -> str:
+    """Why a session must not be continued: '' (it may), "changed", "no key" or "not yours" (table: tests/test_redteam_trust.py).
+
+    Only the ``opened`` lines it had when it was opened count: the lines written since are this process's own.
+    """
+    if trusted_upto >= opened:
+        return ""
+    if broken_trust:
+        return "changed"
+    return "not yours" if keyed else "no key"
+
+
+def continue_refusal_text(why: str, where: str, described: str) -> str:
+    """The error for a refusal of :func:`refuse_continuing`: what is wrong, that nothing was sent or run, and what to do."""
+    if why == "changed":
+        return (
+            f"{where}: lines you trusted with `nbagent trust` were changed afterwards ({described}), so it is not continued; "
+            "nothing was sent to the model or run. Find out who else can write to it (`nbagent verify` shows the lines); "
+            "`nbagent trust` shows it as it is now if you want to vouch for that."
+        )
+    if why == "no key":
+        return (
+            f"{where}: nbagent cannot tell whether you wrote this session, since this user has no readable signing key "
+            "(see the warning above), so it is not continued; nothing was sent to the model or run."
+        )
+    return (
+        f"{where} was not written by you ({described}); it may come from a cloned or downloaded notebook. Continuing it "
+        "would send its history to the model and could run its calls, so it is not continued; nothing was sent or run. "
+        f"To continue it, trust it first: `nbagent trust {where}` in a terminal shows every text and call it vouches for "
+        "and asks you. Or start a session of your own."
+    )

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from . import events as ev
-from . import fold, snapshot, trust
+from . import fold, rules, snapshot, trust
 from .errors import LogError
 from .feed import Feed, Subscriber
 from .log import FileOps, FsyncPolicy, Repair
 from .reader import HEADER_LIMIT, Scan, scan
-from .session_trust import SessionTrust, user_signer
+from .session_trust import Offer, SessionTrust, user_signer
 from .stores import Log, Store, get_store, locate
 from .transcript import Transcript
 
@@ -49,6 +49,7 @@ class Session:
         self._trust = SessionTrust(log, base, tail)  # who signed the lines; used only under self._lock
         self._session_id = base.header["summary"]["session_id"] if base else ""
         self._closed = False
+        self._opened_seq = self._seq  # lines 1.._opened_seq were there before this Session: not written by it
         # Set while an append is half done; an exception (say a KeyboardInterrupt) escaping
         # from that window makes the next access re-read the log instead of trusting memory.
         self._dirty = False
@@ -194,10 +195,34 @@ class Session:
                 self._resync()
             return self._trust.report
 
-    def trust_log(self) -> ev.Event:
-        """Vouch for every line so far: append this user's signed ``trust`` event over their SHA-256 (``nbagent trust``)."""
+    def trust_offer(self) -> Offer:
+        """The log read once, for ``nbagent trust`` to show: its state, who signed it, and the SHA-256 a trust event would vouch with."""
         with self._lock:
-            return self.append(ev.TRUST, **self._trust.vouching(self._seq))
+            if self._dirty:
+                self._resync()
+            return self._trust.offer()
+
+    def trust_log(self, offer: Offer | None = None) -> ev.Event:
+        """Vouch for exactly the bytes of ``offer`` (default: the log as it is now): append this user's signed ``trust`` event.
+
+        LogError, and nothing written, if the log is no longer those bytes.  The state and the
+        trust report are then read again from the log, so they are what the event vouched for.
+        """
+        with self._lock:
+            event = self.append(ev.TRUST, **self._trust.vouching(offer or self.trust_offer(), self._seq))
+            self._resync()
+            return event
+
+    def continue_refusal(self) -> str:
+        """Why this user must not continue the session ('' if they may): lines they did not write, and no trust of theirs covers."""
+        report = self.trust
+        why = rules.refuse_continuing(
+            opened=self._opened_seq,
+            trusted_upto=report.trusted_upto,
+            broken_trust=report.broken_trust,
+            keyed=self._trust.signer is not None,
+        )
+        return rules.continue_refusal_text(why, self.where, report.describe()) if why else ""
 
     @property
     def trusted(self) -> bool:

@@ -5,15 +5,27 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from . import events as ev
-from . import snapshot, trust
+from . import fold, snapshot, trust
 from .errors import LogError
-from .reader import Scan
+from .reader import Scan, scan
 from .stores import Log
 
 logger = logging.getLogger("nbagent")
+
+
+@dataclass(frozen=True)
+class Offer:
+    """What ``nbagent trust`` shows and vouches for, all from one read of the log: its state, signers and SHA-256."""
+
+    seq: int  # the last line's seq
+    size: int  # bytes read
+    prefix_sha256: str  # of exactly those bytes: the trust event vouches for these, not for a later read
+    state: fold.State
+    report: trust.Report
 
 
 class SessionTrust:
@@ -116,12 +128,31 @@ class SessionTrust:
             self._digest_end = end
         return self._digest.hexdigest()
 
-    def vouching(self, seq: int) -> dict[str, Any]:
-        """The payload of a ``trust`` event vouching for every line so far (up to ``seq``), after syncing the log."""
+    def offer(self) -> Offer:
+        """The whole log read once: what it holds and who signed it, to show, and the hash a ``trust`` event vouches with."""
         if self.signer is None:
             raise LogError(f"cannot trust {self._log.where}: this user has no signing key ({trust.secret_path()} is unreadable)")
         self._log.sync()
-        return {"vouches": seq, "prefix_sha256": self.prefix_sha256(self._log.size)}
+        data = self._log.read(0, self._log.size)
+        events = scan(data, path=self._log.where, mode="strict").events
+        return Offer(
+            seq=events[-1]["seq"] if events else 0,
+            size=len(data),
+            prefix_sha256=hashlib.sha256(data).hexdigest(),
+            state=fold.fold(events),
+            report=trust.check_log(data, user=self._user, session_id=self._session_id),
+        )
+
+    def vouching(self, offer: Offer, seq: int) -> dict[str, Any]:
+        """The payload of a ``trust`` event vouching for exactly the bytes of ``offer`` (LogError if the log is not those bytes now)."""
+        self._log.sync()
+        size = self._log.size
+        if offer.seq != seq or offer.size != size or hashlib.sha256(self._log.read(0, size)).hexdigest() != offer.prefix_sha256:
+            raise LogError(
+                f"{self._log.where} changed since it was shown to you (someone else wrote to it); nothing was trusted. "
+                "Find out who can write there, then run `nbagent trust` again and read what it shows"
+            )
+        return {"vouches": offer.seq, "prefix_sha256": offer.prefix_sha256}
 
     def call_check(self, tool_use_id: str, call: dict[str, Any]) -> Callable[[], bool]:
         """Whether open call ``call`` was requested by an ``assistant_msg`` line this user signed, as a check to run outside the lock."""

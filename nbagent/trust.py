@@ -216,6 +216,7 @@ class Report:
     altered: int = 0
     unsigned: int = 0
     trust_events: int = 0  # this user's trust events that vouched for the lines before them
+    broken_trust: int = 0  # this user's trust events whose lines before them changed after they were trusted
     trusted_upto: int = 0  # lines 1..trusted_upto are trusted
     foreign_keys: set[str] = field(default_factory=set)
 
@@ -258,6 +259,8 @@ class Report:
             parts.append(f"{self.foreign} signed by another key ({', '.join(sorted(self.foreign_keys))})")
         if self.altered:
             parts.append(f"{self.altered} with your key id but a wrong signature (altered, moved or copied from elsewhere)")
+        if self.broken_trust:
+            parts.append(f"{self.broken_trust} trust event(s) of yours whose lines before them were changed after you trusted them")
         counts = ", ".join(parts)
         if self.trusted:
             return f"trusted by you with `nbagent trust` (of {self.lines} lines, {counts})"
@@ -273,8 +276,8 @@ class Report:
     @classmethod
     def from_dict(cls, data: Any) -> Report:
         """Rebuild from :meth:`to_dict` (ValueError if it is not one)."""
-        if not isinstance(data, dict) or set(data) != {f for f in cls.__dataclass_fields__}:
-            raise ValueError("not a trust report")
+        if not isinstance(data, dict) or set(data) | {"broken_trust"} != set(cls.__dataclass_fields__):
+            raise ValueError("not a trust report")  # broken_trust is missing from reports written before it was counted
         counts = {k: v for k, v in data.items() if k != "foreign_keys"}
         if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in counts.values()):
             raise ValueError("not a trust report")
@@ -375,6 +378,8 @@ def check_log(
                 if digest is not None and hmac.compare_digest(digest, prefix_sha256(start.offset + pos)):
                     report.trust_events += 1
                     unbroken = True
+                elif digest is not None:
+                    report.broken_trust += 1
             if unbroken:
                 report.trusted_upto = number
             continue

@@ -30,7 +30,7 @@ from IPython.core.error import UsageError
 import nbagent
 from nbagent import events as ev
 from nbagent import history
-from nbagent.errors import LogError
+from nbagent.errors import LogError, UntrustedLogError
 from reliability.attacker import dangling_call, python_turn, write_log
 from tests.fake_anthropic import FakeAnthropic, text, tool_use
 from tests.test_security import Effects
@@ -116,20 +116,18 @@ def test_a_forged_first_line_before_the_victims_signed_lines_runs_nothing(
         theirs, mine = path.read_bytes().splitlines(), victim.read_bytes().splitlines()
         assert theirs[1:] == mine[1:] and theirs[0] != mine[0]  # the signed assistant_msg is there byte for byte
 
+    # The library does not continue a session this user did not write (issue 20 #11): nothing asked, sent or run.
     effects = Effects()
-    fake.script(text("understood"), text("understood"))
     with nbagent.Session.open(crafted["auto"]) as session:
         assert session.id == next(nbagent.read_events(victim))["session_id"] and "toolu_1" in session.state.open_calls
         assert not session.trusted and not session.call_trusted("toolu_1")
-        effects.resume(session, client, "auto")
-    assert effects.runs == [] and effects.questions == []
-
+        with pytest.raises(UntrustedLogError, match="nbagent trust"):
+            effects.resume(session, client, "auto")
     with nbagent.Session.open(crafted["callable"]) as session:
         assert not session.call_trusted("toolu_1")
-        effects.resume(session, client, effects.policy(False))
-    assert effects.runs == []
-    assert [q.reason for q in effects.questions] == ["untrusted"]
-    assert effects.questions[0].tool_name == "write_note" and effects.questions[0].input == {"text": "hello"}
+        with pytest.raises(UntrustedLogError, match="nbagent trust"):
+            effects.resume(session, client, effects.policy(True))
+    assert effects.runs == [] and effects.questions == [] and fake.requests == []
 
 
 def test_nbagent_trust_makes_a_spliced_log_run_its_call_exactly_once(
@@ -166,13 +164,13 @@ def test_signed_lines_moved_within_the_victims_own_logs_are_not_trusted(
     grafted = tmp_path / "grafted" / "b.jsonl"
     attacker(tmp_path, "graft", victim, other, grafted, 4)
     effects = Effects()
-    fake.script(text("understood"), text("understood"))
     for path in (reordered, grafted):
         with nbagent.Session.open(path) as session:
             assert "toolu_1" in session.state.open_calls
             assert not session.trusted and not session.call_trusted("toolu_1"), path
-            effects.resume(session, client, "auto")
-    assert effects.runs == []
+            with pytest.raises(UntrustedLogError):
+                effects.resume(session, client, "auto")
+    assert effects.runs == [] and fake.requests == []
 
 
 @pytest.mark.parametrize("first", ["unsigned", "signed"])

@@ -14,6 +14,7 @@ import pytest
 import nbagent
 from nbagent import context as ctx
 from nbagent import events as ev
+from nbagent.errors import UntrustedLogError
 from tests import fake_context
 from tests.fake_anthropic import FakeAnthropic, RecordedRequest, Reply, text, tool_use
 from tests.test_crash import Zygote
@@ -244,12 +245,13 @@ def test_a_compaction_written_by_someone_else_runs_nothing_it_asks_for(
     ]
     path = tmp_path / "theirs" / "s.jsonl"
     attacker(tmp_path, "session", path, json.dumps(spec))
+    # Issue 20 #11: the library does not continue a session this user did not write, whatever the policy:
+    # the summary (an injection) is never sent and no call is asked about or run.
     effects = Effects()
-    fake.script(text("understood"), text("understood"))
-    with nbagent.Session.open(path) as session:
-        assert not session.trusted and session.state.compactions == 1 and "toolu_9" in session.state.open_calls
-        effects.resume(session, client, "auto")
-    assert effects.runs == [] and effects.questions == []  # "auto" approves only the user's own calls
-    with nbagent.Session.open(path) as session:
-        effects.resume(session, client, effects.policy(False))
-    assert effects.runs == [] and [q.reason for q in effects.questions] == []  # settled already: refused, not asked again
+    before = path.read_bytes()
+    for how in ("auto", effects.policy(True)):
+        with nbagent.Session.open(path) as session:
+            assert not session.trusted and session.state.compactions == 1 and "toolu_9" in session.state.open_calls
+            with pytest.raises(UntrustedLogError, match="nbagent trust"):
+                effects.resume(session, client, how)
+    assert effects.runs == [] and effects.questions == [] and fake.requests == [] and path.read_bytes() == before

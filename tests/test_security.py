@@ -25,8 +25,7 @@ import nbagent
 from nbagent import approval, fold, snapshot, store, trust
 from nbagent import events as ev
 from nbagent.cli import main as cli
-from nbagent.errors import LogError, NbagentError
-from nbagent.loop import UNTRUSTED
+from nbagent.errors import LogError, NbagentError, UntrustedLogError
 from reliability.attacker import cloned_notebook_log, dangling_call, markdown_log
 from reliability.payloads import MARKDOWN, start_tags
 from tests.fake_anthropic import FakeAnthropic, text
@@ -208,37 +207,35 @@ def test_an_own_dangling_call_runs_without_asking(log_path: Path, fake: FakeAnth
 
 
 @pytest.mark.parametrize("started", [False, True])
-def test_a_dangling_call_in_another_users_log_needs_approval(
+def test_the_library_does_not_continue_another_users_log(
     tmp_path: Path, fake: FakeAnthropic, client: anthropic.Anthropic, started: bool
 ) -> None:
+    # Issue 20 #11: the notebook's rule, in the library too: refused before anything is sent or asked (it used to ask per call).
     path = tmp_path / "cloned.jsonl"
     with as_another_user(tmp_path):
         dangling_call(path, started=started)
+    before = path.read_bytes()
     effects = Effects()
     fake.script(text("understood"))
     with nbagent.Session.open(path) as session:
         assert not session.trusted and not session.call_trusted("toolu_1")
-        effects.resume(session, client, effects.policy(False))
-        events = list(session.events())
-    assert effects.runs == []
-    assert [q.reason for q in effects.questions] == ["untrusted"]
-    assert "not written by you" in effects.questions[0].describe()
-    result = next(e for e in events if e["type"] == ev.TOOL_RESULT)
-    assert result["is_error"] and result["content"].startswith(UNTRUSTED)
-    assert [e["reason"] for e in events if e["type"] == ev.APPROVAL] == ["untrusted", "untrusted"]
-    assert json.dumps(fake.requests[0].body["messages"][-1]["content"]).count("not run") == 1
+        for prompt in (None, "go on"):
+            with pytest.raises(UntrustedLogError, match="nbagent trust"):
+                nbagent.run(session, prompt, tools=[effects.tool], client=client, model="claude-test", approval=effects.policy(True))
+    assert effects.runs == [] and effects.questions == [] and fake.requests == [] and path.read_bytes() == before
 
 
-def test_an_approved_untrusted_call_runs_once(tmp_path: Path, fake: FakeAnthropic, client: anthropic.Anthropic) -> None:
+def test_once_trusted_another_users_call_runs_once(tmp_path: Path, fake: FakeAnthropic, client: anthropic.Anthropic) -> None:
     path = tmp_path / "cloned.jsonl"
     with as_another_user(tmp_path):
         dangling_call(path)
     effects = Effects()
     fake.script(text("done"))
     with nbagent.Session.open(path) as session:
-        effects.resume(session, client, effects.policy(True))
-        effects.resume(session, client, effects.policy(True))
-    assert effects.runs == [{"text": "hello"}] and len(effects.questions) == 1
+        session.trust_log()  # what `nbagent trust --yes` does, after showing the log
+        effects.resume(session, client, effects.policy(False))
+        effects.resume(session, client, effects.policy(False))
+    assert effects.runs == [{"text": "hello"}] and effects.questions == []
 
 
 def test_unsigned_logs_and_headless_resume_decline(tmp_path: Path, fake: FakeAnthropic, client: anthropic.Anthropic) -> None:
@@ -249,11 +246,11 @@ def test_unsigned_logs_and_headless_resume_decline(tmp_path: Path, fake: FakeAnt
     for side in tmp_path.glob("unsigned.jsonl.*"):
         side.unlink()
     effects = Effects()
-    fake.script(text("ok"))
     with nbagent.Session.open(path) as session:
         assert session.trust.verdict == "unsigned"
-        effects.resume(session, client, "ask")  # nobody can answer here
-    assert effects.runs == []
+        with pytest.raises(UntrustedLogError):
+            effects.resume(session, client, "ask")
+    assert effects.runs == [] and fake.requests == []
 
 
 def test_a_signed_line_cannot_be_spliced_into_another_session(tmp_path: Path, fake: FakeAnthropic, client: anthropic.Anthropic) -> None:
@@ -264,11 +261,11 @@ def test_a_signed_line_cannot_be_spliced_into_another_session(tmp_path: Path, fa
         session.append(ev.MODEL_CALL, model="claude-test", attempt=1)
     victim.write_bytes(victim.read_bytes() + donor.read_bytes().splitlines(keepends=True)[3])  # seq 4: fits by number
     effects = Effects()
-    fake.script(text("ok"))
     with nbagent.Session.open(victim) as session:
         assert session.trust.altered == 1 and not session.call_trusted("toolu_1")
-        effects.resume(session, client, "deny")
-    assert effects.runs == []
+        with pytest.raises(UntrustedLogError):
+            effects.resume(session, client, "auto")
+    assert effects.runs == [] and fake.requests == []
 
 
 def test_a_forged_snapshot_cannot_vouch_for_a_call(log_path: Path, fake: FakeAnthropic, client: anthropic.Anthropic) -> None:

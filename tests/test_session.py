@@ -17,6 +17,7 @@ import pytest
 import nbagent
 from nbagent import LogError, Session, read_events, snapshot, trust
 from nbagent import events as ev
+from nbagent.errors import UntrustedLogError
 from nbagent.fold import State, fold
 from nbagent.log import FileOps
 from nbagent.tools import idempotency_key
@@ -640,9 +641,10 @@ def test_the_v1_fixture_replays_to_the_same_state_forever(tmp_path: Path, fake: 
         key = idempotency_key(session.id, started["tool_use_id"])
         assert started["idempotency_key"] == key
         assert any(key in json.dumps(m) for m in state.messages)
-        # Resuming a finished session reuses the record: no model call.
+        # Its lines are unsigned, so this user did not write it: the library does not continue it (issue 20 #11), no model call.
         client = anthropic.Anthropic(base_url=fake.base_url, api_key="test-key", max_retries=0)
-        assert nbagent.run(session, client=client) == state.final_text
+        with pytest.raises(UntrustedLogError, match="nbagent trust"):
+            nbagent.run(session, client=client)
         assert fake.requests == []
     assert digest(path) == before
     # Opening again from the snapshot that close() wrote gives the same state.
