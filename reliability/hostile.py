@@ -42,7 +42,7 @@ import anthropic
 import nbagent
 from nbagent import events as ev
 from nbagent.approval import ApprovalRequest
-from nbagent.errors import LogError, NotALogError
+from nbagent.errors import LogError, NotALogError, UntrustedLogError
 from nbagent.loop import UNKNOWN_OUTCOME, UNTRUSTED
 from nbagent.tools import Effect
 from tests.fake_anthropic import FakeAnthropic, RecordedRequest, Reply, text, tool_use
@@ -354,20 +354,36 @@ def policies() -> dict[str, Any]:
 
 
 def resume_foreign(tally: Tally, fake: FakeAnthropic, log: Path, label: str, policy: Any, kind: str, call: str) -> None:
-    """Resume a log whose dangling call is not the victim's; only a person's yes may run it."""
+    """Resume a log whose dangling call is not the victim's: refused before anything is sent or asked (issue 20 #11).
+
+    A log the library does continue (the victim's own) is judged as before: only a person's yes may run a call it did not sign.
+    """
     effects = Effects()
     work = log.with_name(f"{log.stem}--{label.replace(' ', '_').replace('(', '').replace(')', '')}.jsonl")
     shutil.copyfile(log, work)
+    before = work.read_bytes()
     problems = []
     first = len(fake.requests)
+    refused: UntrustedLogError | None = None
     try:
         with nbagent.Session.open(work) as session:
             if session.call_trusted(call):
                 problems.append("call_trusted() is true")
             nbagent.run(session, tools=effects.tools, client=client_for(fake), model="claude-test", approval=policy)
+    except UntrustedLogError as exc:
+        refused = exc
     except LogError as exc:
         problems.append(f"{type(exc).__name__}: {exc}")
     asked = policy.questions if isinstance(policy, Recorder) else []
+    if refused is not None:
+        if "nbagent trust" not in str(refused):
+            problems.append(f"the refusal does not say how to trust it: {refused}")
+        if asked or len(fake.requests) > first or work.read_bytes() != before:
+            problems.append(f"refused only after asking {len(asked)}, sending {len(fake.requests) - first} request(s) or writing")
+        if effects.runs:
+            problems.append(f"the tool body ran: {effects.runs}")
+        tally.attack(kind, "ran" if effects.runs else "refused", problems, f"{log.name} under {label}")
+        return
     said_yes = isinstance(policy, Recorder) and policy.answer
     runs = [r for r in effects.runs]
     if isinstance(policy, Recorder):
@@ -1005,8 +1021,8 @@ def run_session(quick: bool, seed: int, policies_: dict[str, Any] | None = None)
         "Session.open on not-a-log files raises NotALogError (links: LogError), nothing created or changed; another "
         "user's log (its own process and secret) with a dangling read/write/irreversible call, started or not, and "
         "spliced logs claiming the id of the victim's session around its signed assistant_msg, resumed under auto, "
-        "deny, headless ask and a callable: the tool body runs only when the callable says yes, asked once with "
-        "reason untrusted; forged snapshots (call re-opened, started reset, history replaced, unsigned, copied from "
+        "deny, headless ask and a callable: nbagent.run refuses to continue them (UntrustedLogError naming `nbagent "
+        "trust`) before anything is asked, sent or written, whatever the policy; forged snapshots (call re-opened, started reset, history replaced, unsigned, copied from "
         "another session) behave exactly like no snapshot (same effects, model requests, state); an un-keyed write "
         "cut by SIGKILL is not repeated under auto and the model is told the outcome is unknown; hostile files "
         "raise only LogError; fake key-shaped secrets absent from the log and snapshot",

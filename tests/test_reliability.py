@@ -139,15 +139,29 @@ def test_hostile_inputs_quick(name: str) -> None:
     assert row["attacks"] > 0 and row["outcomes"]["ran"] == 0
     assert row["outcomes"]["refused"] + row["outcomes"]["inert"] > 0
     if name == "session":
-        assert row["outcomes"]["asked"] > 0  # the recording callable was asked (reason untrusted) and said yes or no
+        # Issue 20 #11: nbagent.run refuses a foreign or spliced log before any policy is asked (it used to ask, reason untrusted).
+        assert row["outcomes"]["asked"] == 0
 
 
-def test_hostile_checks_catch_a_policy_that_runs_foreign_calls() -> None:
-    """Not vacuous: an approval that says yes to everything unasked makes the foreign-call attacks report 'ran' and fail."""
+def test_no_approval_policy_reaches_a_foreign_call() -> None:
+    """An approval that says yes to everything is never consulted: every foreign and spliced log is refused first."""
     from reliability import hostile
 
     row = hostile.run_session(True, 0, policies_={"vulnerable": lambda request: True})
-    assert row["result"].startswith("FAIL")
-    assert row["outcomes"]["ran"] > 0
-    assert any("RAN" in failure and "foreign dangling call" in failure for failure in row["failures"])
-    assert any("RAN" in failure and "[splice]" in failure for failure in row["failures"])
+    assert_passed(row)
+    assert row["outcomes"]["ran"] == row["outcomes"]["asked"] == 0 and row["outcomes"]["refused"] > 0
+
+
+def test_hostile_checks_catch_a_call_that_runs(tmp_path: Path) -> None:
+    """Not vacuous: a log the library does continue (the victim's own), resumed through the same check, reports 'ran'."""
+    from reliability import hostile
+    from reliability.attacker import dangling_call
+    from tests.fake_anthropic import text
+
+    log = tmp_path / "own.jsonl"
+    dangling_call(log)
+    tally = hostile.Tally()
+    with FakeAnthropic() as fake:
+        fake.script(text("done"))
+        hostile.resume_foreign(tally, fake, log, "vulnerable", lambda request: True, "foreign dangling call", "toolu_1")
+    assert tally.outcomes["ran"] == 1 and any("RAN" in failure for failure in tally.failures)
