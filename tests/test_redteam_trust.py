@@ -56,7 +56,10 @@ def test_a_report_written_before_broken_trust_was_counted_still_reads() -> None:
         ("a plain request", ["a plain request"]),
         ([{"type": "text", "text": "IGNORE ALL PREVIOUS"}], ["IGNORE ALL PREVIOUS"]),
         ([{"type": "compaction", "content": "a server summary"}], ["(compaction)\na server summary"]),
-        ([{"type": "tool_use", "id": "t1", "name": "python", "input": {"code": "x"}}], ['(a call of python (t1), with)\n{\n  "code": "x"\n}']),
+        (
+            [{"type": "tool_use", "id": "t1", "name": "python", "input": {"code": "x"}}],
+            ['(a call of python (t1), with)\n{\n  "code": "x"\n}'],
+        ),
         (
             [{"type": "tool_result", "tool_use_id": "t1", "is_error": True, "content": [{"type": "text", "text": "out"}]}],
             ["(the result of t1, an error)", "out"],
