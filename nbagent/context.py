@@ -92,6 +92,31 @@ def refuses_compaction(status: int | None, message: str) -> bool:
     return status == 400 and ("context_management" in text or "compact" in text) and "prompt is too long" not in text
 
 
+def plain_history(messages: Sequence[Message]) -> Sequence[Message]:
+    """The history as an endpoint without the compaction beta takes it: a server compaction block becomes a summary note.
+
+    The fold starts the history at the latest compaction block, so only the first message can hold one. Its
+    summary goes first as a user message (as a local compaction's does); what followed the block in that reply
+    stays, less its thinking blocks, which were bound to the block's history. O(1) when there is no block.
+    """
+    first = messages[0] if messages else None
+    content = first.get("content") if first is not None else None
+    if not (first is not None and first.get("role") == "assistant" and isinstance(content, list) and content):
+        return messages
+    if not (isinstance(content[0], dict) and content[0].get("type") == "compaction"):
+        return messages
+    summary = {"type": "text", "text": SUMMARY_PREFIX + str(content[0].get("content") or "")}
+    rest = [b for b in content[1:] if not (isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking"))]
+    after = list(messages[1:])
+    if rest:
+        return [{"role": "user", "content": [summary]}, {"role": "assistant", "content": rest}, *after]
+    if after and after[0].get("role") == "user":  # user turns alternate with assistant ones: the summary joins the next
+        following = after[0]["content"]
+        blocks = [{"type": "text", "text": following}] if isinstance(following, str) else list(following)
+        return [{"role": "user", "content": [summary, *blocks]}, *after[1:]]
+    return [{"role": "user", "content": [summary]}, *after]
+
+
 def keep_count(messages: Sequence[Message], keep_tokens: int) -> int:
     """How many latest messages a local compaction keeps: about ``keep_tokens``, starting where the API allows.
 

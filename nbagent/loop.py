@@ -203,6 +203,7 @@ class Loop:
         The intent is logged first (``compaction_started``), then each part's summary as a ``compaction``
         event: a crash resumes the compaction where it stopped, and no part is summarised twice once logged.
         """
+        self._check_trusted()
         state = self.session.state
         if state.compacting is None:
             keep = ctx.keep_count(state.messages, self.context.keep_tokens)
@@ -211,7 +212,6 @@ class Loop:
             self.session.append(ev.COMPACTION_STARTED, keep=keep, reason=reason, model=self.model.name)
         limit = max(200, min(self.context.threshold, self.context.window))  # each summary request must fit too
         while self.session.state.compacting is not None:
-        self._check_trusted()
             messages = list(self.session.state.messages)
             prefix = messages[: len(messages) - self.session.state.compacting["keep"]]
             end = ctx.first_chunk(prefix, limit)

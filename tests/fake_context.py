@@ -80,6 +80,15 @@ def problem(body: dict[str, Any], headers: dict[str, str], window: int | None) -
     if body.get("context_management") and not headers.get("anthropic-beta"):
         return "context_management: Extra inputs are not permitted (this feature needs its beta header)"
     messages = body.get("messages") or []
+    # A compaction block is a beta content type: the plain endpoint has no such block (Compaction, platform docs:
+    # https://platform.claude.com/docs/en/build-with-claude/compaction, "pass the compaction block back" with the beta).
+    if COMPACT_BETA not in headers.get("anthropic-beta", ""):
+        for i, message in enumerate(messages):
+            for j, block in enumerate(_blocks(message)):
+                if block.get("type") == "compaction":
+                    return (
+                        f"messages.{i}.content.{j}.type: Input tag 'compaction' found using 'type' does not match any of the expected tags"
+                    )
     for i, message in enumerate(messages):
         for j, block in enumerate(_blocks(message)):
             if block.get("type") == "thinking" and block.get("signature") != signature(str(block.get("thinking", ""))):
