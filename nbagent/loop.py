@@ -95,14 +95,14 @@ class Loop:
             self.session.append(ev.INTERRUPTED, during=state.status, open_calls=list(state.open_calls))
             raise Interrupted("interrupted; the session is saved and the next run continues it") from None
 
-    # The model ---------------------------------------------------------------------------------
-    def _request(self) -> ModelRequest:
     def _check_trusted(self) -> None:
         """The notebook's rule: a session this user did not write is not continued (nothing sent, nothing run) until trusted."""
         refusal = self.session.continue_refusal()
         if refusal:
             raise UntrustedLogError(refusal)
 
+    # The model ---------------------------------------------------------------------------------
+    def _request(self) -> ModelRequest:
         """The next request: the fold's messages, and what the settings ask of the API."""
         state = self.session.state
         room = self.max_tokens * stops.MORE_ROOM if state.stop_action == "again" else self.max_tokens  # a cut call, asked again
