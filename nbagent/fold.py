@@ -13,6 +13,7 @@ from . import events as ev
 from . import stops
 from .context import MAX_IMAGES, SUMMARY_PREFIX, cleared_result, clip_result, context_tokens, drop_images, image_count
 from .transcript import Transcript
+from .usage import totals
 
 Frontier = Literal["empty", "model", "tools", "done"]
 USAGE_KEYS = ev.USAGE_KEYS
@@ -212,8 +213,8 @@ def _delta(state: State, event: ev.Event) -> None:
 
 def _assistant_msg(state: State, event: ev.Event) -> None:
     content = event["content"]
-    for key in USAGE_KEYS:
-        state.usage[key] += int((event.get("usage") or {}).get(key) or 0)
+    for key, count in totals(event.get("usage")).items():  # server compactions' tokens included
+        state.usage[key] += count
     state.context_tokens = context_tokens(event.get("usage") or {}) or state.context_tokens
     state.stop_reason, state.refused = event.get("stop_reason"), ""
     state.partial, state.unanswered_interrupt = [], False

@@ -16,6 +16,12 @@ A streamed reply is this sequence of SSE events (index in brackets, used by `han
 `stream_error(after=...)` and `delay`): [0] message_start, [1] ping, then per content block
 content_block_start, its deltas, content_block_stop; then message_delta and message_stop.
 A tool_use block's first input_json_delta has an empty `partial_json`, as the real API sends.
+
+Every request body is checked against the SDK's own request types (tests/request_types.py; the beta ones on
+the beta endpoint): a key the types do not name, or a literal they do not allow, gets the API's 400
+"<path>: Extra inputs are not permitted" / "Input should be ...". A request that ends on an assistant turn is
+refused on the models that no longer take prefill (tests/fake_prefill.py). A reply that compacted on the
+server reports the summarizing step in ``usage.iterations``, outside the top-level counts.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Union
 
-from tests import fake_context
+from tests import fake_context, fake_prefill, request_types
 
 __all__ = [
     "FakeAnthropic",
@@ -62,6 +68,7 @@ ERROR_TYPES = {
     529: ("overloaded_error", "Overloaded"),
 }
 STATUS_FOR_TYPE = {etype: status for status, (etype, _) in ERROR_TYPES.items()}
+USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 
 @dataclass
@@ -301,6 +308,7 @@ class FakeAnthropic:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._cached_prefixes: list[list[str]] = []
+        self._paused: set[str] = set()  # pause_turn replies (fake_prefill.key): sent back as they are, they continue
         self._ids = {name: itertools.count(1) for name in ("msg", "req", "toolu")}
         self._handlers: set[tuple[threading.Thread, socket.socket]] = set()
         self._httpd = ThreadingHTTPServer((host, port), _make_handler(self))
@@ -425,7 +433,16 @@ class FakeAnthropic:
         output_chars = sum(
             len(b["text"]) if b["type"] == "text" else len(json.dumps(b.get("input") if b["type"] == "tool_use" else b)) for b in content
         )
-        usage = self._usage(body, reply, output_chars)
+        usage: dict[str, Any] = dict(self._usage(body, reply, output_chars))
+        summaries = [b for b in content if b["type"] == "compaction"]
+        if summaries:
+            # "Compaction" docs (build-with-claude/compaction, its usage example) and the SDK's BetaIterationsUsage:
+            # the summarizing step is an `iterations` entry of its own, billed but not in the top-level counts;
+            # the reply's own sampling is a `message` entry with the top-level counts.
+            counts = {key: usage[key] for key in USAGE_KEYS}
+            summary = str(summaries[0].get("content") or "")
+            closed = dict.fromkeys(counts, 0) | {"input_tokens": fake_context.tokens(body), "output_tokens": len(summary) // 4 + 1}
+            usage["iterations"] = [{"type": "compaction", **closed}, {"type": "message", **counts}]
         message = {
             "id": self._next_id("msg"),
             "type": "message",
@@ -438,7 +455,11 @@ class FakeAnthropic:
         }
         if reply.stop_details is not None:
             message["stop_details"] = reply.stop_details
-        start = dict(message, content=[], stop_reason=None, usage=dict(usage, output_tokens=1))
+        if reply.stop_reason == "pause_turn":
+            with self._lock:
+                self._paused.add(fake_prefill.key(content))
+        start_usage = {key: value for key, value in usage.items() if key != "iterations"}
+        start = dict(message, content=[], stop_reason=None, usage=dict(start_usage, output_tokens=1))
         events: list[tuple[str, dict[str, Any]]] = [
             ("message_start", {"type": "message_start", "message": start}),
             ("ping", {"type": "ping"}),
@@ -520,6 +541,11 @@ def _make_handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             if "x-api-key" not in request.headers and "authorization" not in request.headers:
                 return self._send_error(401, "authentication_error", "x-api-key header is required", rid)
             problem = _validate(body)
+            if problem is None:  # every key and literal the SDK's own request types name, and no other
+                problem = request_types.problem(body, beta="beta=true" in self.path or "anthropic-beta" in request.headers)
+            if problem is None:
+                with fake._lock:
+                    problem = fake_prefill.problem(body, fake._paused)
             if problem is None and body.get("context_management") and not fake.server_compaction:
                 problem = "context_management: Extra inputs are not permitted"
             if problem is None:

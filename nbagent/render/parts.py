@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from .. import redact
 from ..context import DEFAULT_WINDOW
 from ..fold import Asides, State
+from ..usage import totals
 from . import images
 
 Event = Mapping[str, Any]
@@ -259,10 +260,10 @@ def _count(value: Any) -> int:
 
 
 def usage_text(usage: Any) -> str:
-    """Token counts in one short line."""
-    usage = usage if isinstance(usage, Mapping) else {}
-    cached = _count(usage.get("cache_read_input_tokens"))
-    text = f"{_count(usage.get('input_tokens')):,} in / {_count(usage.get('output_tokens')):,} out tokens"
+    """Token counts in one short line (a reply's server compaction included)."""
+    usage = totals(usage)
+    cached = usage["cache_read_input_tokens"]
+    text = f"{usage['input_tokens']:,} in / {usage['output_tokens']:,} out tokens"
     return text + (f" ({cached:,} read from cache)" if cached else "")
 
 
