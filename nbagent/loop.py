@@ -110,6 +110,8 @@ class Loop:
         if self._server():
             request.context_management = ctx.context_management(self.context)
             request.betas = (ctx.COMPACT_BETA,)
+        else:  # a server compaction block is never sent where the beta is not asked for
+            request.messages = ctx.plain_history(state.messages)
         return request
 
     def _server(self) -> bool:
@@ -172,6 +174,7 @@ class Loop:
 
     def drop_thinking(self) -> None:
         """Leave every thinking block so far out of later requests (the log keeps them): the way out of a refused history."""
+        self._check_trusted()
         self.session.append(ev.NOTE, kind=DROP_THINKING, text="thinking blocks so far are left out of later requests; the log keeps them")
 
     # The context window ------------------------------------------------------------------------------

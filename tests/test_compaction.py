@@ -255,3 +255,55 @@ def test_a_compaction_written_by_someone_else_runs_nothing_it_asks_for(
             with pytest.raises(UntrustedLogError, match="nbagent trust"):
                 effects.resume(session, client, how)
     assert effects.runs == [] and effects.questions == [] and fake.requests == [] and path.read_bytes() == before
+
+
+def test_a_server_compaction_block_never_goes_to_the_plain_endpoint(
+    fake: FakeAnthropic, client: anthropic.Anthropic, tmp_path: Path
+) -> None:
+    """The server compacted, then the session compacts locally (here: the setting changed): its summary goes as a note."""
+    fake.responder = answer
+    path = tmp_path / "s.jsonl"
+    with nbagent.Session.open(path) as session:
+        for n in range(6):
+            nbagent.run(session, f"question {n}", client=client, model="claude-test", context=nbagent.ContextSettings(trigger=400))
+        block = [e for e in session.events() if e["type"] == ev.ASSISTANT_MSG and e["content"][0]["type"] == "compaction"][-1]
+        nbagent.run(session, "and now?", client=client, model="claude-test", context=nbagent.ContextSettings(compact="off"))
+    last = fake.requests[-1]
+    assert "compact-2026-01-12" not in last.headers.get("anthropic-beta", "")
+    assert "'compaction'" not in str(last.body["messages"])  # the fake refuses it there, as the API does
+    first = last.body["messages"][0]
+    assert first["role"] == "user" and first["content"][0]["text"].startswith(ctx.SUMMARY_PREFIX)
+    assert first["content"][0]["text"] == ctx.SUMMARY_PREFIX + block["content"][0]["content"]
+
+
+@pytest.mark.parametrize(
+    ("messages", "expected"),
+    [
+        ([{"role": "user", "content": "hi"}], [{"role": "user", "content": "hi"}]),
+        (
+            [{"role": "assistant", "content": [{"type": "compaction", "content": "S"}]}, {"role": "user", "content": "next"}],
+            [{"role": "user", "content": [{"type": "text", "text": ctx.SUMMARY_PREFIX + "S"}, {"type": "text", "text": "next"}]}],
+        ),
+        (
+            [
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "compaction", "content": "S"},
+                        {"type": "thinking", "thinking": "t", "signature": "x"},
+                        {"type": "text", "text": "A"},
+                    ],
+                },
+                {"role": "user", "content": "next"},
+            ],
+            [
+                {"role": "user", "content": [{"type": "text", "text": ctx.SUMMARY_PREFIX + "S"}]},
+                {"role": "assistant", "content": [{"type": "text", "text": "A"}]},
+                {"role": "user", "content": "next"},
+            ],
+        ),
+    ],
+    ids=["no-block", "block-alone", "block-then-reply"],
+)
+def test_plain_history(messages: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
+    assert list(ctx.plain_history(messages)) == expected
