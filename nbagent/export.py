@@ -39,6 +39,7 @@ from .render.parts import (
     server_compaction_words,
     state_context,
     text_of,
+    thinking_words,
 )
 
 __all__ = [
@@ -106,8 +107,8 @@ def _reply(event: ev.Event, calls: Calls, names: ToolNames) -> Iterator[Part]:
     for block in content_blocks(event.get("content")):
         if block.get("type") == "text" and block.get("text"):
             yield Part("reply", event["seq"], str(block["text"]))
-        elif block.get("type") in ("thinking", "redacted_thinking"):  # verbatim in the log: exported redacted
-            yield Part("thinking", event["seq"], redact.block_text(block), name=str(block["type"]))
+        elif block.get("type") in ("thinking", "redacted_thinking"):  # verbatim in the log: only its length is exported
+            yield Part("thinking", event["seq"], name=thinking_words(block))
         elif block.get("type") == "compaction":
             yield Part("compaction", event["seq"], redact.block_text(block), name=server_compaction_words(block))
         elif block.get("type") == "tool_use":
@@ -222,9 +223,7 @@ def _python_markdown(part: Part) -> str:
 
 
 def _thinking_markdown(part: Part) -> str:
-    if part.name == "redacted_thinking":
-        return "_Thinking: (redacted thinking, encrypted by the API)_"
-    return "**Thinking** (the model's reasoning; secrets redacted)\n\n" + safe_markdown(_clip(part.text))
+    return f"_[{plain(part.name)}: not exported]_"
 
 
 def _compaction_markdown(part: Part) -> str:

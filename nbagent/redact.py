@@ -158,6 +158,24 @@ def block_text(block: dict[str, Any]) -> str:
     return ""
 
 
+def shown_block(block: dict[str, Any]) -> dict[str, Any]:
+    """A thinking or compaction block as a view shows it: its text redacted, without the signature or data only the API reads."""
+    kind = block.get("type")
+    if kind == "thinking":
+        return {"type": kind, "thinking": block_text(block)}
+    if kind == "compaction":
+        return {"type": kind, "content": block_text(block)}
+    return {"type": kind}
+
+
+def shown_event(event: dict[str, Any]) -> dict[str, Any]:
+    """An event as the JSON views give it (events API, stream, ``tail --json``): verbatim blocks redacted (``event`` if none)."""
+    if not verbatim_blocks(event):
+        return event
+    content = [shown_block(b) if isinstance(b, dict) and b.get("type") in VERBATIM_BLOCK_TYPES else b for b in event["content"]]
+    return {**event, "content": content}
+
+
 # The combined pattern ------------------------------------------------------------------------------
 _ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 

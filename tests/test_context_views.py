@@ -231,8 +231,9 @@ def test_no_view_and_no_export_shows_a_secret_from_a_thinking_or_compaction_bloc
     for output in shown:
         assert SECRET not in output and SECRET[:30] not in output
     markdown = export.to_markdown(events)
-    assert "**Thinking** (the model's reasoning; secrets redacted)" in markdown and "The key in the env is [REDACTED]" in markdown
-    assert "_Thinking: (redacted thinking, encrypted by the API)_" in markdown and "ENCRYPTED-THOUGHTS" not in markdown
+    assert "_[thinking (" in markdown and "characters): not exported]_" in markdown  # the text left out, even redacted
+    assert "The key in the env is" not in markdown
+    assert "_[(redacted thinking): not exported]_" in markdown and "ENCRYPTED-THOUGHTS" not in markdown
     assert f"**Compaction:** {LOCAL_WORDS}" in markdown and SUMMARY in markdown
     assert "compacted 2 time(s)" in markdown and "After the last reply" not in markdown  # unknown until the next reply
 

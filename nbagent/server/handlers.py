@@ -28,7 +28,7 @@ from tornado import web
 from tornado.iostream import StreamClosedError
 
 from .. import events as ev
-from .. import fold, trust
+from .. import fold, redact, trust
 from ..errors import LogError
 from ..history.summary import Summary, from_state, summarize
 from ..reader import Reader
@@ -143,7 +143,7 @@ class SessionsHandler(Handler):
 
 
 class EventsHandler(Handler):
-    """``api/sessions/<notebook>/<session>/events?since=N&limit=M``: the events after N, as logged, with the log's labels."""
+    """``api/sessions/<notebook>/<session>/events?since=N&limit=M``: the events after N, as shown (thinking redacted), with the log's labels."""
 
     @web.authenticated
     @authorized(action="read")
@@ -204,7 +204,7 @@ class EventsHandler(Handler):
         return {
             "since": since,
             "last_seq": last,
-            "events": events[:limit],
+            "events": [redact.shown_event(e) for e in events[:limit]],  # thinking redacted, as everywhere it is shown
             "more": len(events) > limit,
             "trust": verdict,
             "status": status,

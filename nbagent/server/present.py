@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from .. import events as ev
+from .. import redact
 from ..fold import Asides, State
 from ..render import html
 from ..render.parts import ToolNames, kind_of, with_usage
@@ -28,7 +29,7 @@ class Presenter:
         self.status = STARTING
 
     def record(self, event: ev.Event) -> dict[str, Any]:
-        """The JSON record of one event: ``seq``, ``type``, ``event`` (as logged), ``html``, ``stream``, ``text``, ``status``."""
+        """The JSON record of one event: ``seq``, ``type``, ``event`` (as shown: ``redact.shown_event``), ``html``, ``stream``, ``text``, ``status``."""
         effect = stream_effect(event)
         fragment = ""
         if effect is not None:
@@ -48,7 +49,7 @@ class Presenter:
         return {
             "seq": event["seq"],
             "type": kind_of(event),
-            "event": event,
+            "event": redact.shown_event(event),  # thinking and compaction blocks redacted, as everywhere they are shown
             "html": fragment,
             "stream": effect,
             "text": text,
