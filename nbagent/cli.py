@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from . import __version__, history, terminal
+from . import __version__, history, redact, terminal
 from .errors import LogCorruptError, LogError, LogVersionError, ModelError, NbagentError
 from .history import stored
 
@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sessions.add_argument("--owner", metavar="ROLE", default="", help="with --store: only sessions of this database role")
     sessions.add_argument("--limit", type=_positive, metavar="N", help="with --store: only the N most recently active (N >= 1)")
+    sessions.add_argument(
+        "--check", action="store_true", help="label database sessions by their lines' signatures (reads each; else TRUST says unchecked)"
+    )
 
     copy = commands.add_parser("copy", help="copy a session to another store or file, line for line (seq, times and signatures kept)")
     copy.add_argument("src", metavar="SRC", help=SESSION_HELP + ", or postgresql://.../db#<notebook>/<session>")
@@ -136,7 +139,7 @@ def cmd_sessions(args: argparse.Namespace, out: TextIO) -> int:
             if not matches and failed is None:
                 out.write(f"no session mentions {args.grep!r}\n")
     else:
-        summaries, failed = stored.sessions_under(args.path, source)
+        summaries, failed = stored.sessions_under(args.path, source, check=args.check)
         if args.json:
             out.write(terminal.json_dumps([s.to_dict() for s in summaries], indent=2) + "\n")
         elif summaries:
@@ -152,9 +155,10 @@ def _store_sessions(args: argparse.Namespace, out: TextIO) -> int:
     """``nbagent sessions --store URL``: from the database's index, filtered there."""
     from .stores import get_store
 
-    summaries = history.store_summaries(
-        get_store(args.store), notebook=args.notebook, owner=args.owner, text=args.grep or "", limit=args.limit
-    )
+    source = get_store(args.store)
+    summaries = history.store_summaries(source, notebook=args.notebook, owner=args.owner, text=args.grep or "", limit=args.limit)
+    if args.check:
+        history.checked(source, summaries)
     if args.json:
         out.write(terminal.json_dumps([s.to_dict() for s in summaries], indent=2) + "\n")
     elif not summaries:
@@ -198,7 +202,7 @@ def cmd_tail(args: argparse.Namespace, out: TextIO) -> int:
 
     def emit(event: dict[str, object]) -> None:
         if args.json:
-            out.write(terminal.json_dumps(event, separators=(",", ":")) + "\n")
+            out.write(terminal.json_dumps(redact.shown_event(event), separators=(",", ":")) + "\n")  # thinking redacted
             out.flush()
         else:
             printer(event)

@@ -15,7 +15,7 @@ from .copy import Copied, copy
 from .find import NOTEBOOK_SUFFIX, find_logs, notebook_of, read_all, read_bytes, read_log, session_name
 from .resolve import resolve, resolve_session
 from .search import Match, grep, searchable
-from .summary import Summary, list_summaries, store_summaries, summarize, trust_of, write_table
+from .summary import Summary, checked, list_summaries, store_summaries, summarize, trust_of, write_table
 from .verify import Problem, Report, verify
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "Problem",
     "Report",
     "Summary",
+    "checked",
     "clip",
     "compact",
     "copy",

@@ -17,7 +17,7 @@ from ..errors import HistoryError, LogCorruptError, LogError, LogVersionError
 from ..stores import Store, get_store
 from .find import NOTEBOOK_SUFFIX, find_logs
 from .search import Match, matches_in
-from .summary import Summary, list_summaries, store_summaries
+from .summary import Summary, checked, list_summaries, store_summaries
 
 T = TypeVar("T")
 
@@ -59,17 +59,24 @@ def stored_at(source: Store, path: str | os.PathLike[str]) -> list[Summary]:
     return stored_under(source, places(target))
 
 
-def sessions_under(path: str | os.PathLike[str], source: Store | None) -> tuple[list[Summary], LogError | None]:
+def sessions_under(path: str | os.PathLike[str], source: Store | None, *, check: bool = False) -> tuple[list[Summary], LogError | None]:
     """The listing of ``nbagent sessions PATH``: the session files under it and, ``source`` a database, its sessions there.
 
     One list, oldest activity first.  A database that cannot be asked leaves its part out, and
     the error comes back with the files' part (a folder missing here may still be a database's).
+    The database's sessions are labelled ``unchecked``, or with ``check`` by their lines' signatures.
     """
+
+    def label(database: Store, summaries: list[Summary]) -> list[Summary]:
+        if check:
+            checked(database, summaries)
+        return summaries
+
     files, stored, failed = _files_then_stored(
         path,
         source,
         lambda: list_summaries(path),
-        lambda _source, summaries: summaries,
+        label,
         failed="the database sessions could not be listed",
         partial="only the session files are listed",
     )

@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 from .. import fold, snapshot, store, trust
 from ..context import DEFAULT_WINDOW
-from ..errors import LogCorruptError, LogVersionError, NotALogError
+from ..errors import LogCorruptError, LogError, LogVersionError, NotALogError
 from ..reader import iter_events, scan
 from ..readfile import open_regular
 from ..render.parts import short_tokens
@@ -37,7 +37,7 @@ class Summary:
     complete: bool = False
     pending: str = ""  # what an unfinished session waits for, or why it cannot be read
     source: str = "log"  # "snapshot" (header + tail) or "log" (full read)
-    trust: str = ""  # who wrote the lines: yours | unsigned | other key | altered | mixed ('' if unreadable)
+    trust: str = ""  # who wrote the lines: yours | unsigned | other key | altered | mixed | unchecked (an index row) | '' unreadable
     owner: str = ""  # the database role that owns it (a database store only)
     context_tokens: int = 0  # tokens the last reply's request and reply took (0: no reply yet)
     window: int = 0  # the model's context window in tokens (0: not recorded; shown against the default)
@@ -218,15 +218,37 @@ def list_summaries(path: str | os.PathLike[str]) -> list[Summary]:
     return sorted(summaries, key=lambda s: (s.last_ts, s.name))
 
 
+UNCHECKED = "unchecked"  # an index row's trust label: its owner and signer are whatever a client wrote there
+
+
+def stored_trust(source: Store, summary: Summary, user: trust.Signer | None) -> str:
+    """Who signed a listed session's lines, by the check opening it makes (every line is read); '' if it cannot be read."""
+    from ..stores.postgres import PostgresStore, key_path
+
+    try:
+        if isinstance(source, PostgresStore):
+            data = source.read_bytes(key_path(summary.notebook, summary.name))
+            return trust.check_log(data, user=user).verdict if data else ""
+        return trust_of(Path(summary.path), user=user).verdict
+    except (LogError, OSError, ValueError):
+        return ""
+
+
+def checked(source: Store, summaries: Sequence[Summary]) -> None:
+    """Label each of a store's listed sessions by who signed its lines, as opening it checks them (one read each)."""
+    user = trust.user_signer_or_none()
+    for summary in summaries:
+        summary.trust = stored_trust(source, summary, user)
+
+
 def store_summaries(
     source: Store, *, notebook: str = "", under: str = "", owner: str = "", text: str = "", limit: int | None = None
 ) -> list[Summary]:
     """Summaries from a store's index (no event is read): the database store answers from its sessions table.
 
-    ``trust`` here is who signed the session's first line (``verify`` checks every line).
+    ``trust`` is ``unchecked``: the index row's owner and signer are whatever a client wrote there
+    (:func:`checked` reads and checks each session's lines).
     """
-    user = trust.user_signer_or_none()
-    mine = user.key_id if user is not None else ""
     found = []
     for item in source.list(notebook=notebook, under=under, owner=owner, text=text, limit=limit):
         summary = Summary(item.name, item.location, item.notebook, item.session_id, item.title, item.created, item.last_ts, item.turns)
@@ -240,7 +262,7 @@ def store_summaries(
             )
         else:
             summary.pending = "open, or not closed cleanly"
-        summary.trust = "unsigned" if not item.signer else ("yours" if item.signer == mine else "other key")
+        summary.trust = UNCHECKED
         found.append(summary)
     return found
 
@@ -280,6 +302,7 @@ def notebook_summaries(source: Store, folder: Path, *, open_states: Mapping[str,
         return [summarize(found.path, user=user) for found in store.list_sessions(folder)]
     notebook = notebook_key(folder)
     found = [s for s in store_summaries(source, notebook=notebook) if s.notebook == notebook]
+    checked(source, found)  # one notebook's sessions: few, so each is checked
     for summary in found:
         state = (open_states or {}).get(summary.path)
         if state is not None:
