@@ -24,10 +24,11 @@ OUTCOMES = ("refused", "inert", "asked", "ran")
 TOPICS = (
     "reliability.redteam.trust",  # 1 and 11
     "reliability.redteam.files",  # 2
-    "reliability.redteam.postgres",  # 3, 4 and 5
+    "reliability.redteam.postgres",  # 3 and 5
     "reliability.redteam.server",  # 6
-    "reliability.redteam.views",  # 7, 8 and 9
+    "reliability.redteam.views",  # 7 and 8
     "reliability.redteam.output",  # 10
+    "reliability.redteam.labels",  # 4 and 9
 )
 
 
