@@ -8,15 +8,18 @@ event, which the fold puts in their place.  Table tests: tests/test_context.py.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from . import models
+
 CompactMode = Literal["auto", "server", "local", "off"]
 COMPACT_MODES: tuple[str, ...] = ("auto", "server", "local", "off")
 COMPACT_BETA = "compact-2026-01-12"
-DEFAULT_WINDOW = 200_000
+DEFAULT_WINDOW = models.DEFAULT_WINDOW  # an unknown model's window (models.py knows the others)
 DEFAULT_RESULT_BUDGET = 40_000  # characters of one tool result in a request (about 10k tokens)
 MAX_IMAGES = 100  # images the Messages API takes in one request; the fold leaves the oldest out beyond it
 CHARS_PER_TOKEN = 4  # the estimate used before the API has counted (the API's own count wins when there is one)
@@ -34,7 +37,7 @@ class ContextSettings:
     """How a run keeps its requests inside the model's context window."""
 
     compact: CompactMode = "auto"
-    window: int = DEFAULT_WINDOW
+    window: int = 0  # tokens; 0: the model's, from the table in models.py (see for_model)
     trigger: int | None = None  # input tokens at which to compact; None: a margin under the window
     result_budget: int | None = DEFAULT_RESULT_BUDGET
     keep_tool_results: int = 0  # >0: the request keeps only this many latest tool results (the fold clears older ones)
@@ -43,7 +46,12 @@ class ContextSettings:
     @property
     def threshold(self) -> int:
         """Input tokens at which the conversation is compacted."""
-        return self.trigger if self.trigger else max(1_000, self.window - max(20_000, self.window // 8))
+        window = self.window or DEFAULT_WINDOW
+        return self.trigger if self.trigger else max(1_000, window - max(20_000, window // 8))
+
+    def for_model(self, model: str) -> ContextSettings:
+        """These settings with the window filled in from the model table where it is unset."""
+        return self if self.window else dataclasses.replace(self, window=models.lookup(model).window)
 
 
 def estimate_tokens(value: Any) -> int:
@@ -58,10 +66,12 @@ def context_tokens(usage: Mapping[str, Any]) -> int:
 
 
 def uses_server(settings: ContextSettings, model: str, server_refused: bool) -> bool:
-    """Whether requests ask the API to compact (Claude models; never after the API refused it this run)."""
+    """Whether requests ask the API to compact (Claude models the table does not rule out; never after the API refused it)."""
     if settings.compact == "server":
         return True
-    return settings.compact == "auto" and model.startswith("claude-") and not server_refused
+    return (
+        settings.compact == "auto" and model.startswith("claude-") and models.lookup(model).compaction is not False and not server_refused
+    )
 
 
 def context_management(settings: ContextSettings) -> dict[str, Any] | None:

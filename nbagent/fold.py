@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from . import events as ev
-from . import stops
+from . import models, stops
 from .context import MAX_IMAGES, SUMMARY_PREFIX, cleared_result, clip_result, context_tokens, drop_images, image_count
 from .transcript import Transcript
 from .usage import totals
@@ -54,7 +54,9 @@ class State:
     keep_tool_results: int = 0
     results: list[list[int]] = field(default_factory=list)  # [message index, block index, seq] of the results kept whole
     images: list[list[int]] = field(default_factory=list)  # [message index, block index, seq, count] of results with images
-    window: int = 0
+    window: int = 0  # the window in use: the recorded one (a recorded 200,000 counts as unset), else the model table's
+    recorded_window: int = 0  # as the last context event logged it
+    model: str = ""  # the model of the last model call
     context_tokens: int = 0
     compactions: int = 0
     compacting: dict[str, Any] | None = None
@@ -204,6 +206,9 @@ def _user_msg(state: State, event: ev.Event) -> None:
 
 def _model_call(state: State, event: ev.Event) -> None:
     state.status, state.partial = "model", []
+    if event.get("model") and event["model"] != state.model:
+        state.model = str(event["model"])
+        state.window = models.window(state.model, state.recorded_window)
 
 
 def _delta(state: State, event: ev.Event) -> None:
@@ -261,7 +266,6 @@ def _model_error(state: State, event: ev.Event) -> None:
 def refuses_request(event: ev.Event) -> bool:
     """Whether a ``model_error`` says the request itself is malformed: a 400 no retry answers and no compaction mends."""
     return event.get("status") == 400 and not event.get("retryable") and event.get("kind") not in ("prompt_too_long", "request_too_large")
-
 
 
 def _tool_started(state: State, event: ev.Event) -> None:
@@ -354,7 +358,8 @@ def _context(state: State, event: ev.Event) -> None:
         state.result_budget = event["result_budget"]
     if "keep_tool_results" in event:
         state.keep_tool_results = int(event["keep_tool_results"] or 0)
-    state.window = int(event.get("window") or state.window)
+    state.recorded_window = int(event.get("window") or state.recorded_window)
+    state.window = models.window(state.model, state.recorded_window)  # earlier versions logged 200,000 for every model
 
 
 def _compaction_started(state: State, event: ev.Event) -> None:

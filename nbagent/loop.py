@@ -18,7 +18,7 @@ import anthropic
 from . import approval as approvals
 from . import context as ctx
 from . import events as ev
-from . import stops
+from . import models, stops
 from .deltas import DELTA_INTERVAL, DeltaWriter
 from .errors import Interrupted, ModelError, NbagentError, RefusedRequestError, UntrustedLogError
 from .fold import DROP_THINKING, SERVER_REFUSED
@@ -59,8 +59,8 @@ class Loop:
         self.system = system
         self.max_tokens = max_tokens
         self.retries = retries
-        self.context = context or ctx.ContextSettings()
-        self.thinking = thinking_param(thinking, max_tokens)
+        self.context = (context or ctx.ContextSettings()).for_model(model.name)  # the window: the setting's, else the table's
+        self.thinking = models.thinking_request(thinking, model.name, max_tokens)  # checked before any request is sent
 
     def run(self, prompt: str | list[dict[str, Any]] | None = None, *, meta: Mapping[str, Any] | None = None) -> str:
         """Add ``prompt`` as a new turn (if given), then act at the frontier until the model ends its turn."""
@@ -72,6 +72,8 @@ class Loop:
             if prompt is not None:
                 self._settle_abandoned_calls()
                 self._record_context()
+                if self.thinking.note:  # a budget on a model that takes none runs as adaptive: say so
+                    self.session.append(ev.NOTE, kind="thinking", text=self.thinking.note)
                 self.session.append(ev.USER_MSG, content=prompt, **({"meta": dict(meta)} if meta else {}))
             while True:
                 state = self.session.state
@@ -106,7 +108,10 @@ class Loop:
         """The next request: the fold's messages, and what the settings ask of the API."""
         state = self.session.state
         room = self.max_tokens * stops.MORE_ROOM if state.stop_action == "again" else self.max_tokens  # a cut call, asked again
-        request = ModelRequest(state.messages, self.toolbox.definitions(), self.system, room, thinking=self.thinking)
+        thinking = self.thinking
+        request = ModelRequest(
+            state.messages, self.toolbox.definitions(), self.system, room, thinking=thinking.param, output_config=thinking.output_config
+        )
         if self._server():
             request.context_management = ctx.context_management(self.context)
             request.betas = (ctx.COMPACT_BETA,)
@@ -350,18 +355,9 @@ def back_off(attempt: int, asked: float | None = None) -> float:
     return min(8.0, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.75, 1.0)
 
 
-def thinking_param(thinking: int | str | None, max_tokens: int) -> dict[str, Any] | None:
-    """The API's ``thinking`` parameter for a setting: None or "off", "adaptive", or a token budget (>= 1024, < max_tokens)."""
-    if thinking is None or thinking == "off":
-        return None
-    if thinking == "adaptive":
-        return {"type": "adaptive"}
-    if isinstance(thinking, int) and not isinstance(thinking, bool) and 1024 <= thinking < max_tokens:
-        return {"type": "enabled", "budget_tokens": thinking}
-    raise NbagentError(
-        f"thinking={thinking!r} is not a thinking setting: use 'off', 'adaptive', or a token budget of at least 1024 "
-        f"and below max_tokens ({max_tokens})."
-    )
+def thinking_param(thinking: int | str | None, max_tokens: int, model: str = "") -> dict[str, Any] | None:
+    """The API's ``thinking`` parameter for a setting on ``model`` (see models.thinking_request)."""
+    return models.thinking_request(thinking, model, max_tokens).param
 
 
 def run(

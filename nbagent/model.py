@@ -36,6 +36,7 @@ class ModelRequest:
     system: str = ""
     max_tokens: int = 8192
     thinking: dict[str, Any] | None = None  # the API's ``thinking`` parameter
+    output_config: dict[str, Any] | None = None  # the API's ``output_config`` (effort), where the thinking setting needs it
     context_management: dict[str, Any] | None = None  # server-side compaction and clearing (a beta)
     betas: tuple[str, ...] = ()
 
@@ -80,6 +81,8 @@ class AnthropicModel:
             params["tools"] = request.tools
         if request.thinking:
             params["thinking"] = request.thinking
+        if request.output_config:
+            params["output_config"] = request.output_config
         # The beta call only where a beta is used: server-side compaction needs it.
         messages: Any = self.client.messages
         if request.betas or request.context_management:

@@ -11,6 +11,8 @@ Used by tests/fake_anthropic.py.  The rules follow the real API as documented:
   later request must send every thinking block back unchanged (a changed one is refused), and an
   assistant message that ends in tool use must still start with its thinking block.
 - A request with more than 100 images (tool results' included) is refused with a 400.
+- Each model in :data:`THINKING` takes only its documented ``thinking.type`` values (a 400 otherwise) and
+  thinks when ``thinking`` is left out where the model does so; any other model takes every value.
 """
 
 from __future__ import annotations
@@ -25,6 +27,23 @@ COMPACT_BETA = "compact-2026-01-12"
 _SECRET = b"fake-thinking-signing-key"
 CHARS_PER_TOKEN = 4
 IMAGE_LIMIT = 100  # images the API takes in one request
+# Per model: the thinking.type values it accepts, and whether it thinks when the request leaves `thinking` out.
+# https://platform.claude.com/docs/en/build-with-claude/thinking-troubleshooting ("Thinking support, defaults,
+# and rejected configurations by model") and each model's page:
+THINKING: dict[str, tuple[frozenset[str], bool]] = {
+    # "disabled" returns 400 (use between_tools); budgets removed since Sonnet 5; adaptive on by default.
+    # https://platform.claude.com/docs/zh-CN/models/sonnet-5-5/whats-new-sonnet-5-5
+    "claude-sonnet-5-5": (frozenset({"adaptive", "between_tools"}), True),
+    # Thinking always on: "disabled" and "enabled" both return 400 invalid_request_error.
+    # https://platform.claude.com/docs/zh-CN/models/opus-5-5/whats-new-opus-5-5
+    "claude-opus-5-5": (frozenset({"adaptive"}), True),
+    # Adaptive and (deprecated) budgets; no thinking unless asked.
+    # https://platform.claude.com/docs/en/build-with-claude/adaptive-thinking
+    "claude-opus-4-6": (frozenset({"adaptive", "enabled", "disabled"}), False),
+    # "Older models (Sonnet 4.5, Opus 4.5, etc.) do not support adaptive thinking and require enabled".
+    # https://platform.claude.com/docs/en/build-with-claude/adaptive-thinking
+    "claude-haiku-4-5": (frozenset({"enabled", "disabled"}), False),
+}
 
 
 def signature(thinking: str) -> str:
@@ -75,6 +94,28 @@ def image_blocks(message: Any) -> int:
     return count
 
 
+def thinks(body: dict[str, Any]) -> bool:
+    """Whether the model thinks on this request: asked to, or by default where the parameter is left out."""
+    kind = (body.get("thinking") or {}).get("type")
+    if kind is None:
+        return THINKING.get(str(body.get("model")), (frozenset(), False))[1]
+    return kind in ("enabled", "adaptive")
+
+
+def thinking_refused(body: dict[str, Any]) -> str | None:
+    """The API's 400 message for a thinking.type the model does not take (the wording of the model pages), else None."""
+    kind = (body.get("thinking") or {}).get("type")
+    rule = THINKING.get(str(body.get("model")))
+    if kind is None or rule is None or kind in rule[0]:
+        return None
+    hint = (
+        'Use "thinking.type.adaptive" and "output_config.effort" to control thinking behavior.'
+        if "adaptive" in rule[0]
+        else 'Use "thinking.type.enabled" with "budget_tokens".'
+    )
+    return f'"thinking.type.{kind}" is not supported for this model. {hint}'
+
+
 def problem(body: dict[str, Any], headers: dict[str, str], window: int | None) -> str | None:
     """The API's 400 message for a request it would refuse for its context or thinking, else None."""
     if body.get("context_management") and not headers.get("anthropic-beta"):
@@ -93,7 +134,10 @@ def problem(body: dict[str, Any], headers: dict[str, str], window: int | None) -
         for j, block in enumerate(_blocks(message)):
             if block.get("type") == "thinking" and block.get("signature") != signature(str(block.get("thinking", ""))):
                 return f"messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
-    thinking_on = (body.get("thinking") or {}).get("type") in ("enabled", "adaptive")
+    refused = thinking_refused(body)
+    if refused:
+        return refused
+    thinking_on = thinks(body)
     live = live_messages(messages)
     if thinking_on and live and live[-1].get("role") == "user":
         last_assistant = next((m for m in reversed(live) if m.get("role") == "assistant"), None)
@@ -120,7 +164,7 @@ def leading_blocks(body: dict[str, Any], headers: dict[str, str], number: int) -
     if trigger is not None and tokens(body) > trigger:
         messages = live_messages(body.get("messages") or [])
         blocks.append({"type": "compaction", "content": f"Summary {number}: {len(messages)} messages compacted by the server."})
-    if (body.get("thinking") or {}).get("type") in ("enabled", "adaptive"):
+    if thinks(body):
         thought = f"Thinking about request {number}."
         blocks.append({"type": "thinking", "thinking": thought, "signature": signature(thought)})
     return blocks

@@ -125,8 +125,13 @@ def test_the_settings_reach_the_request(shell: InteractiveShell, fake: FakeAnthr
     run(shell, "%config Agent.clear_tool_results = 2\n%config Agent.compact = 'local'")
     assert run(shell, "%agent hi").success
     body = fake.requests[0].body
-    assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
-    [context] = [e for e in nbagent.read_events(the_log(tmp_path)) if e["type"] == ev.CONTEXT]
+    assert body["thinking"] == {"type": "adaptive"}  # the default model takes no budget: adaptive, with a note
+    events = list(nbagent.read_events(the_log(tmp_path)))
+    assert [e["text"] for e in events if e["type"] == ev.NOTE and e.get("kind") == "thinking"] == [
+        "claude-sonnet-5-5 does not take a thinking budget: the budget of 2048 tokens runs as adaptive thinking "
+        "(the model decides how much to think)."
+    ]
+    [context] = [e for e in events if e["type"] == ev.CONTEXT]
     assert context["result_budget"] == 1234 and context["window"] == 100_000 and context["keep_tool_results"] == 2
     assert context["compact"] == "local" and "context_management" not in body  # local: the API is not asked to compact
 

@@ -268,16 +268,17 @@ class AgentMagics(Magics):
 
     def _loop(self, session: Session, args: Any, view: Any) -> Loop:
         """The agent loop of this cell, as the ``Agent`` settings and the magic's options say."""
+        model = build.model(self.settings, args)
         return Loop(
             session,
             tools=build.tools(self.shell, self.settings),
-            model=build.model(self.settings, args),
+            model=model,
             approval=build.approval(self.settings, args, view),
             system=self.settings.system_prompt,
             max_tokens=self.settings.max_tokens,
             retries=self.settings.retries,
-            context=context_settings(self.settings),
-            thinking=thinking_setting(self.settings),
+            context=context_settings(self.settings, model.name),
+            thinking=thinking_setting(self.settings, model.name),
         )
 
     def _compact(self, args: Any) -> None:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from IPython.core.error import UsageError
 from traitlets import Bool, Enum, Int, List, TraitError, Unicode, Union, validate
 from traitlets.config import Configurable
 
+from .. import models
 from ..approval import APPROVAL_MODES
-from ..context import COMPACT_MODES, DEFAULT_RESULT_BUDGET, DEFAULT_WINDOW, CompactMode, ContextSettings
+from ..context import COMPACT_MODES, DEFAULT_RESULT_BUDGET, CompactMode, ContextSettings
+from ..errors import NbagentError
 from ..model import DEFAULT_MODEL
 from . import python_tool as pytool
 
@@ -79,9 +82,13 @@ class Agent(Configurable):
         "compaction event), 'off' (never: a request past the window fails).",
     ).tag(config=True)
     compact_trigger = Int(
-        0, help="Input tokens at which the conversation is compacted; 0 (default): a safe margin under Agent.context_window."
+        0, help="Input tokens at which the conversation is compacted; 0 (default): a safe margin under the context window."
     ).tag(config=True)
-    context_window = Int(DEFAULT_WINDOW, help="The model's context window in tokens (shown as 'context 143k / 200k').").tag(config=True)
+    context_window = Int(
+        0,
+        help="The model's context window in tokens (shown as 'context 143k / 1M'). 0 (default): the model's own, from "
+        "nbagent's model table (200,000 for a model it does not know).",
+    ).tag(config=True)
     tool_result_budget = Int(
         DEFAULT_RESULT_BUDGET,
         help="Characters of one tool result sent to the model; the rest is cut with a note (the log keeps it whole). 0: no clipping.",
@@ -92,8 +99,10 @@ class Agent(Configurable):
     thinking = Union(
         [Unicode(), Int()],
         default_value="off",
-        help="Extended thinking: 'off' (default), 'adaptive' (the model decides, where it supports it), or a token budget "
-        "of at least 1024 (below Agent.max_tokens). Shown collapsed in the panel, redacted wherever shown or exported.",
+        help="Thinking: 'off' (default: the least thinking the model allows: none, 'disabled', 'between_tools' on Claude "
+        "Sonnet 5.5, or effort 'low' where thinking is always on), 'adaptive' (the model decides; an error on a model "
+        "that takes only budgets), or a token budget of at least 1024 below Agent.max_tokens (adaptive, with a note, "
+        "where the model takes no budget). Shown collapsed in the panel, redacted wherever shown or exported.",
     ).tag(config=True)
 
     @validate("tools")
@@ -112,8 +121,10 @@ class Agent(Configurable):
 
     @validate("context_window")
     def _window(self, proposal: Any) -> int:
-        if proposal["value"] < MIN_WINDOW:
-            raise TraitError(f"Agent.context_window is in tokens and must be at least {MIN_WINDOW:,}, not {proposal['value']}.")
+        if proposal["value"] and proposal["value"] < MIN_WINDOW:
+            raise TraitError(
+                f"Agent.context_window is in tokens and must be at least {MIN_WINDOW:,}, not {proposal['value']} (0: the model's own)."
+            )
         return int(proposal["value"])
 
     @validate("thinking")
@@ -139,12 +150,13 @@ def thinking_value(value: Any) -> int | str:
     raise TraitError(f"Agent.thinking must be 'off', 'adaptive' or a token budget of at least {MIN_THINKING} (e.g. 4096), not {value!r}.")
 
 
-def context_settings(agent: Agent) -> ContextSettings:
-    """The run's context settings from the ``Agent`` traitlets (a trigger must be under the window)."""
-    if agent.compact_trigger and agent.compact_trigger >= agent.context_window:
+def context_settings(agent: Agent, model: str = "") -> ContextSettings:
+    """The run's context settings from the ``Agent`` traitlets (a trigger must be under the window: the setting's, else the model's)."""
+    window = agent.context_window or models.lookup(model or agent.model).window
+    if agent.compact_trigger and agent.compact_trigger >= window:
+        where = "Agent.context_window" if agent.context_window else f"the context window of {model or agent.model}"
         raise TraitError(
-            f"Agent.compact_trigger ({agent.compact_trigger:,}) must be below Agent.context_window ({agent.context_window:,}); "
-            "0 picks a safe margin under the window."
+            f"Agent.compact_trigger ({agent.compact_trigger:,}) must be below {where} ({window:,}); 0 picks a safe margin under the window."
         )
     return ContextSettings(
         compact=cast(CompactMode, agent.compact),
@@ -155,11 +167,15 @@ def context_settings(agent: Agent) -> ContextSettings:
     )
 
 
-def thinking_setting(agent: Agent) -> int | str | None:
-    """The run's thinking setting (None: off); a budget must be below ``Agent.max_tokens``."""
+def thinking_setting(agent: Agent, model: str = "") -> int | str | None:
+    """The run's thinking setting (None: off); a budget must be below ``Agent.max_tokens``, and the model must take it."""
     value = thinking_value(agent.thinking)
     if isinstance(value, int) and value >= agent.max_tokens:
         raise TraitError(
             f"Agent.thinking ({value:,} tokens) must be below Agent.max_tokens ({agent.max_tokens:,}): raise max_tokens or lower it."
         )
+    try:  # before any request: 'adaptive' on a model that takes only budgets
+        models.thinking_request(value, model or agent.model, agent.max_tokens, name="Agent.thinking")
+    except NbagentError as exc:
+        raise UsageError(str(exc)) from None
     return None if value == "off" else value
