@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Union
 
-from tests import fake_context, fake_prefill, request_types
+from tests import fake_context, fake_images, fake_prefill, request_types
 
 __all__ = [
     "FakeAnthropic",
@@ -535,6 +535,8 @@ def _make_handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             request = RecordedRequest(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body, raw)
             fake._record(request)
             rid = fake._next_id("req")
+            if len(raw) > fake_images.MAX_REQUEST_BYTES:  # Cloudflare's 413, before the API reads it (fake_images cites the docs)
+                return self._send_error(413, "request_too_large", fake_images.TOO_LARGE, rid)
             path = self.path.split("?")[0].rstrip("/")
             if self.command != "POST" or path != "/v1/messages":
                 return self._send_error(404, "not_found_error", f"Not Found: {self.command} {self.path}", rid)

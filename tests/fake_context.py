@@ -10,7 +10,8 @@ Used by tests/fake_anthropic.py.  The rules follow the real API as documented:
 - With ``thinking`` on, the reply starts with a ``thinking`` block whose signature this server made; a
   later request must send every thinking block back unchanged (a changed one is refused), and an
   assistant message that ends in tool use must still start with its thinking block.
-- A request with more than 100 images (tool results' included) is refused with a 400.
+- Images (tool results' included) are held to the API's limits of count, base64 length and pixels, with its 400
+  wording: see tests/fake_images.py, which cites the docs.
 - Each model in :data:`THINKING` takes only its documented ``thinking.type`` values (a 400 otherwise) and
   thinks when ``thinking`` is left out where the model does so; any other model takes every value.
 """
@@ -23,10 +24,12 @@ import hmac
 import json
 from typing import Any
 
+from tests import fake_images
+
 COMPACT_BETA = "compact-2026-01-12"
 _SECRET = b"fake-thinking-signing-key"
 CHARS_PER_TOKEN = 4
-IMAGE_LIMIT = 100  # images the API takes in one request
+IMAGE_LIMIT = fake_images.MAX_IMAGES  # images the API takes in one request
 # Per model: the thinking.type values it accepts, and whether it thinks when the request leaves `thinking` out.
 # https://platform.claude.com/docs/en/build-with-claude/thinking-troubleshooting ("Thinking support, defaults,
 # and rejected configurations by model") and each model's page:
@@ -69,7 +72,10 @@ def live_messages(messages: list[Any]) -> list[Any]:
 def tokens(body: dict[str, Any]) -> int:
     """The request's size in (estimated) tokens."""
     parts = [body.get("system"), body.get("tools"), live_messages(body.get("messages") or [])]
-    return sum(len(json.dumps(p, separators=(",", ":"))) for p in parts if p) // CHARS_PER_TOKEN
+    images, data = fake_images.in_content(parts[2])  # an image costs its pixels, not its base64 (fake_images cites the docs)
+    return (
+        sum(len(json.dumps(p, separators=(",", ":"))) for p in parts if p) - data
+    ) // CHARS_PER_TOKEN + images * fake_images.IMAGE_TOKENS
 
 
 def compaction_trigger(body: dict[str, Any], headers: dict[str, str]) -> int | None:
@@ -149,9 +155,9 @@ def problem(body: dict[str, Any], headers: dict[str, str], window: int | None) -
                 f"{blocks[0].get('type')}`. When `thinking` is enabled, a final `assistant` message must start with a "
                 "thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks)."
             )
-    images = sum(image_blocks(message) for message in messages)
-    if images > IMAGE_LIMIT:
-        return f"messages: too many images in the request: {images} > {IMAGE_LIMIT} maximum"
+    refused_image = fake_images.problem(body)
+    if refused_image:
+        return refused_image
     if window is not None and tokens(body) > window:
         return f"prompt is too long: {tokens(body)} tokens > {window} maximum"
     return None
