@@ -21,8 +21,13 @@ COMPACT_MODES: tuple[str, ...] = ("auto", "server", "local", "off")
 COMPACT_BETA = "compact-2026-01-12"
 DEFAULT_WINDOW = models.DEFAULT_WINDOW  # an unknown model's window (models.py knows the others)
 DEFAULT_RESULT_BUDGET = 40_000  # characters of one tool result in a request (about 10k tokens)
-MAX_IMAGES = 100  # images the Messages API takes in one request; the fold leaves the oldest out beyond it
+# https://platform.claude.com/docs/en/build-with-claude/vision ("Basics and limits"): up to 600 images a request, 100 on
+# models with a 200k window; 100 holds on every model. Requests are 32 MB at most (https://platform.claude.com/docs/en/api/errors,
+# "Request size limits"): images get 20 MiB of it, the rest is left for the text a window holds.
+MAX_IMAGES = 100  # images in one request; the fold leaves the oldest out beyond it
+MAX_IMAGE_DATA = 20 * 1024 * 1024  # characters of base64 image data in one request; the oldest go beyond it too
 CHARS_PER_TOKEN = 4  # the estimate used before the API has counted (the API's own count wins when there is one)
+IMAGE_TOKENS = 1_600  # an image once the API has scaled it to its native size (vision docs, "Evaluate image size")
 SUMMARY_PREFIX = "[nbagent note: the conversation so far was compacted. Summary of what happened before:]\n"
 SUMMARY_INSTRUCTIONS = (
     "Summarise the conversation below for your own later use: the user's goals and requests, what was "
@@ -55,8 +60,27 @@ class ContextSettings:
 
 
 def estimate_tokens(value: Any) -> int:
-    """A rough token count of some request content (characters of its JSON / 4)."""
-    return len(json.dumps(value, separators=(",", ":"))) // CHARS_PER_TOKEN
+    """A rough token count of some request content (characters of its JSON / 4; an image as IMAGE_TOKENS, not its base64)."""
+    encoded = json.dumps(value, separators=(",", ":"))
+    images, data = images_in(value) if '"type":"image"' in encoded else (0, 0)
+    return (len(encoded) - data) // CHARS_PER_TOKEN + images * IMAGE_TOKENS
+
+
+def images_in(value: Any) -> tuple[int, int]:
+    """The image blocks in messages or content (tool results' included) and the characters of their base64 data."""
+    count = chars = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            source = item.get("source")
+            if item.get("type") == "image" and isinstance(source, dict):
+                count, chars = count + 1, chars + len(source.get("data") or "")
+            elif isinstance(item.get("content"), list):
+                stack.append(item["content"])
+    return count, chars
 
 
 def context_tokens(usage: Mapping[str, Any]) -> int:
@@ -229,6 +253,29 @@ def image_count(content: Any) -> int:
     return sum(1 for b in content if isinstance(b, dict) and b.get("type") == "image")
 
 
+def image_data(content: Any) -> int:
+    """The characters of base64 data a tool result's images carry."""
+    if not isinstance(content, list):
+        return 0
+    return sum(
+        len(b["source"].get("data") or "")
+        for b in content
+        if isinstance(b, dict) and b.get("type") == "image" and isinstance(b.get("source"), dict)
+    )
+
+
+def images_to_drop(content: list[Any], count: int, size: int) -> int:
+    """How many of a result's first images to leave out so that at least ``count`` images and ``size`` characters go."""
+    dropped = freed = 0
+    for block in content:
+        if dropped >= count and freed >= size:
+            break
+        if isinstance(block, dict) and block.get("type") == "image":
+            dropped += 1
+            freed += image_data([block])
+    return dropped
+
+
 def drop_images(content: list[Any], count: int, seq: int) -> list[Any]:
     """A tool result with its first ``count`` images replaced by a note that says where they are kept."""
     out: list[Any] = []
@@ -245,7 +292,7 @@ def dropped_image(seq: int) -> str:
     """What the model reads in place of an older image left out of the request."""
     return (
         f"[nbagent note: an image of this older tool result was left out: a request carries at most {MAX_IMAGES} "
-        f"images; the session log keeps it (event {seq}).]"
+        f"images and {MAX_IMAGE_DATA >> 20} MiB of them; the session log keeps it (event {seq}).]"
     )
 
 

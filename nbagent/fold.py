@@ -11,7 +11,19 @@ from typing import Any, Literal
 
 from . import events as ev
 from . import models, stops
-from .context import MAX_IMAGES, SUMMARY_PREFIX, cleared_result, clip_result, context_tokens, drop_images, image_count
+from .context import (
+    MAX_IMAGE_DATA,
+    MAX_IMAGES,
+    SUMMARY_PREFIX,
+    cleared_result,
+    clip_result,
+    context_tokens,
+    drop_images,
+    image_count,
+    image_data,
+    images_to_drop,
+)
+from .images import sendable
 from .transcript import Transcript
 from .usage import totals
 
@@ -53,7 +65,8 @@ class State:
     result_budget: int | None = None
     keep_tool_results: int = 0
     results: list[list[int]] = field(default_factory=list)  # [message index, block index, seq] of the results kept whole
-    images: list[list[int]] = field(default_factory=list)  # [message index, block index, seq, count] of results with images
+    # [message index, block index, seq, count, characters of base64] of the results with images the request carries
+    images: list[list[int]] = field(default_factory=list)
     window: int = 0  # the window in use: the recorded one (a recorded 200,000 counts as unset), else the model table's
     recorded_window: int = 0  # as the last context event logged it
     model: str = ""  # the model of the last model call
@@ -70,7 +83,6 @@ class State:
     # The API refused the last request as malformed (a 400 that no retry or compaction answers): its message. The same
     # request is never sent again; anything that changes the next request (a request, a note, a compaction) clears it.
     refused: str = ""
-
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy, with the messages as a plain list."""
@@ -279,7 +291,8 @@ def _tool_started(state: State, event: ev.Event) -> None:
 
 
 def _tool_result(state: State, event: ev.Event) -> None:
-    content = clip_result(event["content"], state.result_budget, event["seq"])  # the log keeps it whole
+    # The log keeps it whole; the request gets it clipped, without an image the API would refuse (logged by earlier versions).
+    content = sendable(clip_result(event["content"], state.result_budget, event["seq"]), event["seq"])
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": event["tool_use_id"], "content": content}
     if event.get("is_error"):
         block["is_error"] = True
@@ -323,22 +336,25 @@ def _clear_old_results(state: State, seq: int) -> None:
 
 
 def _keep_images(state: State, seq: int, count: int) -> None:
-    """Note the latest result's images; beyond ``MAX_IMAGES`` in all, the oldest are replaced by notes (the log keeps them)."""
+    """Note the latest result's images; beyond ``MAX_IMAGES`` or ``MAX_IMAGE_DATA`` in all, the oldest go in as notes (the log keeps them)."""
     message = len(state.messages) - 1
-    state.images.append([message, len(state.messages[message]["content"]) - 1, seq, count])
+    position = len(state.messages[message]["content"]) - 1
+    state.images.append([message, position, seq, count, image_data(state.messages[message]["content"][position]["content"])])
     excess = sum(entry[3] for entry in state.images) - MAX_IMAGES
-    while excess > 0:
+    over = sum(entry[4] for entry in state.images) - MAX_IMAGE_DATA
+    while excess > 0 or over > 0:
         entry = state.images[0]
-        index, position, old, held = entry
-        dropped = min(held, excess)
+        index, position, old, held, size = entry
         content = list(state.messages[index]["content"])
+        dropped = images_to_drop(content[position]["content"], excess, over)
         content[position] = dict(content[position], content=drop_images(content[position]["content"], dropped, old))
         state.messages[index] = dict(state.messages[index], content=content)
-        excess -= dropped
+        left = image_data(content[position]["content"])
+        excess, over = excess - dropped, over - (size - left)
         if dropped == held:
             state.images.pop(0)
         else:
-            entry[3] = held - dropped
+            entry[3], entry[4] = held - dropped, left
 
 
 def _without_thinking(message: dict[str, Any]) -> dict[str, Any]:
@@ -379,8 +395,8 @@ def _compaction(state: State, event: ev.Event) -> None:
     state.messages, state.results = rest, []  # results before it are in the summary; the kept ones stay whole
     shift = -replaced if merged else 1 - replaced  # where the kept messages' images now are
     state.images = [
-        [index + shift, position + (1 if merged and index == replaced else 0), seq, count]
-        for index, position, seq, count in state.images
+        [index + shift, position + (1 if merged and index == replaced else 0), seq, count, size]
+        for index, position, seq, count, size in state.images
         if index >= replaced
     ]
     state.turn_start = max(1, state.turn_start + shift)  # the summary (first) is never part of a turn left out

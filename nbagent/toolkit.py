@@ -49,7 +49,7 @@ MAX_SHELL_OUTPUT = 50_000  # characters of stdout and stderr together; the middl
 READ_SIZE = 65_536  # bytes read from a pipe at a time
 KILL_GRACE = 5.0  # seconds to read what a killed command printed (a process outside its group may keep the pipe open)
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif", ".webp": "image/webp"}
-MAX_IMAGE_BYTES = 5 * 1024 * 1024
+MAX_IMAGE_BYTES = 20 * 1024 * 1024  # the largest image read_file loads; images.py fits it to the API's limits
 
 OUTSIDE_WORKSPACE = "outside_workspace"  # the approval reason a guard gives for a path outside the root
 
@@ -206,7 +206,7 @@ def file_tools(root: PathArg | None = None, *, protected: Iterable[PathArg] = ()
         if suffix in IMAGE_TYPES:
             data = file.read_bytes()
             if len(data) > MAX_IMAGE_BYTES:
-                raise ValueError(f"{path} is {len(data)} bytes; images over {MAX_IMAGE_BYTES} bytes are not sent to the model")
+                raise ValueError(f"{path} is {len(data)} bytes; images over {MAX_IMAGE_BYTES} bytes are not read (make a smaller copy)")
             media_type = IMAGE_TYPES[suffix]
             return [
                 {"type": "text", "text": f"{path} ({len(data)} bytes, {media_type}):"},

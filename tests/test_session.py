@@ -541,7 +541,7 @@ BAD_SNAPSHOTS = {
     "header-lengths-beyond-the-file": (_edit_header(lambda h: h.update(messages_len=1 << 60)), "lengths"),
     "header-not-signed": (_edit_header(lambda h: None, resign=False), "not signed by you"),
     "header-trust-record-inflated": (_edit_header(lambda h: h["trust"].update(lines=h["seq"] + 5)), "trust record"),
-    "header-old-format": (_edit_header(lambda h: h.update(v=1)), "snapshot format v1 is not v5"),
+    "header-old-format": (_edit_header(lambda h: h.update(v=1)), f"snapshot format v1 is not v{snapshot.VERSION}"),
     "state-byte-flipped": (_flip_state_byte, "checksum"),
     "state-without-a-field": (lambda log, other: snapshots.rewrite_state(log, lambda s: s.pop("usage")), "does not hold a state"),
     "messages-byte-flipped": (_flip_messages_byte, "messages line fails its checksum"),
