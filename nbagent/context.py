@@ -126,7 +126,7 @@ def refuses_compaction(status: int | None, message: str) -> bool:
     return status == 400 and ("context_management" in text or "compact" in text) and "prompt is too long" not in text
 
 
-def plain_history(messages: Sequence[Message]) -> Sequence[Message]:
+def plain_history(messages: Sequence[dict[str, Any]]) -> Sequence[dict[str, Any]]:
     """The history as an endpoint without the compaction beta takes it: a server compaction block becomes a summary note.
 
     The fold starts the history at the latest compaction block, so only the first message can hold one. Its
