@@ -78,6 +78,7 @@ class State:
     # turn, and where this turn's request starts in messages (a refused turn is left out of later requests from there).
     stop_action: str = ""
     stop_note: str = ""
+    stop_noted: bool = False  # the loop logged the rule's note (a process killed in between logs it on resume)
     asked_again: int = 0
     turn_start: int = 0
     # The API refused the last request as malformed (a 400 that no retry or compaction answers): its message. The same
@@ -237,7 +238,7 @@ def _assistant_msg(state: State, event: ev.Event) -> None:
     state.partial, state.unanswered_interrupt = [], False
     has_calls = any(b.get("type") == "tool_use" for b in content)
     stop = stops.rule(state.stop_reason, has_calls, state.asked_again, stops.refusal_detail(event.get("stop_details")))
-    state.stop_action, state.stop_note = stop.action, stop.note
+    state.stop_action, state.stop_note, state.stop_noted = stop.action, stop.note, False
     if not stop.keep:  # the log keeps the reply; later requests do not carry it (nor, for a refusal, its turn)
         state.asked_again += stop.action in ("again", "compact")
         if stop.action == "refused":
@@ -316,6 +317,8 @@ def _note(state: State, event: ev.Event) -> None:
         state.refused = ""  # the next request is not the one refused
     if event.get("kind") == SERVER_REFUSED:
         state.server_refused = True
+    elif event.get("kind") == "stop":
+        state.stop_noted = True
     elif event.get("kind") == DROP_THINKING:
         state.messages = [_without_thinking(m) for m in state.messages]
     text = to_model(event)

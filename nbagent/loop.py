@@ -77,6 +77,8 @@ class Loop:
                 self.session.append(ev.USER_MSG, content=prompt, **({"meta": dict(meta)} if meta else {}))
             while True:
                 state = self.session.state
+                if state.stop_note and not state.stop_noted:  # the stop rule's decision, for people (once, even across a crash)
+                    self.session.append(ev.NOTE, kind="stop", action=state.stop_action, text=state.stop_note)
                 if state.frontier == "tools":
                     for tool_use_id, call in list(state.open_calls.items()):
                         self._run_call(tool_use_id, call)
@@ -172,9 +174,6 @@ class Loop:
                 usage=reply.get("usage") or {},
                 **({"stop_details": reply["stop_details"]} if reply.get("stop_details") else {}),
             )
-            state = self.session.state
-            if state.stop_note:  # what the stop rule decided, for people (the fold decides it from the reply alone)
-                self.session.append(ev.NOTE, kind="stop", action=state.stop_action, text=state.stop_note)
             return
 
     def drop_thinking(self) -> None:

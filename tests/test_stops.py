@@ -198,3 +198,42 @@ def test_a_resume_after_the_cut_reply_reaches_the_same_decision(
 @pytest.fixture
 def session_in(log_path: Path) -> Any:
     return lambda: nbagent.Session.open(log_path)
+
+
+# A crash after each logged decision (a real child process, SIGKILL) ---------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("kill_after", ["assistant_msg:1", "note:1"], ids=["after-the-cut-reply", "after-its-note"])
+def test_a_kill_after_the_cut_reply_resumes_to_the_same_decision(tmp_path: Path, kill_after: str) -> None:
+    """SIGKILL once the cut reply (then its stop note) is durable: the resumed process asks again with more room; the cut call never runs."""
+    import signal
+
+    from tests.crash_tools import read_effects
+    from tests.test_crash import Zygote
+
+    def respond(request: RecordedRequest) -> Reply:
+        if len(request.body["messages"]) == 1 and request.body["max_tokens"] == 8192:
+            return cut_tool_use("append_note", {"text": "a note that is cut off in the middle"}, at=20)
+        if len(request.body["messages"]) == 1:
+            return tool_use("append_note", {"text": "whole"}, id="toolu_whole")
+        return text("noted")
+
+    log, effects = tmp_path / "session.jsonl", tmp_path / "effects.jsonl"
+    zygote = Zygote()
+    try:
+        with FakeAnthropic() as fake:
+            fake.responder = respond
+            fake._httpd.handle_error = lambda *_: None  # the killed child resets its connection
+            common = [str(log), str(effects), fake.base_url, "--approval", "auto"]
+            first = zygote.spawn([*common, "--prompt", "note it", "--pause-after", kill_after], tmp_path / "first.stderr")
+            first.wait_until(lambda: any(line.startswith("READY") for line in first.lines), "the pause after " + kill_after)
+            assert first.kill() == -signal.SIGKILL
+            assert len(fake.requests) == 1
+            resumed = zygote.spawn(common, tmp_path / "resumed.stderr")
+            assert resumed.finish() == "noted"
+            assert [r.body["max_tokens"] for r in fake.requests] == [8192, 16384, 8192]
+    finally:
+        zygote.close()
+    applied = [e["args"] for e in read_effects(effects) if e["tool"] == "append_note" and e["kind"] == "applied"]
+    assert applied == [{"text": "whole"}]  # the cut call never ran, before the kill or after
+    notes = [e for e in nbagent.read_events(log) if e["type"] == ev.NOTE and e.get("kind") == "stop"]
+    assert [n["action"] for n in notes] == ["again"]  # logged once: a resume does not log the decision twice
