@@ -125,6 +125,10 @@ MODELS: dict[str, ModelInfo] = {
     "claude-haiku-4-5-20251001": _BUDGETS_ONLY,
     "claude-opus-4-5": _BUDGETS_ONLY,
     "claude-opus-4-5-20251101": _BUDGETS_ONLY,
+    # Claude Sonnet 4.5: named by older SDKs (down to the floor in pyproject.toml), not by current ones; budgets
+    #   only, like Opus 4.5 (same adaptive-thinking page); 200K (1M only behind a beta nbagent does not send), 64K.
+    "claude-sonnet-4-5": _BUDGETS_ONLY,
+    "claude-sonnet-4-5-20250929": _BUDGETS_ONLY,
 }
 
 
@@ -148,6 +152,7 @@ class Thinking:
     param: dict[str, Any] | None  # the request's `thinking` (None: left out)
     output_config: dict[str, Any] | None = None  # the request's `output_config` (effort), where "off" needs it
     note: str = ""
+    betas: tuple[str, ...] = ()  # betas the parameters need (block_binding: see binding.py)
 
 
 def thinking_request(setting: int | str | None, model: str, max_tokens: int, *, name: str = "thinking") -> Thinking:
