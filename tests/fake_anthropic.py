@@ -455,6 +455,9 @@ class FakeAnthropic:
         }
         if reply.stop_details is not None:
             message["stop_details"] = reply.stop_details
+        _, dropped = fake_context.fake_binding.check(body, headers or {}, fake_context.live_start(body.get("messages") or []))
+        if dropped:  # thinking blocks a binding check removed (beta only: the drop_block setting needs its beta)
+            message["input_transformations"] = dropped
         if reply.stop_reason == "pause_turn":
             with self._lock:
                 self._paused.add(fake_prefill.key(content))
@@ -465,7 +468,7 @@ class FakeAnthropic:
             ("ping", {"type": "ping"}),
         ]
         for index, block in enumerate(content):
-            if block["type"] in ("compaction", "thinking"):
+            if block["type"] in ("compaction", "thinking", "redacted_thinking"):
                 events += fake_context.stream_events(index, block)
                 continue
             if block["type"] == "text":

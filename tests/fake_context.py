@@ -9,7 +9,9 @@ Used by tests/fake_anthropic.py.  The rules follow the real API as documented:
   the reply starts with a ``compaction`` block (streamed as ``compaction_delta``).
 - With ``thinking`` on, the reply starts with a ``thinking`` block whose signature this server made; a
   later request must send every thinking block back unchanged (a changed one is refused), and an
-  assistant message that ends in tool use must still start with its thinking block.
+  assistant message that ends in tool use must still start with its thinking block.  On the models that bind
+  thinking to its conversation, a block whose model, organization or prefix changed is refused, or dropped where
+  the request asks for it; compaction blocks carry a signature and must come back unchanged: tests/fake_binding.py.
 - Images (tool results' included) are held to the API's limits of count, base64 length and pixels, with its 400
   wording: see tests/fake_images.py, which cites the docs.
 - Each model in :data:`THINKING` takes only its documented ``thinking.type`` values (a 400 otherwise) and
@@ -19,15 +21,12 @@ Used by tests/fake_anthropic.py.  The rules follow the real API as documented:
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 import json
 from typing import Any
 
-from tests import fake_images
+from tests import fake_binding, fake_images
 
 COMPACT_BETA = "compact-2026-01-12"
-_SECRET = b"fake-thinking-signing-key"
 CHARS_PER_TOKEN = 4
 IMAGE_LIMIT = fake_images.MAX_IMAGES  # images the API takes in one request
 # Per model: the thinking.type values it accepts, and whether it thinks when the request leaves `thinking` out.
@@ -49,9 +48,7 @@ THINKING: dict[str, tuple[frozenset[str], bool]] = {
 }
 
 
-def signature(thinking: str) -> str:
-    """The signature this server puts on a thinking block."""
-    return base64.b64encode(hmac.new(_SECRET, thinking.encode(), hashlib.sha256).digest()).decode()
+signature = fake_binding.signature  # the signature of a thinking block on a model that does not bind them
 
 
 def _blocks(message: Any) -> list[dict[str, Any]]:
@@ -59,14 +56,23 @@ def _blocks(message: Any) -> list[dict[str, Any]]:
     return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
 
 
+def live_start(messages: list[Any]) -> tuple[int, int]:
+    """Where the API starts reading: the latest compaction block with a summary (it drops what is before), else (0, 0)."""
+    for i in range(len(messages) - 1, -1, -1):
+        content = messages[i].get("content") if isinstance(messages[i], dict) else None
+        if isinstance(content, list):
+            for j in range(len(content) - 1, -1, -1):
+                if isinstance(content[j], dict) and content[j].get("type") == "compaction" and content[j].get("content"):
+                    return i, j
+    return 0, 0
+
+
 def live_messages(messages: list[Any]) -> list[Any]:
     """The messages the API reads: from the latest compaction block with a summary on (it drops what is before)."""
-    for i in range(len(messages) - 1, -1, -1):
-        blocks = _blocks(messages[i])
-        for j in range(len(blocks) - 1, -1, -1):
-            if blocks[j].get("type") == "compaction" and blocks[j].get("content"):
-                return [dict(messages[i], content=blocks[j:]), *messages[i + 1 :]]
-    return messages
+    i, j = live_start(messages)
+    if (i, j) == (0, 0):
+        return messages
+    return [dict(messages[i], content=messages[i]["content"][j:]), *messages[i + 1 :]]
 
 
 def tokens(body: dict[str, Any]) -> int:
@@ -136,10 +142,9 @@ def problem(body: dict[str, Any], headers: dict[str, str], window: int | None) -
                     return (
                         f"messages.{i}.content.{j}.type: Input tag 'compaction' found using 'type' does not match any of the expected tags"
                     )
-    for i, message in enumerate(messages):
-        for j, block in enumerate(_blocks(message)):
-            if block.get("type") == "thinking" and block.get("signature") != signature(str(block.get("thinking", ""))):
-                return f"messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
+    refused_block, _ = fake_binding.check(body, headers, live_start(messages))
+    if refused_block:
+        return refused_block
     refused = thinking_refused(body)
     if refused:
         return refused
@@ -167,20 +172,23 @@ def leading_blocks(body: dict[str, Any], headers: dict[str, str], number: int) -
     """The blocks the API puts before the scripted reply: a compaction block, a thinking block."""
     blocks: list[dict[str, Any]] = []
     trigger = compaction_trigger(body, headers)
+    live = live_messages(body.get("messages") or [])
     if trigger is not None and tokens(body) > trigger:
-        messages = live_messages(body.get("messages") or [])
-        blocks.append({"type": "compaction", "content": f"Summary {number}: {len(messages)} messages compacted by the server."})
+        summary = {"type": "compaction", "content": f"Summary {number}: {len(live)} messages compacted by the server."}
+        summary |= {"encrypted_content": base64.b64encode(f"state {number}".encode()).decode(), "tool_changes": []}
+        blocks.append(dict(summary, signature=fake_binding.compaction_signature(summary)))
     if thinks(body):
-        thought = f"Thinking about request {number}."
-        blocks.append({"type": "thinking", "thinking": thought, "signature": signature(thought)})
+        blocks += fake_binding.new_blocks(body, headers, live, blocks, number)
     return blocks
 
 
 def stream_events(index: int, block: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """The SSE events of a compaction or thinking block, as the API streams them."""
+    """The SSE events of a compaction, thinking or redacted_thinking block, as the API streams them."""
     if block["type"] == "compaction":
-        opening = dict(block, content=None)
-        deltas = [{"type": "compaction_delta", "content": block["content"]}]
+        opening = dict(block, content=None, encrypted_content=None)
+        deltas = [{"type": "compaction_delta", "content": block["content"], "encrypted_content": block.get("encrypted_content")}]
+    elif block["type"] == "redacted_thinking":
+        opening, deltas = block, []
     else:
         opening = dict(block, thinking="", signature="")
         deltas = [{"type": "thinking_delta", "thinking": block["thinking"]}, {"type": "signature_delta", "signature": block["signature"]}]
