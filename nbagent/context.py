@@ -120,10 +120,14 @@ def is_prompt_too_long(kind: str, status: int | None, message: str) -> bool:
     return status in (400, 413) and ("prompt is too long" in message.lower() or kind == "request_too_large")
 
 
-def refuses_compaction(status: int | None, message: str) -> bool:
-    """Whether a 400 says the model or gateway does not do server-side compaction."""
-    text = message.lower()
-    return status == 400 and ("context_management" in text or "compact" in text) and "prompt is too long" not in text
+def refuses_compaction(kind: str, status: int | None, model: str) -> bool:
+    """Whether an error to a request that asked for server compaction means the model or gateway has none.
+
+    Decided from the error's type and the model table, not from its words: a 400 ``invalid_request_error`` ("prompt
+    is too long" has its own kind, see model.py) on a model the table does not know to support server compaction.
+    On one it does, the same error is a refused request (fold.refuses_request), not a reason to compact locally.
+    """
+    return status == 400 and kind == "invalid_request_error" and models.lookup(model).compaction is not True
 
 
 def plain_history(messages: Sequence[dict[str, Any]]) -> Sequence[dict[str, Any]]:

@@ -177,6 +177,8 @@ class Context(TypedDict):
     window: NotRequired[int]  # the model's context window in tokens (for views: "context 143k / 200k")
     trigger: NotRequired[int | None]  # input tokens at which the conversation is compacted
     compact: NotRequired[str]  # auto | server | local | off
+    thinking_binding: NotRequired[bool]  # requests ask the API to drop thinking blocks a rewrite unbound (binding.py)
+    model: NotRequired[str]  # the model of the requests from here on
 
 
 class CompactionStarted(TypedDict):

@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
+from . import binding, models, stops
 from . import events as ev
-from . import models, stops
 from .context import (
     MAX_IMAGE_DATA,
     MAX_IMAGES,
@@ -84,6 +84,10 @@ class State:
     # The API refused the last request as malformed (a 400 that no retry or compaction answers): its message. The same
     # request is never sent again; anything that changes the next request (a request, a note, a compaction) clears it.
     refused: str = ""
+    # Requests ask the API to drop thinking blocks a rewrite unbound (binding.py); where they don't and the model binds
+    # them, the fold leaves out the thinking blocks after each rewrite: messages before unbound_to hold none of those.
+    thinking_binding: bool = False
+    unbound_to: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy, with the messages as a plain list."""
@@ -265,6 +269,7 @@ def _drop_turn(state: State) -> None:
     """Leave the refused turn out of later requests: its messages go, with the results and images noted in them."""
     start = min(state.turn_start, len(state.messages))
     state.messages = list(state.messages)[:start]
+    state.unbound_to = min(state.unbound_to, start)
     state.results = [entry for entry in state.results if entry[0] < start]
     state.images = [entry for entry in state.images if entry[0] < start]
 
@@ -336,6 +341,7 @@ def _clear_old_results(state: State, seq: int) -> None:
         content[position] = dict(content[position], content=cleared_result(old))
         state.messages[index] = dict(state.messages[index], content=content)
         state.images = [entry for entry in state.images if entry[:2] != [index, position]]
+        _unbind_after(state, index)
 
 
 def _keep_images(state: State, seq: int, count: int) -> None:
@@ -353,11 +359,21 @@ def _keep_images(state: State, seq: int, count: int) -> None:
         content[position] = dict(content[position], content=drop_images(content[position]["content"], dropped, old))
         state.messages[index] = dict(state.messages[index], content=content)
         left = image_data(content[position]["content"])
+        _unbind_after(state, index)
         excess, over = excess - dropped, over - (size - left)
         if dropped == held:
             state.images.pop(0)
         else:
             entry[3], entry[4] = held - dropped, left
+
+
+def _unbind_after(state: State, index: int, every: bool = False) -> None:
+    """A rewrite at message ``index`` unbound every later thinking block: leave them out where requests can't ask the API to."""
+    if not every and not binding.fold_drops(state.model, state.thinking_binding):
+        return
+    for position in range(max(index + 1, 0 if every else state.unbound_to), len(state.messages)):
+        state.messages[position] = _without_thinking(state.messages[position])
+    state.unbound_to = len(state.messages)
 
 
 def _without_thinking(message: dict[str, Any]) -> dict[str, Any]:
@@ -373,6 +389,10 @@ def _without_thinking(message: dict[str, Any]) -> dict[str, Any]:
 
 def _context(state: State, event: ev.Event) -> None:
     state.refused = ""
+    carried = bool(event.get("thinking_binding", state.thinking_binding))
+    if binding.context_drops(state.model, event.get("model"), state.thinking_binding, carried):
+        _unbind_after(state, -1, every=True)
+    state.thinking_binding = carried
     if "result_budget" in event:
         state.result_budget = event["result_budget"]
     if "keep_tool_results" in event:
@@ -403,6 +423,8 @@ def _compaction(state: State, event: ev.Event) -> None:
         if index >= replaced
     ]
     state.turn_start = max(1, state.turn_start + shift)  # the summary (first) is never part of a turn left out
+    state.unbound_to = 0
+    _unbind_after(state, -1)  # the kept messages' thinking was bound to what the summary replaced
     state.context_tokens = 0  # unknown until the next reply: estimated from the messages meanwhile
     if event.get("final", True):
         state.compacting = None

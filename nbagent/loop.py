@@ -16,9 +16,9 @@ from typing import Any
 import anthropic
 
 from . import approval as approvals
+from . import binding, models, stops
 from . import context as ctx
 from . import events as ev
-from . import models, stops
 from .deltas import DELTA_INTERVAL, DeltaWriter
 from .errors import Interrupted, ModelError, NbagentError, RefusedRequestError, UntrustedLogError
 from .fold import DROP_THINKING, SERVER_REFUSED
@@ -60,7 +60,8 @@ class Loop:
         self.max_tokens = max_tokens
         self.retries = retries
         self.context = (context or ctx.ContextSettings()).for_model(model.name)  # the window: the setting's, else the table's
-        self.thinking = models.thinking_request(thinking, model.name, max_tokens)  # checked before any request is sent
+        # Checked before any request is sent; asks the API to drop thinking blocks a rewrite unbound (binding.py).
+        self.thinking = binding.request(models.thinking_request(thinking, model.name, max_tokens), model.name)
 
     def run(self, prompt: str | list[dict[str, Any]] | None = None, *, meta: Mapping[str, Any] | None = None) -> str:
         """Add ``prompt`` as a new turn (if given), then act at the frontier until the model ends its turn."""
@@ -112,11 +113,17 @@ class Loop:
         room = self.max_tokens * stops.MORE_ROOM if state.stop_action == "again" else self.max_tokens  # a cut call, asked again
         thinking = self.thinking
         request = ModelRequest(
-            state.messages, self.toolbox.definitions(), self.system, room, thinking=thinking.param, output_config=thinking.output_config
+            state.messages,
+            self.toolbox.definitions(),
+            self.system,
+            room,
+            thinking=thinking.param,
+            output_config=thinking.output_config,
+            betas=thinking.betas,
         )
         if self._server():
             request.context_management = ctx.context_management(self.context)
-            request.betas = (ctx.COMPACT_BETA,)
+            request.betas = (ctx.COMPACT_BETA, *thinking.betas)
         else:  # a server compaction block is never sent where the beta is not asked for
             request.messages = ctx.plain_history(state.messages)
         return request
@@ -144,7 +151,7 @@ class Loop:
                     attempt=attempt,
                     **({"retry_in": round(wait, 3)} if wait is not None else {}),
                 )
-                if request.context_management and ctx.refuses_compaction(err.status, str(err)):
+                if request.context_management and ctx.refuses_compaction(err.kind, err.status, self.model.name):
                     # This model or gateway has no server-side compaction: the session compacts locally from now on.
                     self.session.append(
                         ev.NOTE, kind=SERVER_REFUSED, text=f"the API refused server-side compaction ({err}); nbagent compacts locally"
@@ -185,8 +192,12 @@ class Loop:
     def _record_context(self) -> None:
         """Log the context settings the fold needs (tool-result budget, results kept) when they differ from the session's."""
         state, settings = self.session.state, self.context
-        recorded = (state.result_budget, state.window, state.keep_tool_results)
-        if recorded != (settings.result_budget, settings.window, settings.keep_tool_results):
+        carried = binding.carries(self.thinking.param)  # the fold drops unbound thinking blocks where requests can't
+        drops = binding.fold_drops(self.model.name, carried) or binding.context_drops(
+            state.model, self.model.name, state.thinking_binding, carried
+        )
+        recorded = (state.result_budget, state.window, state.keep_tool_results, state.thinking_binding, state.model or self.model.name)
+        if recorded != (settings.result_budget, settings.window, settings.keep_tool_results, carried, self.model.name):
             self.session.append(
                 ev.CONTEXT,
                 result_budget=settings.result_budget,
@@ -194,7 +205,11 @@ class Loop:
                 window=settings.window,
                 trigger=settings.threshold,
                 compact=settings.compact,
+                thinking_binding=carried,
+                model=self.model.name,
             )
+            if drops:  # this model and thinking setting can't ask the API to drop them: the fold does
+                self.session.append(ev.NOTE, kind="thinking_binding", text=binding.NOTE)
 
     def _estimate(self) -> int:
         """Tokens the next request takes: the API's count for the last reply, plus an estimate of what came since."""

@@ -85,19 +85,38 @@ def test_clip_result(content: Any, budget: int | None, expected_texts: list[str 
 
 
 @pytest.mark.parametrize(
-    ("kind", "status", "message", "too_long", "refused"),
+    ("kind", "status", "message", "too_long"),
     [
-        ("invalid_request_error", 400, "prompt is too long: 210000 tokens > 200000 maximum", True, False),
-        ("prompt_too_long", 400, "Prompt is too long", True, False),
-        ("request_too_large", 413, "Request exceeds the maximum allowed number of bytes", True, False),
-        ("invalid_request_error", 400, "context_management: Extra inputs are not permitted", False, True),
-        ("invalid_request_error", 400, "messages.0: bad", False, False),
-        ("overloaded_error", 529, "Overloaded", False, False),
+        ("invalid_request_error", 400, "prompt is too long: 210000 tokens > 200000 maximum", True),
+        ("prompt_too_long", 400, "Prompt is too long", True),
+        ("request_too_large", 413, "Request exceeds the maximum allowed number of bytes", True),
+        ("invalid_request_error", 400, "context_management: Extra inputs are not permitted", False),
+        ("overloaded_error", 529, "Overloaded", False),
     ],
 )
-def test_error_rules(kind: str, status: int, message: str, too_long: bool, refused: bool) -> None:
+def test_error_rules(kind: str, status: int, message: str, too_long: bool) -> None:
     assert ctx.is_prompt_too_long(kind, status, message) is too_long
-    assert ctx.refuses_compaction(status, message) is refused
+
+
+# The local fallback is chosen from the error's type and status and the model table, never from its words: model.py
+# gives "prompt is too long" its own kind, so the message is not an input of the rule at all.
+@pytest.mark.parametrize(
+    ("kind", "status", "model", "refused"),
+    [
+        ("invalid_request_error", 400, "claude-test", True),  # unknown model: the 400 means no server compaction here
+        ("invalid_request_error", 400, "claude-sonnet-5-5", True),  # the table has it unconfirmed (None)
+        ("invalid_request_error", 400, "claude-haiku-4-5", True),  # not offered (False)
+        ("invalid_request_error", 400, "claude-opus-4-6", False),  # documented: a refused request, not a fallback
+        ("invalid_request_error", 400, "claude-sonnet-4-6", False),
+        ("prompt_too_long", 400, "claude-test", False),
+        ("request_too_large", 413, "claude-test", False),
+        ("overloaded_error", 529, "claude-test", False),
+        ("api_error", 500, "claude-test", False),
+        ("invalid_request_error", None, "claude-test", False),  # mid-stream
+    ],
+)
+def test_compaction_fallback_rule(kind: str, status: int | None, model: str, refused: bool) -> None:
+    assert ctx.refuses_compaction(kind, status, model) is refused
 
 
 @pytest.mark.parametrize(

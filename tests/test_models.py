@@ -17,6 +17,7 @@ import pytest
 import nbagent
 from nbagent import events as ev
 from nbagent import models
+from nbagent.binding import BINDING_BETA, DROP_BLOCK
 from nbagent.cli import main
 from nbagent.context import ContextSettings, uses_server
 from nbagent.errors import NbagentError
@@ -130,15 +131,19 @@ def test_server_compaction_is_not_asked_of_a_model_the_table_rules_out() -> None
     assert ContextSettings(window=5_000).for_model("claude-sonnet-5-5").window == 5_000
 
 
+DROP = DROP_BLOCK
+
+
 # End to end: the request bodies ---------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("model", "setting", "sent", "effort", "thought"),
     [
         ("claude-sonnet-5-5", "off", {"type": "between_tools"}, None, False),
-        ("claude-sonnet-5-5", "adaptive", {"type": "adaptive"}, None, True),
-        ("claude-sonnet-5-5", 2048, {"type": "adaptive"}, None, True),
-        ("claude-opus-5-5", "off", None, {"effort": "low"}, True),  # always on: the lowest effort
-        ("claude-opus-5-5", 2048, {"type": "adaptive"}, None, True),
+        # Thinking blocks are bound on these models: the config that takes it asks the API to drop an unbound one (binding.py).
+        ("claude-sonnet-5-5", "adaptive", {"type": "adaptive", "block_binding": DROP}, None, True),
+        ("claude-sonnet-5-5", 2048, {"type": "adaptive", "block_binding": DROP}, None, True),
+        ("claude-opus-5-5", "off", {"type": "adaptive", "block_binding": DROP}, {"effort": "low"}, True),  # always on: lowest effort
+        ("claude-opus-5-5", 2048, {"type": "adaptive", "block_binding": DROP}, None, True),
         ("claude-haiku-4-5", "off", None, None, False),
         ("claude-haiku-4-5", 2048, {"type": "enabled", "budget_tokens": 2048}, None, True),
         ("claude-opus-4-6", "adaptive", {"type": "adaptive"}, None, True),
@@ -154,6 +159,7 @@ def test_each_setting_reaches_the_api_as_the_model_takes_it(
         events = list(session.events())
     for request in fake.requests:
         assert request.body.get("thinking") == sent and request.body.get("output_config") == effort
+        assert (BINDING_BETA in request.headers.get("anthropic-beta", "")) == ("block_binding" in (sent or {}))
     replies = [e for e in events if e["type"] == ev.ASSISTANT_MSG]
     assert all((r["content"][0]["type"] == "thinking") == thought for r in replies)
     notes = [e["text"] for e in events if e["type"] == ev.NOTE and e.get("kind") == "thinking"]
