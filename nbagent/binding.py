@@ -38,10 +38,16 @@ BINDS = frozenset(
     for name in models.MODELS
     if name.startswith(("claude-sonnet-5", "claude-opus-5", "claude-haiku-5", "claude-fable-5", "claude-mythos-5"))
 )
-NOTE = (
-    "thinking blocks after a rewritten part of the history (a cleared result, an image note, a compaction, a changed "
-    "model) are left out of later requests, as the API would refuse them; the log keeps them"
-)
+NOTE_KIND = "thinking_binding"  # a note's kind: the fold left this many thinking blocks out so far (its `dropped`)
+
+
+def note(count: int) -> str:
+    """What people read when the fold left thinking blocks out of requests."""
+    return (
+        f"{count} thinking block{'s' if count != 1 else ''} after a rewritten part of the history (a cleared result, an image "
+        "note, a compaction, a changed model) left out of later requests: the API would refuse them, and this thinking "
+        "setting can't ask it to drop them; the log keeps them"
+    )
 
 
 def binds(model: str | None) -> bool:

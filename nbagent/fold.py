@@ -88,6 +88,8 @@ class State:
     # them, the fold leaves out the thinking blocks after each rewrite: messages before unbound_to hold none of those.
     thinking_binding: bool = False
     unbound_to: int = 0
+    thinking_dropped: int = 0  # thinking blocks the fold left out so far for that reason
+    thinking_noted: int = 0  # of which a note told people
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy, with the messages as a plain list."""
@@ -322,6 +324,8 @@ def _note(state: State, event: ev.Event) -> None:
         state.refused = ""  # the next request is not the one refused
     if event.get("kind") == SERVER_REFUSED:
         state.server_refused = True
+    elif event.get("kind") == binding.NOTE_KIND:
+        state.thinking_noted = int(event.get("dropped") or state.thinking_dropped)
     elif event.get("kind") == "stop":
         state.stop_noted = True
     elif event.get("kind") == DROP_THINKING:
@@ -372,7 +376,10 @@ def _unbind_after(state: State, index: int, every: bool = False) -> None:
     if not every and not binding.fold_drops(state.model, state.thinking_binding):
         return
     for position in range(max(index + 1, 0 if every else state.unbound_to), len(state.messages)):
-        state.messages[position] = _without_thinking(state.messages[position])
+        message = state.messages[position]
+        state.messages[position] = _without_thinking(message)
+        if state.messages[position] is not message:
+            state.thinking_dropped += sum(1 for b in message["content"] if b.get("type") in ("thinking", "redacted_thinking"))
     state.unbound_to = len(state.messages)
 
 

@@ -132,6 +132,10 @@ class Loop:
         return ctx.uses_server(self.context, self.model.name, self.session.state.server_refused)
 
     def _call_model(self) -> None:
+        state = self.session.state
+        if state.thinking_dropped > state.thinking_noted:  # the fold left unbound thinking blocks out: say so, once
+            left = state.thinking_dropped - state.thinking_noted
+            self.session.append(ev.NOTE, kind=binding.NOTE_KIND, dropped=state.thinking_dropped, text=binding.note(left))
         request = self._request()
         attempt = compacted = 0
         while True:
@@ -193,9 +197,6 @@ class Loop:
         """Log the context settings the fold needs (tool-result budget, results kept) when they differ from the session's."""
         state, settings = self.session.state, self.context
         carried = binding.carries(self.thinking.param)  # the fold drops unbound thinking blocks where requests can't
-        drops = binding.fold_drops(self.model.name, carried) or binding.context_drops(
-            state.model, self.model.name, state.thinking_binding, carried
-        )
         recorded = (state.result_budget, state.window, state.keep_tool_results, state.thinking_binding, state.model or self.model.name)
         if recorded != (settings.result_budget, settings.window, settings.keep_tool_results, carried, self.model.name):
             self.session.append(
@@ -208,8 +209,6 @@ class Loop:
                 thinking_binding=carried,
                 model=self.model.name,
             )
-            if drops:  # this model and thinking setting can't ask the API to drop them: the fold does
-                self.session.append(ev.NOTE, kind="thinking_binding", text=binding.NOTE)
 
     def _estimate(self) -> int:
         """Tokens the next request takes: the API's count for the last reply, plus an estimate of what came since."""

@@ -9,7 +9,7 @@ import anthropic
 import pytest
 
 import nbagent
-from nbagent import binding, fold, models
+from nbagent import binding, context, fold, models
 from nbagent import events as ev
 from tests import fake_binding, fake_context
 from tests.fake_anthropic import FakeAnthropic, RecordedRequest, Reply, error, text, tool_use
@@ -85,6 +85,7 @@ def test_the_fold_drops_unbound_thinking_only_where_requests_cannot_ask_the_api(
     assert thinking_in(_fold_session(True).messages) == ["t0", "t1", "t2", "t3"]  # drop_block: the API drops them
     # Clearing result n rewrites message 2n+2: every thinking block after it was bound to the old text.
     assert thinking_in(_fold_session(False).messages) == ["t0"]
+    assert _fold_session(False).thinking_dropped == 3 and _fold_session(True).thinking_dropped == 0
     assert thinking_in(_fold_session(False, "claude-test").messages) == ["t0", "t1", "t2", "t3"]  # not bound
 
 
@@ -196,7 +197,8 @@ def test_a_mid_session_model_change(fake: FakeAnthropic, client: anthropic.Anthr
         assert nbagent.run(session, "again", tools=[look], client=client, model=SONNET, thinking="adaptive") == "back"
         assert [e for e in session.events() if e["type"] == ev.MODEL_ERROR] == []
     notes = [e for e in nbagent.read_events(path) if e["type"] == ev.NOTE and e.get("kind") == "thinking_binding"]
-    assert len(notes) == 1  # for the change to claude-haiku-4-5
+    # Once, for the change to claude-haiku-4-5: every bound block so far (thinking and redacted) left out.
+    assert len(notes) == 1 and notes[0]["dropped"] >= 3
     assert "model_binding_mismatch" in dropped_by_the_api(fake)
 
 
@@ -214,7 +216,7 @@ def test_thinking_turned_off_after_rewrites_drops_the_unbound_blocks(
     assert fake.requests[-1].body["thinking"] == {"type": "between_tools"}
     assert "'thinking'" not in str(fake.requests[-1].body["messages"])
     notes = [e for e in nbagent.read_events(path) if e["type"] == ev.NOTE and e.get("kind") == "thinking_binding"]
-    assert len(notes) == 1 and "left out" in notes[0]["text"]
+    assert len(notes) == 1 and "left out of later requests" in notes[0]["text"] and notes[0]["dropped"] > 0
 
 
 def summary_or(reply: Reply) -> Any:
@@ -276,3 +278,42 @@ def test_a_400_without_compaction_asked_never_switches(fake: FakeAnthropic, clie
         with pytest.raises(nbagent.RefusedRequestError):
             nbagent.run(session, "hi", client=client, model="claude-test", context=settings)
         assert not session.state.server_refused
+
+
+def test_server_compaction_with_thinking_on_a_binding_model(fake: FakeAnthropic, client: anthropic.Anthropic, tmp_path: Path) -> None:
+    """The reply that compacts starts with the compaction block; its thinking is bound to it, and comes back valid."""
+    fake.responder = summary_or(text("Answer: " + "words " * 60))
+    settings = nbagent.ContextSettings(trigger=400)
+    with nbagent.Session.open(tmp_path / "s.jsonl") as session:
+        for n in range(6):
+            nbagent.run(session, f"question {n}", client=client, model=SONNET, thinking="adaptive", context=settings)
+        events = list(session.events())
+    assert ev.MODEL_ERROR not in [e["type"] for e in events]
+    compacted = [e for e in events if e["type"] == ev.ASSISTANT_MSG and e["content"][0]["type"] == "compaction"]
+    assert compacted and {"signature", "encrypted_content"} <= set(compacted[0]["content"][0])  # kept as the API sent them
+    assert compacted[0]["content"][1]["type"] == "thinking"
+    assert dropped_by_the_api(fake) == []  # nothing unbound: every block came back as it was made
+
+
+def test_an_image_note_unbinds_later_thinking_in_the_fold() -> None:
+    state = fold.State()
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "A" * 16}}
+    events: list[dict[str, Any]] = [
+        {"type": ev.CONTEXT, "thinking_binding": False, "model": SONNET},
+        {"type": ev.USER_MSG, "content": "go"},
+    ]
+    for n in range(context.MAX_IMAGES + 2):
+        thought = {"type": "thinking", "thinking": f"t{n}", "signature": "s"}
+        events += [
+            {"type": ev.MODEL_CALL, "model": SONNET, "attempt": 1},
+            {
+                "type": ev.ASSISTANT_MSG,
+                "content": [thought, {"type": "tool_use", "id": f"c{n}", "name": "shot", "input": {}}],
+                "stop_reason": "tool_use",
+            },
+            {"type": ev.TOOL_RESULT, "tool_use_id": f"c{n}", "content": [image]},
+        ]
+    for seq, event in enumerate(events, 1):
+        fold.apply(state, {"seq": seq, **event})
+    # The oldest images went in as notes (at most MAX_IMAGES a request): the thinking after the first note is out.
+    assert "left out" in str(state.messages[2]["content"]) and thinking_in(state.messages) == ["t0"]
