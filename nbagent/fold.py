@@ -9,19 +9,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
-from . import binding, models, stops
+from . import binding, models, rewrites, stops
 from . import events as ev
 from .context import (
-    MAX_IMAGE_DATA,
-    MAX_IMAGES,
     SUMMARY_PREFIX,
-    cleared_result,
     clip_result,
     context_tokens,
-    drop_images,
     image_count,
-    image_data,
-    images_to_drop,
 )
 from .images import sendable
 from .transcript import Transcript
@@ -248,7 +242,7 @@ def _assistant_msg(state: State, event: ev.Event) -> None:
     if not stop.keep:  # the log keeps the reply; later requests do not carry it (nor, for a refusal, its turn)
         state.asked_again += stop.action in ("again", "compact")
         if stop.action == "refused":
-            _drop_turn(state)
+            rewrites.drop_turn(state)
         state.open_calls = {}
         state.status = "done" if stop.ends_turn else "model"
         return
@@ -265,15 +259,6 @@ def _assistant_msg(state: State, event: ev.Event) -> None:
         else {}
     )
     state.status = "tools" if state.open_calls else ("model" if stop.action == "continue" else "done")
-
-
-def _drop_turn(state: State) -> None:
-    """Leave the refused turn out of later requests: its messages go, with the results and images noted in them."""
-    start = min(state.turn_start, len(state.messages))
-    state.messages = list(state.messages)[:start]
-    state.unbound_to = min(state.unbound_to, start)
-    state.results = [entry for entry in state.results if entry[0] < start]
-    state.images = [entry for entry in state.images if entry[0] < start]
 
 
 def _model_error(state: State, event: ev.Event) -> None:
@@ -306,10 +291,10 @@ def _tool_result(state: State, event: ev.Event) -> None:
         block["is_error"] = True
     _add_user_content(state, [block], [block])
     if state.keep_tool_results > 0:
-        _clear_old_results(state, event["seq"])
+        rewrites.clear_old_results(state, event["seq"])
     images = image_count(content)
     if images:  # after clearing: a cleared result's images no longer count
-        _keep_images(state, event["seq"], images)
+        rewrites.keep_images(state, event["seq"], images)
     state.open_calls.pop(event["tool_use_id"], None)
     state.status = "tools" if state.open_calls else "model"
 
@@ -329,76 +314,17 @@ def _note(state: State, event: ev.Event) -> None:
     elif event.get("kind") == "stop":
         state.stop_noted = True
     elif event.get("kind") == DROP_THINKING:
-        state.messages = [_without_thinking(m) for m in state.messages]
+        state.messages = [rewrites.without_thinking(m) for m in state.messages]
     text = to_model(event)
     if text is not None:
         state.pending_notes.append(text)
-
-
-def _clear_old_results(state: State, seq: int) -> None:
-    """Keep the latest ``keep_tool_results`` results whole; the oldest one beyond them is replaced by a note."""
-    message = len(state.messages) - 1
-    state.results.append([message, len(state.messages[message]["content"]) - 1, seq])
-    if len(state.results) > state.keep_tool_results:
-        index, position, old = state.results.pop(0)
-        content = list(state.messages[index]["content"])
-        content[position] = dict(content[position], content=cleared_result(old))
-        state.messages[index] = dict(state.messages[index], content=content)
-        state.images = [entry for entry in state.images if entry[:2] != [index, position]]
-        _unbind_after(state, index)
-
-
-def _keep_images(state: State, seq: int, count: int) -> None:
-    """Note the latest result's images; beyond ``MAX_IMAGES`` or ``MAX_IMAGE_DATA`` in all, the oldest go in as notes (the log keeps them)."""
-    message = len(state.messages) - 1
-    position = len(state.messages[message]["content"]) - 1
-    state.images.append([message, position, seq, count, image_data(state.messages[message]["content"][position]["content"])])
-    excess = sum(entry[3] for entry in state.images) - MAX_IMAGES
-    over = sum(entry[4] for entry in state.images) - MAX_IMAGE_DATA
-    while excess > 0 or over > 0:
-        entry = state.images[0]
-        index, position, old, held, size = entry
-        content = list(state.messages[index]["content"])
-        dropped = images_to_drop(content[position]["content"], excess, over)
-        content[position] = dict(content[position], content=drop_images(content[position]["content"], dropped, old))
-        state.messages[index] = dict(state.messages[index], content=content)
-        left = image_data(content[position]["content"])
-        _unbind_after(state, index)
-        excess, over = excess - dropped, over - (size - left)
-        if dropped == held:
-            state.images.pop(0)
-        else:
-            entry[3], entry[4] = held - dropped, left
-
-
-def _unbind_after(state: State, index: int, every: bool = False) -> None:
-    """A rewrite at message ``index`` unbound every later thinking block: leave them out where requests can't ask the API to."""
-    if not every and not binding.fold_drops(state.model, state.thinking_binding):
-        return
-    for position in range(max(index + 1, 0 if every else state.unbound_to), len(state.messages)):
-        message = state.messages[position]
-        state.messages[position] = _without_thinking(message)
-        if state.messages[position] is not message:
-            state.thinking_dropped += sum(1 for b in message["content"] if b.get("type") in ("thinking", "redacted_thinking"))
-    state.unbound_to = len(state.messages)
-
-
-def _without_thinking(message: dict[str, Any]) -> dict[str, Any]:
-    """An assistant message without its thinking blocks (one that held nothing else says so, never empty)."""
-    content = message.get("content")
-    if message.get("role") != "assistant" or not isinstance(content, list):
-        return message
-    kept = [b for b in content if not (isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking"))]
-    if len(kept) == len(content):
-        return message
-    return dict(message, content=kept or [{"type": "text", "text": "(thinking left out)"}])
 
 
 def _context(state: State, event: ev.Event) -> None:
     state.refused = ""
     carried = bool(event.get("thinking_binding", state.thinking_binding))
     if binding.context_drops(state.model, event.get("model"), state.thinking_binding, carried):
-        _unbind_after(state, -1, every=True)
+        rewrites.unbind_after(state, -1, every=True)
     state.thinking_binding = carried
     if "result_budget" in event:
         state.result_budget = event["result_budget"]
@@ -431,7 +357,7 @@ def _compaction(state: State, event: ev.Event) -> None:
     ]
     state.turn_start = max(1, state.turn_start + shift)  # the summary (first) is never part of a turn left out
     state.unbound_to = 0
-    _unbind_after(state, -1)  # the kept messages' thinking was bound to what the summary replaced
+    rewrites.unbind_after(state, -1)  # the kept messages' thinking was bound to what the summary replaced
     state.context_tokens = 0  # unknown until the next reply: estimated from the messages meanwhile
     if event.get("final", True):
         state.compacting = None
