@@ -110,7 +110,7 @@ class Loop:
     def _request(self) -> ModelRequest:
         """The next request: the fold's messages, and what the settings ask of the API."""
         state = self.session.state
-        room = self.max_tokens * stops.MORE_ROOM if state.stop_action == "again" else self.max_tokens  # a cut call, asked again
+        room = stops.more_room(self.max_tokens, models.lookup(self.model.name)) if state.stop_action == "again" else self.max_tokens
         thinking = self.thinking
         request = ModelRequest(
             state.messages,

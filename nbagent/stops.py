@@ -10,7 +10,10 @@ The fold applies this rule to every ``assistant_msg``, so a resume reaches the s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from .models import ModelInfo
 
 Action = Literal["done", "tools", "continue", "again", "compact", "refused", "stopped"]
 # Cut replies asked again in one turn before the turn stops (more room, or a compaction, once).
@@ -82,6 +85,12 @@ def rule(stop_reason: str | None, has_calls: bool, asked_again: int = 0, refusal
         keep=False,
         note=f"The reply ended with a stop reason nbagent does not know ({stop_reason!r}): nothing of it ran. Upgrading nbagent may help.",
     )
+
+
+def more_room(max_tokens: int, model: ModelInfo) -> int:
+    """``max_tokens`` for asking a cut reply again: twice as much, up to the model's maximum output where the table knows it."""
+    room = max_tokens * MORE_ROOM
+    return max(max_tokens, min(room, model.max_output)) if model.known else room
 
 
 def refusal_detail(stop_details: object) -> str:

@@ -237,3 +237,18 @@ def test_a_kill_after_the_cut_reply_resumes_to_the_same_decision(tmp_path: Path,
     assert applied == [{"text": "whole"}]  # the cut call never ran, before the kill or after
     notes = [e for e in nbagent.read_events(log) if e["type"] == ev.NOTE and e.get("kind") == "stop"]
     assert [n["action"] for n in notes] == ["again"]  # logged once: a resume does not log the decision twice
+
+
+@pytest.mark.parametrize(
+    ("max_tokens", "model", "room"),
+    [
+        (8192, "claude-test", 16384),
+        (8192, "claude-haiku-4-5", 16384),
+        (40_000, "claude-haiku-4-5", 64_000),
+        (64_000, "claude-haiku-4-5", 64_000),
+    ],
+)
+def test_more_room_stops_at_the_models_maximum_output(max_tokens: int, model: str, room: int) -> None:
+    from nbagent import models
+
+    assert stops.more_room(max_tokens, models.lookup(model)) == room
