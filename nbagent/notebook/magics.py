@@ -26,17 +26,6 @@ from .settings import Agent, context_settings, thinking_setting
 from .syntax import agent_arguments, check_agent_line, keep_question_marks, split_request
 from .usage import WRITABLE, usage_errors
 
-# What a re-rendered panel's header says after "from the log, recorded ...", by (a request follows, the turn continues).
-_AFTER_RECORDED = {
-    (False, False): "not run again",
-    (False, True): "its unfinished turn continues below",
-    (True, False): "a new request follows",
-}
-RESTART_NOTE = (
-    "[nbagent note: the Jupyter kernel was restarted since the previous turn, so variables, imports and "
-    "functions defined earlier in the kernel (by you or by the user) are gone unless re-created.{restored}]"
-)
-
 
 @magics_class
 class AgentMagics(Magics):
@@ -196,7 +185,7 @@ class AgentMagics(Magics):
             if plan.show is not None or plan.show_all:
                 recorded = getattr(view, "recorded", None)
                 if recorded is not None:
-                    recorded(_AFTER_RECORDED[(plan.ask, plan.unfinished == "continue")])
+                    recorded(restart.AFTER_RECORDED[(plan.ask, plan.unfinished == "continue")])
             if not live:
                 view.finish()  # a re-rendered turn is static: shown now, above anything the steps below print
             calls = self._restore(session, plan.restore) if plan.restore else 0
@@ -260,7 +249,7 @@ class AgentMagics(Magics):
                 if mention_restore and restored
                 else ""
             )
-            restart_note = RESTART_NOTE.format(restored=detail)
+            restart_note = restart.RESTART_NOTE.format(restored=detail)
         meta = {"request": request, "kernel": nbkernel.KERNEL_ID}
         if self.tracker.cell_id:
             meta["cell_id"] = self.tracker.cell_id

@@ -13,6 +13,17 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 UNFINISHED = ("model", "tools")  # frontiers of a turn that stopped before the model ended it
+# What a re-rendered panel's header says after "from the log, recorded ...", by (a request follows, the turn continues).
+AFTER_RECORDED = {
+    (False, False): "not run again",
+    (False, True): "its unfinished turn continues below",
+    (True, False): "a new request follows",
+}
+# The note to the model before the first request after a restart (its {restored} says what --restore re-ran).
+RESTART_NOTE = (
+    "[nbagent note: the Jupyter kernel was restarted since the previous turn, so variables, imports and "
+    "functions defined earlier in the kernel (by you or by the user) are gone unless re-created.{restored}]"
+)
 
 
 @dataclass(frozen=True)
