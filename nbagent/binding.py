@@ -90,3 +90,20 @@ def context_drops(old_model: str | None, new_model: str | None, was_carried: boo
     if not old_model or not binds(old_model) or carried:
         return False
     return old_model != (new_model or old_model) or was_carried
+
+
+def drops_foreign(model: str | None, carried: bool, all_mine: bool, already: bool) -> bool:
+    """Whether a run leaves out the thinking blocks so far before it asks anything: another user's key wrote part of the
+    session (trusted, or it would not run), the model binds blocks to the account that wrote them, and requests can't ask
+    the API to drop them. Once per session: later blocks are this user's."""
+    return binds(model) and not carried and not all_mine and not already
+
+
+def has_thinking(messages: Any) -> bool:
+    """Whether any assistant message of a history holds a thinking block."""
+    return any(
+        isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking")
+        for m in messages
+        if m.get("role") == "assistant" and isinstance(m.get("content"), list)
+        for b in m["content"]
+    )

@@ -72,6 +72,7 @@ class State:
     # turn, and where this turn's request starts in messages (a refused turn is left out of later requests from there).
     stop_action: str = ""
     stop_note: str = ""
+    foreign_thinking_dropped: bool = False  # the thinking another user's key wrote was left out (a drop_thinking note, reason foreign)
     stop_noted: bool = False  # the loop logged the rule's note (a process killed in between logs it on resume)
     asked_again: int = 0
     turn_start: int = 0
@@ -315,6 +316,7 @@ def _note(state: State, event: ev.Event) -> None:
         state.stop_noted = True
     elif event.get("kind") == DROP_THINKING:
         state.messages = [rewrites.without_thinking(m) for m in state.messages]
+        state.foreign_thinking_dropped = state.foreign_thinking_dropped or event.get("reason") == "foreign"
     text = to_model(event)
     if text is not None:
         state.pending_notes.append(text)

@@ -69,6 +69,7 @@ class Loop:
             if isinstance(prompt, str) and not prompt.strip():
                 raise NbagentError("The request is empty: say what you want the agent to do.")
         self._check_trusted()
+        self._drop_foreign_thinking()
         try:
             if prompt is not None:
                 self._settle_abandoned_calls()
@@ -99,6 +100,17 @@ class Loop:
             state = self.session.state
             self.session.append(ev.INTERRUPTED, during=state.status, open_calls=list(state.open_calls))
             raise Interrupted("interrupted; the session is saved and the next run continues it") from None
+
+    def _drop_foreign_thinking(self) -> None:
+        """Leave out thinking another user's key wrote where the model binds it to that account and requests can't say so."""
+        state = self.session.state
+        carried = binding.carries(self.thinking.param)
+        report = self.session.trust
+        all_mine = not (report.foreign or report.unsigned or report.altered)  # trusted or not, some lines another key wrote
+        if binding.drops_foreign(self.model.name, carried, all_mine, state.foreign_thinking_dropped):
+            if binding.has_thinking(state.messages):
+                text = "thinking blocks written under another user's key are left out of later requests; the log keeps them"
+                self.session.append(ev.NOTE, kind=DROP_THINKING, reason="foreign", text=text)
 
     def _check_trusted(self) -> None:
         """The notebook's rule: a session this user did not write is not continued (nothing sent, nothing run) until trusted."""

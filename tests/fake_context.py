@@ -111,6 +111,11 @@ def thinks(body: dict[str, Any]) -> bool:
     kind = (body.get("thinking") or {}).get("type")
     if kind is None:
         return THINKING.get(str(body.get("model")), (frozenset(), False))[1]
+    if kind == "between_tools":
+        # No up-front thinking, but "the text between tool calls comes back as thinking blocks" (Claude Sonnet 5.5's
+        # overview: https://platform.claude.com/docs/zh-CN/models/sonnet-5-5/overview): a reply after tool results thinks.
+        last = (body.get("messages") or [{}])[-1]
+        return any(b.get("type") == "tool_result" for b in _blocks(last))
     return kind in ("enabled", "adaptive")
 
 
@@ -148,7 +153,7 @@ def problem(body: dict[str, Any], headers: dict[str, str], window: int | None) -
     refused = thinking_refused(body)
     if refused:
         return refused
-    thinking_on = thinks(body)
+    thinking_on = thinks(body) and (body.get("thinking") or {}).get("type") != "between_tools"  # no up-front thinking to require
     live = live_messages(messages)
     if thinking_on and live and live[-1].get("role") == "user":
         last_assistant = next((m for m in reversed(live) if m.get("role") == "assistant"), None)

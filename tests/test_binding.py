@@ -216,7 +216,7 @@ def test_thinking_turned_off_after_rewrites_drops_the_unbound_blocks(
     assert fake.requests[-1].body["thinking"] == {"type": "between_tools"}
     assert "'thinking'" not in str(fake.requests[-1].body["messages"])
     notes = [e for e in nbagent.read_events(path) if e["type"] == ev.NOTE and e.get("kind") == "thinking_binding"]
-    assert len(notes) == 1 and "left out of later requests" in notes[0]["text"] and notes[0]["dropped"] > 0
+    assert notes and all("left out of later requests" in n["text"] and n["dropped"] > 0 for n in notes)  # after each rewrite
 
 
 def summary_or(reply: Reply) -> Any:
@@ -258,6 +258,31 @@ def test_a_trusted_session_another_user_wrote_with_thinking(fake: FakeAnthropic,
         assert [e for e in session.events() if e["type"] == ev.MODEL_ERROR] == []
     assert "'thinking'" in str(fake.requests[-1].body["messages"])  # sent, and dropped by the API: another organization
     assert "organization_binding_mismatch" in dropped_by_the_api(fake)
+
+
+def test_a_trusted_session_continued_with_thinking_off_leaves_the_other_accounts_blocks_out(
+    fake: FakeAnthropic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bob continues Alice's trusted session with thinking "off" (between_tools on Sonnet 5.5: no binding to ask for): the fold
+    leaves her blocks out, once, with a note, instead of sending blocks the API refuses for another organization."""
+    path = tmp_path / "s.jsonl"
+    alice = anthropic.Anthropic(base_url=fake.base_url, api_key="alice-key", max_retries=0)
+    bob = anthropic.Anthropic(base_url=fake.base_url, api_key="bob-key", max_retries=0)
+    fake.script(*tool_loop(2), text("bob's answer"), text("and again"))
+    with monkeypatch.context() as alices:
+        alices.setenv("NBAGENT_DATA_DIR", str(tmp_path / "alice"))
+        with nbagent.Session.open(path) as session:
+            nbagent.run(session, "look", tools=[look], client=alice, model=SONNET, thinking="off")
+        assert binding.has_thinking(session.messages)  # Sonnet 5.5 thinks between tools, even at "off"
+    sent = len(fake.requests)
+    with nbagent.Session.open(path) as session:
+        session.trust_log()
+        assert nbagent.run(session, "go on", tools=[look], client=bob, model=SONNET, thinking="off") == "bob's answer"
+        assert nbagent.run(session, "more", tools=[look], client=bob, model=SONNET, thinking="off") == "and again"
+        notes = [e for e in session.events() if e["type"] == ev.NOTE and e.get("kind") == fold.DROP_THINKING]
+        assert [e.get("reason") for e in notes] == ["foreign"]  # once
+        assert [e for e in session.events() if e["type"] == ev.MODEL_ERROR] == []
+    assert all("'thinking'" not in str(r.body["messages"]) for r in fake.requests[sent : sent + 1])
 
 
 def test_a_model_known_to_compact_is_not_switched_to_local_by_a_400(
@@ -317,3 +342,17 @@ def test_an_image_note_unbinds_later_thinking_in_the_fold() -> None:
         fold.apply(state, {"seq": seq, **event})
     # The oldest images went in as notes (at most MAX_IMAGES a request): the thinking after the first note is out.
     assert "left out" in str(state.messages[2]["content"]) and thinking_in(state.messages) == ["t0"]
+
+
+@pytest.mark.parametrize(
+    ("model", "carried", "all_mine", "already", "drops"),
+    [
+        (SONNET, False, False, False, True),  # another key wrote some of it, and the request can't ask the API to drop
+        (SONNET, True, False, False, False),  # drop_block asked: the API drops what another organization wrote
+        (SONNET, False, True, False, False),  # all this user's
+        (SONNET, False, False, True, False),  # done once already
+        ("claude-opus-4-6", False, False, False, False),  # blocks not bound to the account
+    ],
+)
+def test_when_another_keys_thinking_is_left_out(model: str, carried: bool, all_mine: bool, already: bool, drops: bool) -> None:
+    assert binding.drops_foreign(model, carried, all_mine, already) == drops
