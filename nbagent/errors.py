@@ -73,6 +73,17 @@ class ModelError(NbagentError):
 class RefusedRequestError(ModelError):
     """The API refused this session's last request as malformed; nbagent does not send the same request again."""
 
+    @classmethod
+    def of(cls, message: str, *, status: int | None = 400, kind: str = "invalid_request_error") -> RefusedRequestError:
+        """The error for a refusal whose API message is ``message``, saying what the user can do."""
+        return cls(
+            f"The API refused this session's last request as malformed ({message}). nbagent does not send the same request "
+            "again. To go on: make a new request; or compact the conversation (`%agent --compact`, Loop.compact()); or leave "
+            "out the thinking blocks the API may reject (`%agent --drop-thinking`, Loop.drop_thinking()). The log keeps everything.",
+            status=status,
+            kind=kind,
+        )
+
 
 class Interrupted(KeyboardInterrupt):
     """The run was interrupted; the interruption is in the log and the session can continue."""

@@ -8,7 +8,6 @@ same loop.
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -24,6 +23,7 @@ from .errors import Interrupted, ModelError, NbagentError, RefusedRequestError, 
 from .fold import DROP_THINKING, SERVER_REFUSED
 from .images import fit_images
 from .model import DEFAULT_MODEL, AnthropicModel, Model, ModelRequest, Reply
+from .retries import back_off
 from .rules import NOT_APPROVED, UNKNOWN_OUTCOME, Ask, Call, Offered, Refuse, changed, decide
 from .rules import UNTRUSTED as UNTRUSTED  # re-exported: callers import the refusals from the loop
 from .session import Session
@@ -86,7 +86,7 @@ class Loop:
                         self._run_call(tool_use_id, call)
                 elif state.frontier == "model":
                     if state.refused:  # never the same refused request again: something must change first
-                        raise RefusedRequestError(refused_text(state.refused))
+                        raise RefusedRequestError.of(state.refused)
                     if state.stop_action == "compact":  # the last reply filled the context window
                         self.compact("context_window_exceeded")
                     elif state.compacting is not None or ctx.needs_compaction(self.context, self._server(), self._estimate):
@@ -183,7 +183,7 @@ class Loop:
                     time.sleep(wait)
                     continue
                 if self.session.state.refused:
-                    raise RefusedRequestError(refused_text(str(err)), status=err.status, kind=err.kind) from err
+                    raise RefusedRequestError.of(str(err), status=err.status, kind=err.kind) from err
                 raise err
             if not reply["content"]:
                 # The API refuses an empty assistant turn in a later request; record a placeholder.
@@ -362,27 +362,6 @@ class Loop:
                 text, why = "Not run: the user moved on to a new request before this call started.", "not_started"
             # abandoned: views show it as a note of the request it belonged to, not as this one's tool error
             self.session.append(ev.TOOL_RESULT, tool_use_id=tool_use_id, content=text, is_error=True, abandoned=why)
-
-
-def refused_text(message: str) -> str:
-    """What the user is told when the API refused the session's last request as malformed, and the ways out."""
-    return (
-        f"The API refused this session's last request as malformed ({message}). nbagent does not send the same request "
-        "again. To go on: make a new request; or compact the conversation (`%agent --compact`, Loop.compact()); or leave "
-        "out the thinking blocks the API may reject (`%agent --drop-thinking`, Loop.drop_thinking()). The log keeps everything."
-    )
-
-
-def back_off(attempt: int, asked: float | None = None) -> float:
-    """Seconds to wait before retrying a model call: what the API asked (retry-after), else exponential, capped at 8 s, with jitter."""
-    if asked is not None:
-        return asked
-    return min(8.0, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.75, 1.0)
-
-
-def thinking_param(thinking: int | str | None, max_tokens: int, model: str = "") -> dict[str, Any] | None:
-    """The API's ``thinking`` parameter for a setting on ``model`` (see models.thinking_request)."""
-    return models.thinking_request(thinking, model, max_tokens).param
 
 
 def run(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import email.utils
 import json
 import os
 import time
@@ -14,6 +13,7 @@ import anthropic
 
 from . import redact
 from .errors import ModelError, NbagentError
+from .retries import retry_after, should_retry
 
 try:  # the SDK's HTTP library; a connection dropped mid-stream surfaces as its error, unwrapped
     from httpx2 import TransportError
@@ -23,8 +23,6 @@ except ImportError:  # older SDKs
 DEFAULT_MODEL = "claude-sonnet-5-5"
 Reply = dict[str, Any]  # {"id", "model", "content": [blocks], "stop_reason", "usage"}
 DeltaSink = Callable[[dict[str, Any]], None]
-_RETRYABLE_KINDS = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
-MAX_RETRY_AFTER = 60.0  # a longer (or unparsable) retry-after is not waited for: the loop's own back-off applies, as in the SDK
 
 
 @dataclass
@@ -145,33 +143,6 @@ def _model_error(exc: anthropic.APIStatusError) -> ModelError:
         kind = "prompt_too_long"
     text = redact.text(f"Anthropic API error ({status or 'mid-stream'} {kind}): {message}.{hint}")  # a 401 may echo the key
     return ModelError(text, status=status, kind=kind, retryable=retryable, retry_after=retry_after(headers) if retryable else None)
-
-
-def should_retry(kind: str, status: int | None, header: str | None) -> bool:
-    """Whether a failed call may be tried again: the API's ``x-should-retry`` wins, else the kind and status (the SDK's rule)."""
-    if header == "true":
-        return True
-    if header == "false":
-        return False
-    return kind in _RETRYABLE_KINDS or (status is not None and (status in (408, 409, 429) or status >= 500))
-
-
-def retry_after(headers: Any, now: float | None = None) -> float | None:
-    """Seconds the API asks to wait: ``retry-after-ms``, else ``retry-after`` (seconds or an HTTP date); None beyond 60 s or unparsable."""
-    seconds: float | None = None
-    try:
-        if headers.get("retry-after-ms") is not None:
-            seconds = float(headers["retry-after-ms"]) / 1000
-        elif headers.get("retry-after") is not None:
-            value = str(headers["retry-after"])
-            try:
-                seconds = float(value)
-            except ValueError:
-                when = email.utils.parsedate_to_datetime(value)
-                seconds = when.timestamp() - (time.time() if now is None else now)
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-    return seconds if seconds is not None and 0 <= seconds <= MAX_RETRY_AFTER else None
 
 
 def _scrubbed(exc: BaseException) -> BaseException:

@@ -12,7 +12,7 @@ from nbagent import context as ctx
 from nbagent import events as ev
 from nbagent.errors import NbagentError
 from nbagent.fold import State, apply, fold
-from nbagent.loop import thinking_param
+from nbagent.models import thinking_request
 
 
 def user(text: str) -> dict[str, Any]:
@@ -155,13 +155,13 @@ def test_the_default_trigger_is_a_margin_under_the_window() -> None:
     [(None, None), ("off", None), ("adaptive", {"type": "adaptive"}), (2048, {"type": "enabled", "budget_tokens": 2048})],
 )
 def test_thinking_param(setting: Any, param: Any) -> None:
-    assert thinking_param(setting, 8192) == param
+    assert thinking_request(setting, "claude-test", 8192).param == param
 
 
 @pytest.mark.parametrize("setting", [512, 8192, "lots", True, 3.5])
 def test_a_bad_thinking_setting_says_what_is_allowed(setting: Any) -> None:
     with pytest.raises(NbagentError, match="'off', 'adaptive', or a token budget of at least 1024"):
-        thinking_param(setting, 8192)
+        thinking_request(setting, "claude-test", 8192)
 
 
 # The fold ----------------------------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ import anthropic
 import pytest
 
 import nbagent
-from nbagent.model import AnthropicModel, DemoModel, ModelRequest, retry_after
+from nbagent.model import AnthropicModel, DemoModel, ModelRequest
+from nbagent.retries import retry_after
 from tests.fake_anthropic import FakeAnthropic, Reply, error, stream_error, text, tool_use
 
 pytestmark = pytest.mark.sdk  # run again against the SDK floor in CI (.ci/run)
