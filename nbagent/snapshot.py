@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -27,7 +28,7 @@ from . import events, trust
 from .errors import LogError
 from .fold import State
 from .log import OS_FILES, FileOps
-from .readfile import open_regular
+from .readfile import NotRegularFile, _kind, open_regular
 from .transcript import Message, Prefix, Transcript
 
 KIND = "nbagent.snapshot"
@@ -280,7 +281,9 @@ def write(
     header["prefix_sha256"] = prefix_sha256()
     encoded = json.dumps(header, ensure_ascii=True, separators=(",", ":")).encode("ascii")
     target = path_for(log_path)
+    _refuse_special(target)
     temp = target.with_name(target.name + ".tmp")
+    _refuse_special(temp)
     fd = ops.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
         try:
@@ -321,6 +324,16 @@ def _parse_header(line: bytes) -> dict[str, Any]:
     if not isinstance(header, dict):
         raise ValueError("snapshot header is not an object")
     return header
+
+
+def _refuse_special(path: Path) -> None:
+    """A FIFO, link, device or folder where a snapshot goes is not replaced (an OSError: an automatic snapshot only warns)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        raise NotRegularFile(path, "a symbolic link" if stat.S_ISLNK(mode) else _kind(mode))
 
 
 def load(log_path: Path) -> tuple[Snapshot | None, str]:

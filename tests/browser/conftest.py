@@ -105,6 +105,20 @@ def chromium() -> Iterator[Browser]:
             browser.close()
 
 
+@pytest.fixture
+def page(chromium: Browser, server: Any) -> Iterator[Page]:
+    """A fresh page of its own for a test of a plain server's session page (the module defines ``server``)."""
+    context = chromium.new_context(viewport={"width": 1200, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    _pages.append(page)  # screenshotted if the test fails
+    try:
+        yield page
+    finally:
+        _pages.remove(page)
+        context.close()
+
+
 @pytest.fixture(scope="module")
 def console() -> ConsoleLog:
     """The console errors, page errors and failed requests of every page the module opens."""

@@ -16,12 +16,11 @@ from nbagent import events as ev
 from nbagent.reader import read_events
 from reliability.attacker import markdown_log, write_log
 from reliability.payloads import MARKUP
-from tests.browser.conftest import _pages
 from tests.browser.harness import ConsoleLog
 from tests.server_harness import NbServer, start_writer, write_turns
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Page
 
 NOTEBOOK = "work/analysis.ipynb"
 
@@ -35,19 +34,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NbServer]:
     nb.start()
     yield nb
     nb.stop()
-
-
-@pytest.fixture
-def page(chromium: Browser, server: NbServer) -> Iterator[Page]:
-    context = chromium.new_context(viewport={"width": 1200, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    _pages.append(page)  # screenshotted if the test fails (tests/browser/conftest.py)
-    try:
-        yield page
-    finally:
-        _pages.remove(page)
-        context.close()
 
 
 def log_of(server: NbServer, session: str) -> Path:

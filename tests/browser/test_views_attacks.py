@@ -17,12 +17,11 @@ import pytest
 
 from reliability.hostile import victim
 from reliability.redteam import views
-from tests.browser.conftest import _pages
 from tests.browser.harness import free_port
 from tests.server_harness import NbServer
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Page
 
 
 @pytest.fixture(scope="module")
@@ -42,19 +41,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NbServer]:
 
 def log_path(server: NbServer) -> Path:
     return server.root / "work" / ".nbagent" / "analysis.ipynb" / f"{views.SESSION}.jsonl"
-
-
-@pytest.fixture
-def page(chromium: Browser, server: NbServer) -> Iterator[Page]:
-    context = chromium.new_context(viewport={"width": 1200, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    _pages.append(page)  # screenshotted if the test fails (tests/browser/conftest.py)
-    try:
-        yield page
-    finally:
-        _pages.remove(page)
-        context.close()
 
 
 def open_session(page: Page, server: NbServer) -> None:
