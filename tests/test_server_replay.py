@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from nbagent import Session
-from nbagent import events as ev
 from nbagent.server.paging import last_line_seq, read_page
 from nbagent.server.replay import Replay
 from nbagent.server.source import CHUNK, FileSource
 from nbagent.server.tail import Client
+from reliability.redteam.server import write_long_log
 
 pytestmark = [pytest.mark.slow]
 
@@ -21,18 +20,8 @@ EVENTS, PAGES = 20_000, 2  # the catch-up's window, in pages of about CHUNK byte
 
 
 def long_log(path: Path, events: int, size: int = 200) -> Path:
-    """A log of ``events`` events: a session's first line, then unsigned model calls each streaming 49 deltas of ``size`` characters."""
-    with Session.open(path, snapshot_every=0):
-        pass
-
-    def event(seq: int) -> ev.Event:
-        if seq % 50 == 2:
-            return ev.make(seq, "model_call", {"model": "m", "attempt": 1})
-        return ev.make(seq, "delta", {"index": 0, "text": f"{seq} " + "x" * size})
-
-    with open(path, "ab") as handle:
-        handle.writelines(ev.encode(event(seq))[0] for seq in range(2, events + 1))
-    return path
+    """A log of ``events`` events: a session's first line, then model calls each streaming 49 deltas of ``size`` characters."""
+    return write_long_log(path, events, size)
 
 
 def test_a_file_source_reads_a_bounded_chunk_at_a_time_and_goes_on_where_it_stopped(tmp_path: Path) -> None:
