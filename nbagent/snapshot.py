@@ -326,6 +326,12 @@ def _parse_header(line: bytes) -> dict[str, Any]:
     return header
 
 
+def check_place(log_path: Path) -> None:
+    """Raise NotRegularFile if something other than a regular file stands where the log's snapshot (or its temp file) goes."""
+    _refuse_special(path_for(log_path))
+    _refuse_special(path_for(log_path).with_name(path_for(log_path).name + ".tmp"))
+
+
 def _refuse_special(path: Path) -> None:
     """A FIFO, link, device or folder where a snapshot goes is not replaced (an OSError: an automatic snapshot only warns)."""
     try:
