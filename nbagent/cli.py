@@ -266,9 +266,13 @@ def cmd_snapshot(args: argparse.Namespace, out: TextIO) -> int:
     """``nbagent snapshot`` (and its deprecated old name, ``compact``)."""
     source, path = history.resolve_session(args.session, write=True)
     if source is history.FILES:  # a file log: what stands where its snapshot goes is checked before it is opened (one line)
+        from .readfile import NotRegularFile
         from .snapshot import check_place
 
-        check_place(Path(path))
+        try:
+            check_place(Path(path))
+        except NotRegularFile as exc:
+            raise LogError(str(exc)) from None
     written, seq = history.compact(path, source)
     out.write(f"wrote {written} (events 1-{seq})\n")
     return EXIT_OK
