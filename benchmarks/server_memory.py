@@ -30,6 +30,7 @@ from pathlib import Path
 
 import nbagent
 from benchmarks.scripted import event_mix
+from reliability.redteam.server import closed_by_server
 from tests.server_harness import NbServer, session_api
 
 NOTEBOOK = "bench.ipynb"
@@ -126,18 +127,8 @@ def idle_client(server: NbServer, path: str) -> socket.socket:
 
 
 def was_dropped(sock: socket.socket, wait: float = 10.0) -> bool:
-    """Whether the server closed the idle client's connection (what it sent before is read and thrown away)."""
-    deadline = time.monotonic() + wait
-    try:
-        while (left := deadline - time.monotonic()) > 0:  # heartbeats would keep a connection that stays open busy
-            sock.settimeout(left)
-            if not sock.recv(1 << 20):
-                return True
-        return False
-    except OSError:
-        return False
-    finally:
-        sock.close()
+    """Whether the server closed the idle client's connection (the campaign's check: reliability/redteam/server.py)."""
+    return closed_by_server(sock, wait)
 
 
 async def catch_up(server: NbServer, path: str, last: int, readers: int, idle: int, cap: float) -> dict[str, object]:

@@ -78,7 +78,7 @@ async def _read_all(server: NbServer, last: int, timeout: float) -> bool:
         writer.close()
 
 
-def _closed_by_server(sock: socket.socket, timeout: float) -> bool:
+def closed_by_server(sock: socket.socket, timeout: float) -> bool:
     """Whether the server closed, within ``timeout`` seconds, a connection this side never read (what it sent is thrown away)."""
     deadline = time.monotonic() + timeout
     try:
@@ -130,7 +130,7 @@ def attacks(ctx: Context) -> list[Finding]:
             return list(await asyncio.gather(*(_read_all(server, events, 300.0) for _ in range(2))))
 
         got = asyncio.run(readers())
-        dropped = _closed_by_server(idle, 20.0)
+        dropped = closed_by_server(idle, 20.0)
         peak = _proc(pid, "status", "VmHWM") - rss_before
         problems = []
         if not all(got):
