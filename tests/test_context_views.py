@@ -66,7 +66,7 @@ def session_events() -> list[dict[str, object]]:
 
 
 SERVER_WORDS = "the API compacted the context: the earlier conversation is summarised"
-LOCAL_WORDS = "1 earlier message summarised (claude-test; 900 in / 60 out tokens)"
+LOCAL_WORDS = "1 earlier message summarised (claude-test; 900 tokens in · 60 out)"
 STARTED_WORDS = "compacting the context: summarising all but the latest 2 messages (asked for)"
 
 
@@ -95,7 +95,7 @@ def test_html_shows_each_compaction_as_an_entry_and_thinking_collapsed(seq: int,
 
 TEXT_CASES = [
     (2, "context settings: window 200k tokens, compaction auto at 175k tokens, tool results cut at 40,000 characters in requests", ""),
-    (4, "assistant (end_turn; 143,000 in / 400 out tokens)",
+    (4, "assistant (end_turn; 143,000 tokens in · 400 out)",
      f"[compaction] {SERVER_WORDS}:\n    Server summary: the user asked things. [REDACTED]\n"
      f"[thinking ({len(THOUGHT)} characters)]\n[redacted thinking]\nThe mean is 2.0."),
     (5, STARTED_WORDS, ""),
@@ -143,8 +143,8 @@ def test_the_replay_shows_the_in_progress_line_until_the_compaction_lands() -> N
     assert STARTED_WORDS in timeline.transcript_at(started) and LOCAL_WORDS not in timeline.transcript_at(started)
     assert STARTED_WORDS not in timeline.transcript_at(done) and LOCAL_WORDS in timeline.transcript_at(done)
     assert timeline.statuses[started].startswith("compacting the context")
-    assert timeline.statuses[done - 2] == "done · 143,000 in / 400 out tokens · context 143k / 200k"
-    assert timeline.statuses[done] == "done · 143,000 in / 400 out tokens · context compacted"  # known again at the next reply
+    assert timeline.statuses[done - 2] == "done · 143,000 tokens in · 400 out · context 143k / 200k"
+    assert timeline.statuses[done] == "done · 143,000 tokens in · 400 out · context compacted"  # known again at the next reply
 
 
 @pytest.mark.parametrize(
@@ -201,16 +201,16 @@ def test_sessions_show_context_use_from_the_log_and_from_a_snapshot(tmp_path: Pa
         for item in session_events()[1:4]:
             session.append(str(item["type"]), **{k: v for k, v in item.items() if k not in ("v", "seq", "ts", "type")})
     summary = history.summarize(path)
-    assert (summary.context_tokens, summary.window, summary.context) == (143_400, 200_000, "143k/200k")
+    assert (summary.context_tokens, summary.window, summary.context) == (143_400, 200_000, "143k / 200k")
     assert summary.source == "snapshot"  # closing wrote one: the header alone answers
     data = summary.to_dict()
-    assert (data["context_tokens"], data["window"], data["context"]) == (143_400, 200_000, "143k/200k")
+    assert (data["context_tokens"], data["window"], data["context"]) == (143_400, 200_000, "143k / 200k")
     from io import StringIO
 
     out = StringIO()
     history.write_table([summary], out)
     header, row = out.getvalue().splitlines()
-    assert header.split()[7] == "CONTEXT" and "143k/200k" in row.split()
+    assert header.split()[7] == "CONTEXT" and "  143k / 200k  " in row
 
 
 # Secrets: the log keeps thinking and compaction blocks verbatim; nothing shown or exported does ----
@@ -226,7 +226,7 @@ def test_no_view_and_no_export_shows_a_secret_from_a_thinking_or_compaction_bloc
         *timeline.htmls,
         *(t.text for t in timeline.texts),
         *timeline.static(),
-        *(timeline.transcript_at(i) + timeline.event_at(i) for i in range(len(events))),
+        *(timeline.frame(i, times=True) for i in range(len(events))),
     ]
     for output in shown:
         assert SECRET not in output and SECRET[:30] not in output

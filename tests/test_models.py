@@ -211,4 +211,4 @@ def test_the_window_shown_is_the_models_and_a_recorded_200k_counts_as_unset(
         assert context["window"] == (setting or 1_000_000)
         assert state_context(session.state).endswith(f"/ {shown}")
     [entry] = sessions_json(tmp_path)
-    assert entry["context"].endswith(f"/{shown}")
+    assert entry["context"].endswith(f"/ {shown}")

@@ -88,11 +88,11 @@ def test_real_run_through_the_sdk_fills_the_panel(fake: FakeAnthropic, client: a
     assert "The sum is <strong>5</strong>." in values[-1]
     assert panel.status == "done" and "done" in panel.header.value
     assert panel.usage["output_tokens"] == expected_usage["output_tokens"] > 0
-    assert f"{expected_usage['output_tokens']:,} out tokens" in panel.header.value
+    assert f"{expected_usage['output_tokens']:,} out" in panel.header.value
     bundle = panel.bundle()
     assert set(bundle) == {"text/html", "text/plain"}  # finished: the transcript alone, no widget to go missing
     assert "The sum is <strong>5</strong>." in bundle["text/html"]
-    assert f"{expected_usage['output_tokens']:,} out tokens" in bundle["text/html"]  # the static header has the tokens too
+    assert f"{expected_usage['output_tokens']:,} out" in bundle["text/html"]  # the static header has the tokens too
     assert "result of add:\n    5" in bundle["text/plain"] and "\n    The sum is **5**." in bundle["text/plain"]
 
 
@@ -165,7 +165,7 @@ def test_text_view_streams_plain_text(fake: FakeAnthropic, client: anthropic.Ant
     with nbagent.Session.open(log_path) as session:
         session.subscribe(TextView(out))
         nbagent.run(session, "1+1?", tools=[add], client=client, model="claude-test")
-    shown = re.sub(r"\d+ in / \d+ out tokens( \(\d+ read from cache\))?", "TOKENS", out.getvalue())
+    shown = re.sub(r"[\d,]+ tokens in( \([\d,]+ from cache\))? · [\d,]+ out", "TOKENS", out.getvalue())
     assert shown == (
         f"session {session.id} started\n"
         "context settings: window 200k tokens, compaction auto at 175k tokens, tool results cut at 40,000 characters in requests\n"

@@ -22,6 +22,7 @@ from nbagent.notebook import magics as nbmagics
 from nbagent.notebook.replay import Replay, load_events
 from nbagent.render import html, style
 from nbagent.render.parts import gap, when
+from nbagent.render.timeline import REPLAY_STYLE
 from tests.fake_anthropic import FakeAnthropic, text, tool_use
 from tests.test_render import without_our_styles
 
@@ -96,8 +97,11 @@ def test_scrubbing_shows_each_event_as_the_live_panel_rendered_it(fake, client, 
     events = list(nbagent.read_events(path))
     replay = Replay.from_path(path)
     assert replay.slider.min == 1 and replay.slider.max == len(events)
-    assert "session " in replay.current.value and "started" in replay.current.value  # event 1 is the session start
+    assert "Session <b>what is 2+3?</b>" in replay.transcript.value and "2 turns" in replay.transcript.value  # the first frame
+    assert "started" not in replay.transcript.value and events[0]["session_id"] not in replay.transcript.value
     assert "what is 2+3?" in replay.header.value and "read-only" in replay.header.value
+    assert replay.position.value == '<div class="nbagent-position">before the first turn</div>'  # no times until asked
+    replay.times.value = True
 
     names = {b["id"]: b["name"] for e in events if e["type"] == "assistant_msg" for b in e["content"] if b["type"] == "tool_use"}
     for number, event in enumerate(events, 1):
@@ -108,7 +112,7 @@ def test_scrubbing_shows_each_event_as_the_live_panel_rendered_it(fake, client, 
         assert when(event["ts"], ms=True) in position
         fragment = html.event_html(event, tool_names=names)
         if fragment:
-            assert fragment in replay.current.value and fragment in replay.transcript.value
+            assert fragment in replay.transcript.value
         if number > 1:
             assert gap(event["ts"] - events[number - 2]["ts"]) in position
 
@@ -116,11 +120,11 @@ def test_scrubbing_shows_each_event_as_the_live_panel_rendered_it(fake, client, 
     last_answer = max(i for i, e in enumerate(events) if e["type"] == "assistant_msg")
     deltas = [i for i, e in enumerate(events) if e["type"] == "delta" and i < last_answer]
     replay.go(deltas[-2])
-    assert "streaming" in replay.current.value and "streaming" in replay.position.value
+    assert "now</span> streaming" in replay.transcript.value and "turn 2 of 2" in replay.position.value
     assert "A second answer" in replay.transcript.value and "pieces." not in replay.transcript.value
     replay.go(last_answer)
     assert replay.transcript.value.count("A second answer") == 1 and "pieces." in replay.transcript.value
-    assert "done" in replay.position.value and "out tokens" in replay.position.value
+    assert "now</span> done" in replay.transcript.value and " out" in replay.transcript.value
     assert len(fake.requests) == requests  # replaying called no model
 
 
@@ -133,7 +137,7 @@ def test_previous_and_next_turn_buttons(fake, client, tmp_path) -> None:
     replay.next_button.click()
     assert replay.index == turns[0]
     replay.next_button.click()
-    assert replay.index == turns[1] and "and now?" in replay.current.value
+    assert replay.index == turns[1] and "and now?" in replay.transcript.value and replay.turns.value == 2
     replay.next_button.click()  # no later turn: the last event
     assert replay.index == len(events) - 1 and replay.next_button.disabled
     replay.prev_button.click()
@@ -155,15 +159,18 @@ def test_search_lists_matching_events_and_jumps_to_them(fake, client, tmp_path) 
     [match] = replay.found
     assert events[match]["type"] == "assistant_msg" and "The sum is" in str(events[match]["content"])
     assert replay.match_count.value == "1 matching event"
-    assert replay.matches.layout.display is None and replay.index == 0  # listing does not jump by itself
-    [(label, value)] = replay.matches.options
-    assert value == match and "assistant_msg" in label and "The sum is **5**." in label
-    replay.matches.value = match
-    assert replay.index == match and "<strong>5</strong>" in replay.current.value
+    assert replay.matches.widget.layout.display is None and replay.index == 0  # listing does not jump by itself
+    assert [row.layout.display for row in replay.matches.rows[:2]] == [None, "none"]
+    assert replay.matches.snippets[0].value == (
+        '<span class="nbagent-replay-hit"><span class="nbagent-hit-turn">Turn 1</span> <span class="nbagent-dim">reply:</span> '
+        'The <mark class="nbagent-hit">sum</mark> is **5**.</span>'
+    )
+    replay.matches.buttons[0].click()
+    assert replay.index == match and "<strong>5</strong>" in replay.transcript.value
 
-    replay.search.value = "add"  # the tool call and the tool's start (and the session id, when its hex happens to hold "add")
+    replay.search.value = "add"  # the request, the call (its input) and the reply before it
     assert len(replay.found) >= 2 and all(events[i]["type"] != "delta" for i in replay.found)
-    assert {events[i]["type"] for i in replay.found} >= {"assistant_msg", "tool_started", "tool_result"}
+    assert {events[i]["type"] for i in replay.found} >= {"assistant_msg", "user_msg"}
     replay.go(replay.found[0])
     replay.next_match_button.click()
     assert replay.index == replay.found[1]
@@ -174,7 +181,7 @@ def test_search_lists_matching_events_and_jumps_to_them(fake, client, tmp_path) 
     replay.search.value = "no such words"
     assert replay.found == [] and replay.match_count.value == "0 matching events" and replay.next_match_button.disabled
     replay.search.value = ""
-    assert replay.matches.layout.display == "none" and replay.match_count.value == ""
+    assert replay.matches.widget.layout.display == "none" and replay.match_count.value == ""
 
 
 def test_timestamps_gaps_and_compressed_playback_time(tmp_path) -> None:
@@ -182,6 +189,8 @@ def test_timestamps_gaps_and_compressed_playback_time(tmp_path) -> None:
     assert replay.timeline.play_times == [0.0, 0.25, 2.25, 3.75, 3.75]
     assert "quiet gaps longer than 2 s play as 2 s" in replay.header.value
     replay.slider.value = 3
+    assert "after the previous event" not in replay.position.value and "#3 · " not in replay.transcript.value  # on demand
+    replay.times.value = True
     assert "+1 h 0 min after the previous event (plays as 2 s)" in replay.position.value
     replay.slider.value = 2
     assert "+0.250 s after the previous event" in replay.position.value and "plays as" not in replay.position.value
@@ -294,7 +303,7 @@ class ActiveParts(HTMLParser):
 
 def active_parts(fragment: str) -> list[str]:
     parser = ActiveParts()
-    parser.feed(without_our_styles(fragment))
+    parser.feed(without_our_styles(fragment).replace(REPLAY_STYLE, ""))
     return parser.found
 
 
@@ -347,7 +356,7 @@ def test_a_log_another_session_is_writing_can_be_replayed_and_reloaded(tmp_path)
         replay.reload_button.click()
         assert len(replay.events) == 4 and replay.slider.max == 4 and replay.index == 1  # the position is kept
         replay.slider.value = 4
-        assert "first answer" in replay.current.value
+        assert "first answer" in replay.transcript.value
         assert path.stat().st_size == size  # the unfinished line was neither repaired nor cut
         assert not list(tmp_path.glob("*.torn-*"))
 

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .. import fold, snapshot, store, trust
-from ..context import DEFAULT_WINDOW
 from ..errors import LogCorruptError, LogError, LogVersionError, NotALogError
 from ..reader import iter_events, scan
 from ..readfile import open_regular
-from ..render.parts import short_tokens
+from ..render.parts import context_figure, tokens_words
 from ..render.text import shorten, when
 from ..stores import Store
+from ..usage import Tokens
 from .find import find_logs, notebook_of, session_name
 
 
@@ -41,16 +41,22 @@ class Summary:
     owner: str = ""  # the database role that owns it (a database store only)
     context_tokens: int = 0  # tokens the last reply's request and reply took (0: no reply yet)
     window: int = 0  # the model's context window in tokens (0: not recorded; shown against the default)
+    compacted: bool = False  # compacted locally since the last reply (the context is known again at the next one)
+
+    @property
+    def figures(self) -> Tokens:
+        """The session's token figures, as every view shows them (usage.Tokens)."""
+        return Tokens.of(self.usage, context=self.context_tokens, window=self.window, compacted=self.compacted)
 
     @property
     def context(self) -> str:
-        """How full the context window was after the last reply: ``143k/200k`` ('-' before any reply)."""
-        return f"{short_tokens(self.context_tokens)}/{short_tokens(self.window or DEFAULT_WINDOW)}" if self.context_tokens else "-"
+        """How full the context window was after the last reply: ``143k / 200k`` ('-' before any reply)."""
+        return context_figure(self.figures) or "-"
 
     @property
     def tokens(self) -> int:
         """Input plus output tokens (cache reads and writes included in input)."""
-        return sum(int(v) for v in self.usage.values())
+        return self.figures.total
 
     @property
     def status(self) -> str:
@@ -60,9 +66,13 @@ class Summary:
         return f"unfinished: {self.pending}" if self.pending else "unfinished"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready, with ``status`` and ``tokens`` filled in."""
+        """JSON-ready, with ``status``, ``tokens`` (input plus output), each figure (``tokens_in``...) and their words filled in."""
         data = asdict(self)
-        data["status"], data["tokens"], data["context"] = self.status, self.tokens, self.context
+        figures = self.figures
+        data["status"], data["tokens"], data["context"] = self.status, figures.total, self.context
+        data["tokens_in"], data["tokens_out"] = figures.input, figures.output
+        data["tokens_from_cache"], data["tokens_to_cache"] = figures.from_cache, figures.to_cache
+        data["tokens_text"] = tokens_words(figures)
         return data
 
 
@@ -86,7 +96,7 @@ def from_state(summary: Summary, state: fold.State) -> Summary:
     summary.session_id, summary.title, summary.created = state.session_id, state.title, state.created
     summary.last_ts, summary.turns, summary.events, summary.usage = state.last_ts, state.turns, state.seq, dict(state.usage)
     summary.complete, summary.pending = _pending(state.status, state.frontier, len(state.open_calls), state.status == "error")
-    summary.context_tokens, summary.window = state.context_tokens, state.window
+    summary.context_tokens, summary.window, summary.compacted = state.context_tokens, state.window, bool(state.compactions)
     return summary
 
 
@@ -325,7 +335,7 @@ def write_table(summaries: Sequence[Summary], out: TextIO, *, current: str | Non
             when(s.created),
             when(s.last_ts),
             str(s.turns),
-            str(s.tokens),
+            tokens_words(s.figures) or "-",
             s.context,
             s.trust or "?",
             s.status,

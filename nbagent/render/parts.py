@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from .. import redact
 from ..context import DEFAULT_WINDOW
 from ..fold import Asides, State
-from ..usage import totals
+from ..usage import Tokens
 from . import images
 
 Event = Mapping[str, Any]
@@ -259,18 +259,50 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+def tokens_words(tokens: Tokens) -> str:
+    """Input and output in words, the one way every view says them: '12,892 tokens in (12,466 from cache) · 426 out'.
+
+    The input counts every input token, the cached ones too (see :class:`nbagent.usage.Tokens`); '' before any.
+    """
+    if not tokens.used:
+        return ""
+    cached = f" ({tokens.from_cache:,} from cache)" if tokens.from_cache else ""
+    return f"{tokens.input:,} tokens in{cached} · {tokens.output:,} out"
+
+
+def context_figure(tokens: Tokens) -> str:
+    """How full the window is: '12.9k / 200k', 'compacted' after a local compaction until the next reply, '' before any reply."""
+    if tokens.context:
+        return f"{short_tokens(tokens.context)} / {short_tokens(tokens.window)}"
+    return "compacted" if tokens.compacted else ""
+
+
+def context_words(tokens: Tokens) -> str:
+    """The context use in words: 'context 12.9k / 200k' (see :func:`context_figure`)."""
+    figure = context_figure(tokens)
+    return f"context {figure}" if figure else ""
+
+
+def tokens_line(tokens: Tokens) -> str:
+    """Every figure in words: '12,892 tokens in (12,466 from cache) · 426 out · context 12.9k / 200k' ('' before any)."""
+    return " · ".join(part for part in (tokens_words(tokens), context_words(tokens)) if part)
+
+
 def usage_text(usage: Any) -> str:
-    """Token counts in one short line (a reply's server compaction included)."""
-    usage = totals(usage)
-    cached = usage["cache_read_input_tokens"]
-    text = f"{usage['input_tokens']:,} in / {usage['output_tokens']:,} out tokens"
-    return text + (f" ({cached:,} read from cache)" if cached else "")
+    """One reply's input and output in words (its server compaction included; see :func:`tokens_words`)."""
+    return tokens_words(Tokens.of(usage)) or "0 tokens"
+
+
+def with_tokens(status: str, tokens: Tokens) -> str:
+    """A status line: the status, then every figure in words (:func:`tokens_line`) once there are any."""
+    line = tokens_line(tokens)
+    return f"{status} · {line}" if line else status
 
 
 def with_usage(status: str, usage: Mapping[str, int], context: str = "") -> str:
-    """A status line, with the tokens used so far once there are any, and the context use (see :func:`context_text`)."""
-    line = f"{status} · {usage_text(usage)}" if any(usage.values()) else status
-    return f"{line} · {context}" if context else line
+    """A status line from summed usage counts (and context words); :func:`with_tokens` says the same from :class:`Tokens`."""
+    words = tokens_words(Tokens.of(usage))
+    return " · ".join(part for part in (status, words, context) if part)
 
 
 def short_tokens(count: int) -> str:
@@ -284,15 +316,12 @@ def short_tokens(count: int) -> str:
 
 def context_text(tokens: Any, window: Any = 0) -> str:
     """How full the context window is: 'context 143k / 200k' ('' before the first reply); window 0: the default window."""
-    tokens, window = _count(tokens), _count(window) or DEFAULT_WINDOW
-    return f"context {short_tokens(tokens)} / {short_tokens(window)}" if tokens else ""
+    return context_words(Tokens(context=_count(tokens), window=_count(window) or DEFAULT_WINDOW))
 
 
 def state_context(state: State) -> str:
-    """The context use of a folded session (see :func:`context_text`); after a local compaction, until the next reply, 'context compacted'."""
-    if not state.context_tokens and state.compactions:
-        return "context compacted"  # the fold knows the size again from the next reply's usage
-    return context_text(state.context_tokens, state.window)
+    """The context use of a folded session (see :func:`context_words`); after a local compaction, until the next reply, 'context compacted'."""
+    return context_words(Tokens.of_state(state))
 
 
 def compaction_words(event: Event) -> str:

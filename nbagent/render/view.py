@@ -10,7 +10,8 @@ from typing import Any, Literal
 
 from .. import events as ev
 from ..fold import State, apply
-from .parts import kind_of, state_context, with_usage
+from ..usage import Tokens
+from .parts import kind_of, with_tokens
 
 Event = Mapping[str, Any]
 STARTING = "starting"
@@ -82,8 +83,8 @@ def status(event: Event, state: State) -> str | None:
 
 
 def status_line(status: str, state: State) -> str:
-    """A view's status line: the status, the tokens used so far, and how full the context window is."""
-    return with_usage(status, state.usage, state_context(state))
+    """A view's status line: the status, then the session's token figures in words (parts.tokens_line), the same in every view."""
+    return with_tokens(status, Tokens.of_state(state))
 
 
 def follow(state: State, event: Event) -> State:
