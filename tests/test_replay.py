@@ -168,9 +168,16 @@ def test_search_lists_matching_events_and_jumps_to_them(fake, client, tmp_path) 
     replay.matches.buttons[0].click()
     assert replay.index == match and "<strong>5</strong>" in replay.transcript.value
 
-    replay.search.value = "add"  # the request, the call (its input) and the reply before it
-    assert len(replay.found) >= 2 and all(events[i]["type"] != "delta" for i in replay.found)
-    assert {events[i]["type"] for i in replay.found} >= {"assistant_msg", "user_msg"}
+    replay.search.value = "add"  # the reply with the call (its name and input), found once
+    [call] = replay.found
+    assert "Let me <mark" in replay.matches.snippets[0].value and replay.matches.rows[1].layout.display == "none"
+    replay.search.value = "AN"  # the second request and the second answer (not its deltas)
+    assert len(replay.found) == 2 and all(events[i]["type"] != "delta" for i in replay.found)
+    assert [events[i]["type"] for i in replay.found] == ["user_msg", "assistant_msg"]
+    assert (
+        'Turn 2</span> <span class="nbagent-dim">request:</span> <mark class="nbagent-hit">an</mark>d now?'
+        in replay.matches.snippets[0].value
+    )
     replay.go(replay.found[0])
     replay.next_match_button.click()
     assert replay.index == replay.found[1]

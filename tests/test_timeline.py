@@ -118,12 +118,12 @@ def test_streamed_text_grows_then_the_finished_message_replaces_it() -> None:
     timeline = Timeline(log(*TURN))
     assert "<p>Let me</p>" in timeline.transcript_at(3) and "add." not in timeline.transcript_at(3)
     assert "Let me add.</p>" in timeline.transcript_at(4)
-    assert timeline.transcript_at(5).count("Let me add.") == 1 and "call to <b>add</b>" in timeline.transcript_at(5)
-    assert "result of <b>add</b>" in timeline.transcript_at(7)
+    assert timeline.transcript_at(5).count("Let me add.") == 1 and timeline.htmls[5] in timeline.transcript_at(5)  # the call
+    assert timeline.htmls[7] and timeline.htmls[7] in timeline.transcript_at(7)  # its result
     assert timeline.transcript_at(10).count("The sum is <strong>5</strong>.") == 1
     # An interrupted stream stays on screen as far as it got.
     assert "Half an ans" in timeline.transcript_at(14) and "interrupted</span> during model" in timeline.transcript_at(14)
-    assert "streaming…" in timeline.event_at(13) and "Half an ans" in timeline.event_at(13)
+    assert "Half an ans" in timeline.frame(13) and "now</span> streaming" in timeline.frame(13)  # the text streamed so far
 
 
 def test_statuses_follow_the_panel_and_add_the_tokens() -> None:
@@ -138,8 +138,8 @@ def test_statuses_follow_the_panel_and_add_the_tokens() -> None:
         "running tool add",
         "waiting for the model",
     ]
-    assert timeline.statuses[10] == "done · 0 in / 7 out tokens · context 7 / 200k"
-    assert timeline.statuses[-1] == "interrupted · 0 in / 7 out tokens · context 7 / 200k"
+    assert timeline.statuses[10] == "done · 0 tokens in · 7 out · context 7 / 200k"
+    assert timeline.statuses[-1] == "interrupted · 0 tokens in · 7 out · context 7 / 200k"
     assert timeline.title == "add 2 and 3"
 
 
@@ -159,8 +159,10 @@ def test_times_gaps_turns_and_playback_time() -> None:
     assert [timeline.previous_turn(i) for i in range(4)] == [0, 0, 1, 1]
     assert [timeline.next_turn(i) for i in range(4)] == [1, 3, 3, 3]
     assert timeline.at_play_time(2.0) == 1 and timeline.at_play_time(2.0, not_before=2) == 2 and timeline.at_play_time(99) == 3
-    assert "+1 h 0 min after the previous event (plays as 2 s)" in timeline.position_text(2)
-    assert timeline.position_text(1).startswith("event 2 of 4 · user_msg · ") and "plays as" not in timeline.position_text(1)
+    assert "+1 h 0 min after the previous event (plays as 2 s)" in timeline.position_text(2, times=True)
+    assert timeline.position_text(1, times=True).startswith("turn 1 of 2 · event 2 of 4 · user_msg · ")
+    assert "plays as" not in timeline.position_text(1, times=True)
+    assert [timeline.position_text(i) for i in range(4)] == ["before the first turn", "turn 1 of 2", "turn 1 of 2", "turn 2 of 2"]
     assert timeline.gutter(1) == f"#2 · {when(T0 + 0.25, date=False, ms=True)} · +0.250 s"
     assert [gap(s) for s in (0.004, 1.5, 200, 7500, 3 * 86400 + 4 * 3600, -2)] == [
         "+0.004 s",
@@ -174,19 +176,21 @@ def test_times_gaps_turns_and_playback_time() -> None:
 
 def test_search_finds_whole_messages_not_deltas_and_wraps() -> None:
     timeline = Timeline(log(*TURN))
-    assert timeline.find("SUM") == [10]
-    assert "The sum is **5**." in timeline.match_label(10) and timeline.match_label(10).startswith("#11  ")
-    found = timeline.find("add")  # the request, the call, its start and its result
-    assert found == [1, 5, 6, 7] and not any(timeline.events[i]["type"] == "delta" for i in found)
+    [found] = timeline.find("SUM")
+    assert (found.index, found.turn, found.where, found.text()) == (10, 1, "reply", "reply: The [sum] is **5**.")
+    found_add = [f.index for f in timeline.find("add")]  # the request and the reply with the call (not its deltas)
+    assert found_add == [1, 5] and not any(timeline.events[i]["type"] == "delta" for i in found_add)
+    assert [f.index for f in timeline.find("a=")] == [] and [f.index for f in timeline.find('"a": 2')] == [5]  # the call's input
     assert timeline.find("  ") == [] and timeline.find("no such words") == []
-    assert timeline.next_match(found, 5) == 6 and timeline.next_match(found, 7) == 1 and timeline.next_match([], 3) is None
+    assert [(f.index, f.where) for f in timeline.find("half an")] == [(13, "reply (cut off)")]  # a cut-off stream, where it ends
+    assert timeline.next_match(found_add, 1) == 5 and timeline.next_match(found_add, 7) == 1 and timeline.next_match([], 3) is None
 
 
-def test_events_shown_only_as_a_status_get_their_line_of_text() -> None:
+def test_events_shown_only_as_a_status_are_said_by_the_cursor() -> None:
     timeline = Timeline(log(*TURN))
-    assert "running add (read)" in timeline.event_at(6)
-    assert "calling claude-test" in timeline.event_at(2)
-    assert "session s1 started" in timeline.event_at(0)
+    assert timeline.cursor_words(6) == "running tool add" and "now</span> running tool add" in timeline.frame(6)
+    assert timeline.cursor_words(2) == "streaming"
+    assert timeline.cursor_words(0) == "the start of the session · 2 turns to replay" and "s1" not in timeline.frame(0)
 
 
 class Active(HTMLParser):
@@ -211,14 +215,15 @@ def test_hostile_unknown_and_unrenderable_events_stay_inert() -> None:
         {"type": "note", "text": "\x1b]52;c;ZXZpbA==\x07 <a href='javascript:alert(8)'>x</a>"},
     )
     timeline = Timeline(events)
-    shown = [timeline.event_at(i) + timeline.transcript_at(i) for i in range(len(events))]
+    shown = [timeline.frame(i, times=True) for i in range(len(events))] + [timeline.match_html(f) for f in timeline.find("e")]
+    assert len(shown) > len(events)
     static_html, static_text = timeline.static()
     for value in [*shown, static_html, timeline.header_html()]:
         parser = Active()
         parser.feed(without_our_styles(value))
         assert parser.found == [], value
-    assert "&lt;script&gt;evil&lt;/script&gt;: {&quot;payload&quot;" in timeline.event_at(1)
-    assert "[event 3 (assistant_msg) could not be rendered: TypeError]" in timeline.event_at(2)
-    assert timeline.find("evil") == [1]
+    [evil] = timeline.find("evil")
+    assert evil.index == 1 and "&lt;script&gt;<mark" in timeline.match_html(evil)  # an unknown type is found as text, escaped
+    assert "[event 3 (assistant_msg) could not be rendered: TypeError]" in timeline.frame(2)
     assert "\\x1b]52;c;ZXZpbA==\\x07" in static_text and "\x1b" not in static_text  # text/plain is terminal-safe
     assert "could not be rendered" not in static_text  # the static transcript leaves out what could not be shown

@@ -1,43 +1,43 @@
-"""The replay widget of ``%agent_replay``: play, pause, speed, scrub, previous/next turn and search over a recorded session.
+"""The replay widget of ``%agent_replay``: a recorded session's transcript, by turns, with a cursor that moves by event.
 
-It only reads, through the store seam (:class:`~nbagent.stores.Store`: a log file is read
-with ``read_events``, without a lock or a repair; a database session from its table), so a
-session that another kernel is writing can be replayed, and is followed as it is written
-(``Store.follow``: LISTEN/NOTIFY on a database, the file polled); nothing in the log is
-executed and no model is called.  What is shown at each event comes from a
-:class:`~nbagent.render.timeline.Timeline` (the live panel's renderings, times,
-gaps, statuses, search); this module holds the widgets and the playback thread,
-which runs on a daemon thread so the kernel stays free for other cells and widget
-messages.
+Play, pause, speed, scrub, previous/next turn, a turn to jump to, times on demand, and search (each match
+shown in context; choosing one moves the cursor there).  It only reads, through the store seam
+(:class:`~nbagent.stores.Store`: a log file is read with ``read_events``, without a lock or a repair; a
+database session from its table), so a session that another kernel is writing can be replayed, and is
+followed as it is written (``Store.follow``: LISTEN/NOTIFY on a database, the file polled); nothing in
+the log is executed and no model is called.  What is shown comes from a
+:class:`~nbagent.render.timeline.Timeline` (frames, turns, statuses, search); this module holds the
+widgets, :mod:`.playback` the playing thread, :mod:`.matchlist` the list of matches.
 """
 
 from __future__ import annotations
 
-import math
+import contextlib
 import os
 import threading
-import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import ipywidgets as widgets
 
 from .. import events as ev
-from ..errors import NbagentError
+from .. import trust
+from ..errors import LogError, NbagentError
 from ..reader import read_events
 from ..render import html
+from ..render.matches import Found
 from ..render.parts import esc
 from ..render.style import STYLE, sibling_style
-from ..render.timeline import MAX_GAP, MAX_MATCHES, Timeline
+from ..render.timeline import MAX_GAP, REPLAY_STYLE, Timeline
 from ..server.saving import LIVE
 from ..stores import FILES, Store, session_url
 from .follow import Follower
+from .matchlist import MatchList
 from .panel import close_all
+from .playback import FRAME, SPEEDS, Playback
 
-FRAME = 0.05  # seconds: playback changes the widgets at most this often (20 updates a second)
-SPEEDS: tuple[tuple[str, float], ...] = (("1x", 1.0), ("2x", 2.0), ("5x", 5.0), ("20x", 20.0), ("instant", math.inf))
 HINT = "Re-run this cell to replay it interactively."
 SUMMARY_EVERY = 2.0  # seconds: while following, the static summary (a whole transcript) is sent again at most this often
 
@@ -50,7 +50,21 @@ def load_events(path: str | os.PathLike[str]) -> list[ev.Event]:
     return list(read_events(path))  # the reader checks versions, seqs and shapes
 
 
-class Replay:
+def trust_word(store: Store, path: Path) -> str:
+    """Who signed a session's lines, in the word the session listing shows ('' if that cannot be told)."""
+    from .. import history
+
+    user = trust.user_signer_or_none()
+    try:
+        if store.url:
+            data = history.read_bytes(path, store)
+            return trust.check_log(data, user=user).verdict if data else ""
+        return history.trust_of(path, user=user).verdict
+    except (LogError, OSError, ValueError):
+        return ""
+
+
+class Replay(Playback):
     """A read-only replay of one session's events, as an ipywidgets view with a static HTML/text fallback.
 
     Its output is two: a static summary, then the widget.  The summary's stylesheet hides it while the
@@ -66,10 +80,13 @@ class Replay:
         frame: float = FRAME,
         store: Store | None = None,
         path: Path | None = None,
+        notebook: str = "",
+        trust: str = "",
     ) -> None:
         if not events:
             raise NbagentError(f"{source or 'The log'} has no complete events yet, so there is nothing to replay.")
-        self.timeline = Timeline(events, source=source, max_gap=max_gap)
+        self.about = {"notebook": notebook, "trust": trust}  # what the first frame says besides the log's own words
+        self.timeline = Timeline(events, source=source, max_gap=max_gap, **self.about)
         self.source = source
         # Where more events come from: a store and the session's path in it (by default the log file named by source).
         self.store: Store | None = store if store is not None else (FILES if source else None)
@@ -82,13 +99,14 @@ class Replay:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self._quiet = False  # set while the search list is refilled, so that refilling it does not jump
+        self._quiet = False  # set while the turn list follows the cursor, so that it does not move it back
         self._follower: Follower | None = None
         self._summary_due = False  # a timer will send the static summary again
         self.found: list[int] = []  # indices of the events matching the search
+        self.matched: list[Found] = []  # ... with their snippets
 
         self.static_id = uuid.uuid4().hex  # the static summary's display
-        self.header = widgets.HTML(value=STYLE + self.timeline.header_html())
+        self.header = widgets.HTML(value=STYLE + REPLAY_STYLE + self.timeline.header_html())
         self.play_button = widgets.Button(description="Play", icon="play", tooltip="play / pause", layout=widgets.Layout(width="auto"))
         self.prev_button = widgets.Button(
             description="Previous turn",
@@ -108,27 +126,27 @@ class Replay:
             continuous_update=True,
             layout=widgets.Layout(width="420px"),
         )
-        self.search = widgets.Text(placeholder="search events", description="search", continuous_update=True)
+        self.turns = widgets.Dropdown(options=[], description="turn", layout=widgets.Layout(width="320px"))
+        self.times = widgets.Checkbox(value=False, description="times and event numbers", indent=False, layout=widgets.Layout(width="auto"))
+        self.search = widgets.Text(placeholder="words in the transcript", description="search", continuous_update=True)
         self.match_count = widgets.Label(value="")
         self.next_match_button = widgets.Button(description="Next match", disabled=True, layout=widgets.Layout(width="auto"))
-        self.matches = widgets.Select(options=[], rows=6, layout=widgets.Layout(width="100%", display="none"))
+        self.matches = MatchList(self.go)
         self.reload_button = widgets.Button(
             description="Reload", icon="refresh", tooltip="read events appended since", layout=widgets.Layout(width="auto")
         )
         self.position = widgets.HTML()
         self.live = widgets.HTML()  # whether new events are followed, or why not
-        self.current = widgets.HTML()
-        self.transcript = widgets.HTML()
+        self.transcript = widgets.HTML()  # scrolls itself, keeping the cursor at its end in sight (REPLAY_STYLE)
         self.widget = widgets.VBox(
             [
                 self.header,
                 widgets.HBox([self.prev_button, self.play_button, self.next_button, self.speed, self.slider, self.reload_button]),
-                widgets.HBox([self.search, self.next_match_button, self.match_count]),
-                self.matches,
+                widgets.HBox([self.turns, self.times, self.search, self.next_match_button, self.match_count]),
+                self.matches.widget,
                 self.live,
                 self.position,
-                self.current,
-                widgets.Box([self.transcript], layout=widgets.Layout(max_height="480px", overflow="auto")),
+                self.transcript,
             ],
             layout=widgets.Layout(border="1px solid var(--jp-border-color2, #e0e0e0)", padding="4px 8px"),
         )
@@ -142,7 +160,9 @@ class Replay:
         self.slider.observe(self._on_slider, "value")
         self.speed.observe(lambda _: self._wake.set(), "value")
         self.search.observe(lambda change: self.find(change["new"]), "value")
-        self.matches.observe(self._on_match, "value")
+        self.turns.observe(self._on_turn, "value")
+        self.times.observe(lambda _: self._show(self.index), "value")
+        self._list_turns()
         self._show(0)
 
     @classmethod
@@ -153,7 +173,10 @@ class Replay:
     @classmethod
     def from_store(cls, store: Store, path: Path, **options: Any) -> Replay:
         """Replay the session at ``path`` of ``store`` (a file, or a database's rows), read without its writer's lock."""
-        return cls(list(store.read(path)), source=session_url(store, path), store=store, path=path, **options)
+        from ..history import notebook_of
+
+        about = {"notebook": notebook_of(path) if not store.url else "", "trust": trust_word(store, path)}
+        return cls(list(store.read(path)), source=session_url(store, path), store=store, path=path, **{**about, **options})
 
     @property
     def events(self) -> list[ev.Event]:
@@ -179,6 +202,29 @@ class Replay:
         """Jump to the start of the next turn (or to the last event)."""
         self.go(self.timeline.next_turn(self.index))
 
+    def go_to_turn(self, turn: int) -> None:
+        """Move the cursor to the start of turn ``turn`` (1-based)."""
+        self.go(self.timeline.turn_start(turn))
+
+    def _on_turn(self, change: Mapping[str, Any]) -> None:
+        if not self._quiet and change["new"] is not None:
+            self.go_to_turn(change["new"])
+
+    def _list_turns(self) -> None:
+        options = [(self.timeline.turn_heading(t), t) for t in range(1, len(self.timeline.turn_starts) + 1)]
+        if list(self.turns.options) != options:
+            with self._quietly():
+                self.turns.options = options
+
+    @contextlib.contextmanager
+    def _quietly(self) -> Iterator[None]:
+        """While the widgets follow the cursor, their observers do not move it."""
+        self._quiet = True
+        try:
+            yield
+        finally:
+            self._quiet = False
+
     def _on_slider(self, change: Mapping[str, Any]) -> None:
         with self._lock:
             self._show(change["new"] - 1)
@@ -187,112 +233,24 @@ class Replay:
 
     # Search ----------------------------------------------------------------------------------------------
     def find(self, query: str) -> list[int]:
-        """List the events matching ``query`` (case-insensitive; deltas are searched as whole messages)."""
+        """List the events matching ``query`` (case-insensitive; deltas are searched as whole messages), each in context."""
         needle = query.strip()
         found = self.timeline.find(needle)
-        options = [(self.timeline.match_label(i), i) for i in found[:MAX_MATCHES]]
         with self._lock:
-            self._quiet = True
-            try:
-                self.matches.index = None
-                self.matches.options = options
-                self.matches.index = None
-            finally:
-                self._quiet = False
-            self.matches.layout.display = None if needle else "none"
-            more = f" (first {MAX_MATCHES} listed)" if len(found) > MAX_MATCHES else ""
+            self.matches.show(found, self.timeline.match_html, visible=bool(needle))
+            more = (
+                f" (first {len(self.matches.events)} listed; Next match goes through all)" if len(found) > len(self.matches.events) else ""
+            )
             self.match_count.value = f"{len(found)} matching event{'s' if len(found) != 1 else ''}{more}" if needle else ""
             self.next_match_button.disabled = not found
-            self.found = found
-        return found
+            self.matched, self.found = found, [f.index for f in found]
+        return self.found
 
     def next_match(self) -> None:
         """Jump to the first match after the current event (wrapping around)."""
         target = self.timeline.next_match(self.found, self.index)
         if target is not None:
             self.go(target)
-
-    def _on_match(self, change: Mapping[str, Any]) -> None:
-        if not self._quiet and change["new"] is not None:
-            self.go(change["new"])
-
-    # Playback --------------------------------------------------------------------------------------------
-    @property
-    def playing(self) -> bool:
-        """Whether playback is running."""
-        return self._thread is not None
-
-    def toggle(self) -> None:
-        """Play, or pause if playing."""
-        if self.playing:
-            self.pause()
-        else:
-            self.play()
-
-    def play(self) -> None:
-        """Play from the current event (from the start if at the end) on a background thread."""
-        with self._lock:
-            if self._thread is not None:
-                return
-            last = len(self.events) - 1
-            if self.index >= last:
-                self.go(0)
-            if math.isinf(self.speed.value):
-                self.go(last)
-                return
-            self._stop = threading.Event()
-            self._thread = threading.Thread(target=self._run, args=(self._stop,), name="nbagent-replay", daemon=True)
-            self._label_play(playing=True)
-            self._thread.start()
-
-    def pause(self) -> None:
-        """Stop playback; returns once the playing thread has stopped."""
-        with self._lock:
-            thread, self._thread = self._thread, None
-            self._stop.set()
-            self._wake.set()
-            self._label_play(playing=False)
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=10)
-
-    def _run(self, stop: threading.Event) -> None:
-        speed = self.speed.value
-        base_time, base_clock = self.timeline.play_times[self.index], time.monotonic()
-        expected = self.index
-        try:
-            while True:
-                self._wake.clear()
-                now = time.monotonic()
-                played = base_time + (now - base_clock) * speed
-                with self._lock:
-                    if stop.is_set():
-                        return
-                    # Followed events may have been added: the play times of the earlier ones stay the same.
-                    last, play_times = len(self.events) - 1, self.timeline.play_times
-                    index = self.index
-                    if index != expected:  # scrubbed while playing: go on from there
-                        base_time, base_clock, played = play_times[index], now, play_times[index]
-                    if self.speed.value != speed:
-                        base_time, base_clock, speed = played, now, self.speed.value
-                    if math.isinf(speed):
-                        self.go(last)
-                        return
-                    target = self.timeline.at_play_time(played, not_before=index)
-                    if target != index:
-                        self.go(target)
-                    expected = target
-                    if target >= last:
-                        return
-                    wait = max(self.frame, (play_times[target + 1] - played) / speed)
-                self._wake.wait(wait)
-        finally:
-            with self._lock:
-                if self._thread is threading.current_thread():
-                    self._thread = None
-                    self._label_play(playing=False)
-
-    def _label_play(self, *, playing: bool) -> None:
-        self.play_button.description, self.play_button.icon = ("Pause", "pause") if playing else ("Play", "play")
 
     # Reading more ---------------------------------------------------------------------------------------
     @property
@@ -320,9 +278,10 @@ class Replay:
                 raise NbagentError(f"{self.source}: events {self.last_seq + 1} to {fresh[0]['seq'] - 1} are missing from what was read")
             index = self.index
             at_end = live and index == len(self.events) - 1 and not self.playing
-            self.timeline = Timeline(self.events + fresh, source=self.source, max_gap=self.max_gap)
+            self.timeline = Timeline(self.events + fresh, source=self.source, max_gap=self.max_gap, **self.about)
             self.slider.max = len(self.events)
-            self.header.value = STYLE + self.timeline.header_html()
+            self.header.value = STYLE + REPLAY_STYLE + self.timeline.header_html()
+            self._list_turns()
             self.find(self.search.value)
             if at_end:
                 self.go(len(self.events) - 1)  # following the end, as a live view does
@@ -383,11 +342,15 @@ class Replay:
 
     # Rendering ---------------------------------------------------------------------------------------------
     def _show(self, index: int) -> None:
-        self._set(self.position, f'<div class="nbagent-position">{esc(self.timeline.position_text(index))}</div>')
-        self._set(self.current, self.timeline.event_at(index))
-        self._set(self.transcript, self.timeline.transcript_at(index))
+        times = self.times.value
+        self._set(self.position, f'<div class="nbagent-position">{esc(self.timeline.position_text(index, times=times))}</div>')
+        self._set(self.transcript, self.timeline.frame(index, times=times))
         self.prev_button.disabled = index == 0
         self.next_button.disabled = index >= len(self.events) - 1
+        turn = self.timeline.turn_of[index] or None
+        if self.turns.value != turn:
+            with self._quietly():
+                self.turns.value = turn
 
     def _set(self, widget: widgets.HTML, value: str) -> None:
         if widget.value != value:
