@@ -2,7 +2,8 @@
 
 The HTML is the live panel's (:func:`nbagent.render.html.event_html`: Markdown without raw HTML,
 cleaned by nh3 against an allow-list), so a hostile log shows as inert text in the browser too.
-Streamed text (``delta`` events) is sent as plain text, which the page only ever sets as text.
+Streamed text (``delta`` events) is sent as plain text, which the page only ever sets as text.  Every
+other event's record also says what the page's header shows of the session after it (``session``).
 """
 
 from __future__ import annotations
@@ -13,9 +14,21 @@ from typing import Any
 from .. import events as ev
 from .. import redact
 from ..fold import Asides, State
+from ..history.summary import Summary, from_state
 from ..render import html
 from ..render.parts import ToolNames, kind_of, with_usage
 from ..render.view import STARTING, follow, status, stream_effect
+
+
+def request_line(content: Any) -> str:
+    """A request in one line of at most 80 characters (the rule the fold titles a session with, by its first)."""
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        text = " ".join(b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
+    else:
+        text = ""
+    return " ".join(text.split())[:80]
 
 
 class Presenter:
@@ -27,6 +40,7 @@ class Presenter:
         self.state = State()
         self.stream: list[str] = []
         self.status = STARTING
+        self.request = ""  # the latest request, in one line
 
     def record(self, event: ev.Event) -> dict[str, Any]:
         """The JSON record of one event: ``seq``, ``type``, ``event`` (as shown: ``redact.shown_event``), ``html``, ``stream``, ``text``, ``status``."""
@@ -46,7 +60,9 @@ class Presenter:
             fragment += html.note_html(f"[event {event.get('seq')} ({kind_of(event)}) could not be rendered: {type(exc).__name__}]")
         follow(self.state, event)
         self.status = status(event, self.state) or self.status
-        return {
+        if kind_of(event) == ev.USER_MSG:
+            self.request = request_line(event.get("content")) or self.request
+        record: dict[str, Any] = {
             "seq": event["seq"],
             "type": kind_of(event),
             "event": redact.shown_event(event),  # thinking and compaction blocks redacted, as everywhere they are shown
@@ -55,6 +71,17 @@ class Presenter:
             "text": text,
             "status": with_usage(self.status, self.state.usage),
         }
+        if text is None:  # a delta changes nothing of this: the stream stays small
+            record["session"] = self.session()
+        return record
+
+    def session(self) -> dict[str, Any]:
+        """The header's view of the session so far: ``title`` (the listing's: its first request), ``request`` (the latest), ``turns``, ``status`` (the listing's)."""
+        try:
+            shown = from_state(Summary("", ""), self.state).status
+        except (KeyError, TypeError, ValueError) as exc:  # a hostile log's state: said as the listing says it
+            shown = f"unfinished: damaged log ({type(exc).__name__}): run nbagent verify"
+        return {"title": str(self.state.title), "request": self.request, "turns": self.state.turns, "status": shown}
 
 
 def sse_frame(record: dict[str, Any]) -> bytes:

@@ -17,8 +17,16 @@
     return node;
   }
 
+  // Jupyter's XSRF token, sent as JupyterLab sends it (GET requests do not need it; it costs nothing).
+  function xsrf() {
+    const found = document.cookie.split("; ").find((c) => c.startsWith("_xsrf="));
+    return found ? decodeURIComponent(found.slice(6)) : "";
+  }
+
   async function getJSON(url) {
-    const reply = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+    const headers = { Accept: "application/json" };
+    if (xsrf()) headers["X-XSRFToken"] = xsrf();
+    const reply = await fetch(url, { credentials: "same-origin", headers });
     let body = {};
     try {
       body = await reply.json();
@@ -28,6 +36,48 @@
     if (!reply.ok) throw new Error(body.message || reply.status + " " + reply.statusText);
     return body;
   }
+
+  // The theme ----------------------------------------------------------------------------------------
+  // This page is a tab of its own: it reads the user's JupyterLab theme (Settings > Theme, which Notebook 7 shares)
+  // through the server's settings API. Without a setting of the user's (or without JupyterLab on the server) the
+  // system's colour scheme decides (the page's CSS: prefers-color-scheme).
+  const THEMES = base + "lab/api/settings/@jupyterlab/apputils-extension:themes";
+  const systemDark = window.matchMedia("(prefers-color-scheme: dark)");
+  let themeSetting = null;
+
+  // "dark", "light", or "" (follow the system), from the setting's user values and its defaults.
+  function themeOf(setting, dark) {
+    if (!setting) return "";
+    const user = setting.settings || {};
+    const properties = (setting.schema && setting.schema.properties) || {};
+    const value = (key) => (Object.prototype.hasOwnProperty.call(user, key) ? user[key] : (properties[key] || {}).default);
+    const isDark = (name) => (/dark/i.test(String(name || "")) ? "dark" : "light");
+    if (value("adaptive-theme") === true) return isDark(value(dark ? "preferred-dark-theme" : "preferred-light-theme"));
+    if (Object.prototype.hasOwnProperty.call(user, "theme")) return isDark(user.theme);
+    return isDark(value("theme")) === "dark" ? "dark" : ""; // an administrator's dark default (overrides.json) counts too
+  }
+
+  function applyTheme() {
+    const theme = themeOf(themeSetting, systemDark.matches);
+    const root = document.documentElement;
+    if (theme) root.dataset.theme = theme;
+    else delete root.dataset.theme;
+    root.dataset.themeFrom = theme ? "jupyterlab" : "system";
+  }
+
+  async function readTheme() {
+    try {
+      themeSetting = await getJSON(THEMES);
+    } catch (e) {
+      themeSetting = null; // no JupyterLab settings here: the system's colour scheme
+    }
+    applyTheme();
+  }
+  readTheme();
+  systemDark.addEventListener("change", applyTheme);
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible") readTheme(); // the theme may have changed in JupyterLab meanwhile
+  });
 
   function when(ts) {
     return ts ? new Date(ts * 1000).toLocaleString() : "-";
@@ -96,10 +146,53 @@
   }
 
   // The live view ------------------------------------------------------------------------------------
+  // Keeping the live end in view: while the reader is at the end of the page, what comes is scrolled into view; once
+  // they scroll up, the page stays where they are (a button brings them back) until they are at the end again.
+  function follower() {
+    const page = document.scrollingElement || document.documentElement;
+    const jump = el("button", "nbagent-jump", "\u2193 live end");
+    jump.type = "button";
+    jump.hidden = true;
+    document.body.appendChild(jump);
+    let following = true;
+    let scheduled = false;
+    const atEnd = () => page.scrollHeight - page.scrollTop - page.clientHeight <= 24;
+    const toEnd = () => {
+      page.scrollTop = page.scrollHeight;
+    };
+    window.addEventListener(
+      "scroll",
+      () => {
+        following = atEnd();
+        if (following) jump.hidden = true;
+        document.body.dataset.following = String(following);
+      },
+      { passive: true },
+    );
+    jump.addEventListener("click", () => {
+      following = true;
+      jump.hidden = true;
+      toEnd();
+    });
+    document.body.dataset.following = "true";
+    return function grown() {
+      if (!following) {
+        jump.hidden = false;
+        return;
+      }
+      if (scheduled) return;
+      scheduled = true;
+      window.requestAnimationFrame(() => {
+        scheduled = false;
+        if (following) toEnd();
+      });
+    };
+  }
+
   function live(notebook, session) {
     const sessionUrl = api + "sessions/" + enc(notebook) + "/" + enc(session);
     where.textContent = notebook + " / " + session;
-    const header = el("div", "nbagent-header");
+    const header = el("div", "nbagent-header nbagent-live-header");
     const title = el("b", "nbagent-title", session);
     const status = el("span", "nbagent-dim nbagent-status", "");
     const connection = el("span", "nbagent-connection", "connecting");
@@ -108,26 +201,42 @@
     const transcript = el("div", "nbagent-transcript");
     transcript.id = "nbagent-transcript";
     main.append(header, transcript);
+    const grown = follower();
 
     let lastSeq = 0;
     let streamed = null;
     let source = null;
     let retry = null;
-    let summary = {};
+    let opened = {}; // the listing's row, until the stream says how the session stands
+    let now = null; // the session as the last event left it (the stream's records)
     let tail = {};
+    let part = el("section", "nbagent-turn-start"); // what comes before the first request, then one section per turn
+    transcript.appendChild(part);
 
     function setConnection(state) {
       connection.dataset.state = state;
       connection.textContent = state;
     }
 
+    function showHeader() {
+      const shown = now || opened;
+      const name = (now && now.request) || shown.title || session;
+      title.textContent = name;
+      title.title = shown.title && shown.title !== name ? "session: " + shown.title : "";
+      document.title = name + " - nbagent";
+      showLabels();
+    }
+
     function showLabels() {
       const parts = [];
       // Who wrote it: the stream's notice, from the signature check that decides what runs (never the listing's index row).
       if (tail.trust) parts.push("written by: " + tail.trust);
-      if (summary.status) parts.push("when opened: " + summary.status);
+      const shown = now || opened;
+      if (shown.turns) parts.push(shown.turns + (shown.turns === 1 ? " turn" : " turns"));
+      // How it stands: an unfinished turn is said until it ends (the status line says what it is doing).
+      if (shown.status && shown.status !== "complete") parts.push((now ? "" : "when opened: ") + shown.status);
       if (tail.torn) parts.push("the last line is unfinished (being written, or cut short)");
-      labels.textContent = parts.join(" · ");
+      labels.textContent = parts.join(" \u00b7 ");
       let box = document.getElementById("nbagent-problem");
       if (tail.problem && !box) {
         box = el("div", "nbagent-label-warn", "");
@@ -142,28 +251,41 @@
       .then((listing) => {
         const found = listing.sessions.find((s) => s.name === session);
         if (found) {
-          summary = found;
-          title.textContent = found.title || session;
-          document.title = (found.title || session) + " - nbagent";
-          showLabels();
+          opened = found;
+          showHeader();
         }
       })
       .catch(() => {});
+
+    function newTurn(number) {
+      part = el("section", "nbagent-turn");
+      part.dataset.turn = String(number);
+      const heading = el("div", "nbagent-turn-heading", "Turn " + number);
+      heading.setAttribute("role", "heading");
+      heading.setAttribute("aria-level", "2");
+      part.appendChild(heading);
+      transcript.appendChild(part);
+    }
 
     function apply(record) {
       if (record.stream && streamed) {
         streamed.remove();
         streamed = null;
       }
-      if (record.html) transcript.appendChild(inertLocalLinks(record.html)); // sanitized by the server (nh3)
+      if (record.type === "user_msg") newTurn(record.session ? record.session.turns : transcript.querySelectorAll(".nbagent-turn").length + 1);
+      if (record.html) part.appendChild(inertLocalLinks(record.html)); // sanitized by the server (nh3)
       if (typeof record.text === "string") {
         if (!streamed) {
           streamed = el("div", "nbagent-text nbagent-streaming", "");
-          transcript.appendChild(streamed);
+          part.appendChild(streamed);
         }
         streamed.textContent += record.text;
       }
-      if (record.status) status.textContent = "— " + record.status;
+      if (record.status) status.textContent = "\u2014 " + record.status;
+      if (record.session) {
+        now = record.session;
+        showHeader();
+      }
     }
 
     function connect() {
@@ -178,6 +300,7 @@
         apply(record);
         lastSeq = record.seq;
         document.body.dataset.lastSeq = String(lastSeq);
+        grown();
       };
       source.addEventListener("session", (message) => {
         tail = JSON.parse(message.data);
