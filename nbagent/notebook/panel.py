@@ -31,6 +31,8 @@ from .pump import CommPump, current_kernel
 
 BATCH_INTERVAL = 0.1  # seconds between streamed-text updates (at most ~10 widget updates a second)
 DECLINED_NOTE = "The user declined this tool call."
+WORKING = "working…"  # the header's mark while the turn runs (the kernel's own status may read idle: docs/notebook.md)
+WAITING = "waiting for your approval ↓"  # ... and while a question below waits for the user
 
 
 class Panel(CellOutput):
@@ -58,6 +60,7 @@ class Panel(CellOutput):
         self._timer: threading.Timer | None = None
         self._pending: dict[str, widgets.HTML] = {}  # a logged approval question, until the panel asks it itself
         self._asked: set[str] = set()  # calls whose approval the panel's own widget shows, decision included
+        self._waiting = 0  # approvals the panel is asking now (the header says so until each is answered)
         self.header = widgets.HTML(value=self._header_html())
         self.items = widgets.VBox([])
         self.widget = widgets.VBox(
@@ -151,7 +154,14 @@ class Panel(CellOutput):
         self._set(self.header, self._header_html())
 
     def _header_html(self) -> str:
-        return STYLE + render.header_html(self.title, status_line(self.status, self.state), origin=self.origin, link=self.link)
+        header = render.header_html(self.title, status_line(self.status, self.state), origin=self.origin, link=self.link)
+        return STYLE + header + ("" if self.finished else activity_html(waiting=self._waiting > 0))
+
+    def _wait(self, step: int) -> None:
+        """Count an approval asked (1) or answered (-1), and redraw the header's mark."""
+        with self._lock:
+            self._waiting = max(0, self._waiting + step)
+            self._set(self.header, self._header_html())
 
     def recorded(self, then: str) -> None:
         """Say in the header that the events so far come from the log (see :meth:`CellOutput.recorded`)."""
@@ -189,11 +199,11 @@ class Panel(CellOutput):
             if self.finished:
                 return
             self._flush()
+            self.finished = True  # first: the header's last value has no "working…" mark
             if status is not None:
                 self._set_status(status)
             elif self.status not in FINAL_STATUSES:
                 self._set_status("done")
-            self.finished = True
             bundle = self.static_bundle()
         if self.shown:
             from IPython.display import update_display
@@ -239,6 +249,7 @@ class Panel(CellOutput):
 
         question = widgets.HTML(value=_question_html(request, "approval needed"))
         buttons: list[widgets.Button] = []
+        asking = False  # the header says so, until the finally block
         try:  # an interrupt may land anywhere from here on: the finally block always closes the question
             approve = widgets.Button(description="Approve", icon="check", tooltip="run this call")
             decline = widgets.Button(description="Decline", icon="times", tooltip="do not run it; the model is told")
@@ -251,6 +262,7 @@ class Panel(CellOutput):
             with self._lock:
                 self._flush()
                 self._place(request.tool_use_id, box)
+                self._waiting, asking = self._waiting + 1, True
                 self._set_status("waiting for approval")
             if pump is None:
                 while not answered.wait(0.1):  # the kernel's loop delivers the click (it is not blocked by us)
@@ -265,6 +277,8 @@ class Panel(CellOutput):
             for button in buttons:
                 button.disabled = True
             with self._lock:
+                if asking:
+                    self._wait(-1)
                 if answer:
                     verdict = "approved" if answer[0].approved else "declined"
                     self._set(question, f"{question.value} — <b>{verdict}</b>")
@@ -275,15 +289,18 @@ class Panel(CellOutput):
     def _ask_text(self, request: ApprovalRequest) -> Decision:
         with self._lock:
             self._flush()
+            self._waiting += 1
             self._set_status("waiting for approval")
-        print(safe(request.describe()), flush=True)
-        print(safe(request.arguments()), flush=True)
         try:
+            print(safe(request.describe()), flush=True)
+            print(safe(request.arguments()), flush=True)
             reply = input("Approve? [y/N] ").strip().lower()
         except EOFError:
             reply = ""
         except Exception as exc:  # e.g. StdinNotImplementedError: the frontend has no stdin
             return self._nobody(request, reason=f"no way to ask ({type(exc).__name__})")
+        finally:
+            self._wait(-1)
         if reply in ("y", "yes"):
             return Decision(True, "console")
         return Decision(False, "console", DECLINED_NOTE)
@@ -315,6 +332,15 @@ def close_all(root: widgets.Widget) -> None:
         for part in (getattr(widget, "layout", None), getattr(widget, "style", None), widget):
             if isinstance(part, widgets.Widget):
                 part.close()
+
+
+def activity_html(*, waiting: bool) -> str:
+    """The header's mark of a turn that runs: working, or waiting for the user's approval (below); plain text, no colour of its own."""
+    if waiting:
+        style = "font-weight:600;border-left:3px solid var(--jp-warn-color1, #f57c00);padding-left:6px;margin-top:2px"
+        return f'<div class="nbagent-activity nbagent-activity-waiting" role="status" style="{style}">{esc(WAITING)}</div>'
+    style = "font-style:italic;border-left:3px solid var(--jp-brand-color1, #1976d2);padding-left:6px;margin-top:2px"
+    return f'<div class="nbagent-activity" role="status" style="{style}">{esc(WORKING)}</div>'
 
 
 def _question_html(request: ApprovalRequest, label: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .kernel_status import untrack_subshell_requests
 from .saving import pre_save
 
 
@@ -23,6 +24,8 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     """Register the pre-save hook with the server's contents manager (its public hook list), and the session API and page."""
     serverapp.contents_manager.register_pre_save_hook(pre_save)
     serverapp.log.info("nbagent: live agent views are saved as their static copies")
+    if untrack_subshell_requests(serverapp):
+        serverapp.log.info("nbagent: a kernel's subshell requests no longer set its status in the browser (docs/notebook.md)")
     from .app import load_api
 
     load_api(serverapp)
