@@ -20,6 +20,7 @@ from . import history, store, terminal
 from .errors import NbagentError
 from .loop import Loop
 from .model import DEFAULT_MODEL, AnthropicModel, DemoModel, Model, ModelRequest
+from .render.parts import tokens_words
 from .session import Session
 from .stores import ENV, FILES
 from .tools import Tool, tool
@@ -219,7 +220,7 @@ def run_demo(
     notebook = export.export(events, workspace / "demo-transcript.ipynb", source=log)
     markdown = export.export(events, workspace / "demo-transcript.md", source=log)
     out.write(
-        f'sessions: {summary.name}  {summary.turns} turns  {summary.tokens} tokens  {summary.status}  "{history.shorten(summary.title, 50)}"\n'
+        f'sessions: {summary.name}  {summary.turns} turns  {tokens_words(summary.figures) or "no tokens"}  {summary.status}  "{history.shorten(summary.title, 50)}"\n'
     )
     verdict = "OK" if report.ok else "PROBLEMS: " + "; ".join(str(p) for p in report.problems)
     out.write(f"verify:   {verdict} ({report.events} events, {report.size} bytes; {'; '.join(report.notes)})\n")
@@ -245,9 +246,8 @@ def _crash_turn(log: Path, folder: Path, model_name: str | None) -> None:
     with Session.open(log, store=FILES) as session:
         printer = history.Printer(terminal.wrap(sys.stdout), stamps=False)
         session.subscribe(printer, since=session.seq)
-        tools = make_tools(folder, Counter(), crash_after_write=True)
-        # The write tool first, so the offline model (which calls the first tool it can) picks it.
-        Loop(session, tools=(tools[1], tools[0]), model=model, approval="deny", system=SYSTEM).run(REQUESTS[1])
+        tools = make_tools(folder, Counter(), crash_after_write=True)  # the request names append_note: the offline model calls it
+        Loop(session, tools=tools, model=model, approval="deny", system=SYSTEM).run(REQUESTS[1])
         printer.finish()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -156,9 +157,9 @@ def _scrubbed(exc: BaseException) -> BaseException:
 class DemoModel:
     """An offline stand-in for Claude, for trying nbagent without a key. It is not Claude and says so.
 
-    For each request it calls the first tool it can call without guessing
-    arguments (no required parameters, or only a ``path``), then summarises
-    what the tools returned.
+    It reads the request for what it can do without guessing: a tool the request names, else
+    list the folder and read the files the request names that the listing shows (see
+    :func:`_demo_plan`); then it says what the tools returned and what it cannot do.
     """
 
     name = "nbagent-demo (offline, not Claude)"
@@ -171,23 +172,18 @@ class DemoModel:
     def stream(self, request: ModelRequest, on_delta: DeltaSink) -> Reply:
         """Reply deterministically from the conversation so far."""
         self.calls += 1
-        results = _results_since_last_request(request.messages)
-        tool = None if results else _callable_tool(request.tools)
-        if tool is not None:
-            text = self.LABEL + f"I'll start by calling `{tool['name']}`."
-            blocks: list[dict[str, Any]] = [{"type": "text", "text": text}]
-            arguments = {"path": "."} if "path" in tool["input_schema"].get("properties", {}) else {}
-            blocks.append({"type": "tool_use", "id": f"toolu_demo_{len(request.messages):04d}", "name": tool["name"], "input": arguments})
-            stop = "tool_use"
+        asked = _last_request(request.messages)
+        done = _calls_since_last_request(request.messages)
+        steps, missing = _demo_plan(asked, request.tools, done)
+        blocks: list[dict[str, Any]]
+        if len(done) < len(steps):
+            name, arguments = steps[len(done)]
+            what = f" on `{arguments['path']}`" if arguments.get("path", ".") != "." else ""
+            text = self.LABEL + f"I'll call `{name}`{what}."
+            call = {"type": "tool_use", "id": f"toolu_demo_{len(request.messages):04d}", "name": name, "input": arguments}
+            blocks, stop = [{"type": "text", "text": text}, call], "tool_use"
         else:
-            if results:
-                summary = "; ".join(_first_line(r) for r in results)
-                text = (
-                    self.LABEL
-                    + f"The tools returned: {summary}. That's all an offline demo can do; set ANTHROPIC_API_KEY to talk to Claude."
-                )
-            else:
-                text = self.LABEL + "I received your request. Set ANTHROPIC_API_KEY to talk to Claude."
+            text = self.LABEL + _demo_summary(done, missing)
             blocks, stop = [{"type": "text", "text": text}], "end_turn"
         for word in text.split(" "):
             on_delta({"index": 0, "text": word + " "})
@@ -199,27 +195,130 @@ class DemoModel:
         return {"id": f"msg_demo_{self.calls:04d}", "model": self.name, "content": blocks, "stop_reason": stop, "usage": usage}
 
 
-def _results_since_last_request(messages: Sequence[dict[str, Any]]) -> list[Any]:
-    results: list[Any] = []
+@dataclass(frozen=True)
+class _DemoCall:
+    """A call the demo model made since the request, and what came back."""
+
+    name: str
+    input: dict[str, Any]
+    result: str
+    error: bool
+
+
+_NUMBERED = re.compile(r"^\s*\d+\t")
+_FILE_NAME = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.[A-Za-z][A-Za-z0-9]{1,5})(?![\w/-])")  # data.csv, sub/notes.txt
+
+
+def _demo_plan(asked: str, tools: list[dict[str, Any]], done: list[_DemoCall]) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+    """The demo model's calls for ``asked`` given what ``done`` returned so far, and the named files the listing did not show.
+
+    A tool the request names (callable with at most a ``path``) is called; otherwise a listing tool lists the
+    folder and a reading tool reads each file the request names, if the listing shows it.
+    """
+    usable = [t for t in tools if set(t.get("input_schema", {}).get("required", [])) <= {"path"}]
+    files = list(dict.fromkeys(_FILE_NAME.findall(asked)))
+    named = [t for t in usable if re.search(rf"(?<![\w-]){re.escape(t['name'])}(?![\w-])", asked, re.IGNORECASE)]
+    if named:
+        named.sort(key=lambda t: asked.lower().index(t["name"].lower()))
+        return [(t["name"], _demo_arguments(t, files)) for t in named], []
+    lister = next((t for t in usable if "list" in t["name"].lower()), None)
+    reader = next((t for t in usable if "read" in t["name"].lower() and "path" in _properties(t)), None)
+    steps: list[tuple[str, dict[str, Any]]] = []
+    missing: list[str] = []
+    if lister is not None:
+        steps.append((lister["name"], _demo_arguments(lister, [])))
+    listing = done[0].result if lister is not None and done and not done[0].error else None
+    if reader is not None and (lister is None or listing is not None):
+        for file in files:
+            if listing is None or file.rsplit("/", 1)[-1] in listing:
+                steps.append((reader["name"], {"path": file}))
+            else:
+                missing.append(file)
+    if not steps:
+        steps = [(t["name"], {}) for t in usable[:1] if not t.get("input_schema", {}).get("required")]
+    return steps, missing
+
+
+def _properties(tool: dict[str, Any]) -> dict[str, Any]:
+    properties = tool.get("input_schema", {}).get("properties", {})
+    return properties if isinstance(properties, dict) else {}
+
+
+def _demo_arguments(tool: dict[str, Any], files: list[str]) -> dict[str, Any]:
+    """A ``path`` only where the tool requires one: the first file the request names, else the folder."""
+    if "path" not in tool.get("input_schema", {}).get("required", []):
+        return {}
+    return {"path": files[0] if files and "list" not in tool["name"].lower() else "."}
+
+
+def _demo_summary(done: list[_DemoCall], missing: list[str]) -> str:
+    """The demo model's last reply: what each call returned, what was not found, and what only Claude can do."""
+    parts = []
+    for call in done:
+        lines = call.result.strip().splitlines()
+        if call.error:
+            parts.append(f"`{call.name}` failed: {_first_line(call.result)}")
+        elif "list" in call.name.lower():
+            names = [line.split("\t")[0].strip() for line in lines if line.strip()]
+            shown = ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12 else "")
+            parts.append(
+                f"this folder holds {len(names)} {'entry' if len(names) == 1 else 'entries'}: {shown}" if names else "this folder is empty"
+            )
+        elif "path" in call.input:
+            numbered = [_NUMBERED.sub("", line) for line in lines if _NUMBERED.match(line)]  # read_file's "     1\tline"
+            parts.append(f"{call.input['path']} starts with: {(numbered or lines or [''])[0][:120]}")
+        else:
+            parts.append(f"`{call.name}` returned: {_first_line(call.result)}")
+    parts += [f"I see no {file} here" for file in missing]
+    found = ("; ".join(parts) + ". ") if parts else "I received your request. "
+    return (
+        found[0].upper()
+        + found[1:]
+        + (
+            "An offline demo can only list and read files; it cannot write code, plot or reason. "
+            "Set ANTHROPIC_API_KEY in the environment (never in a notebook cell) to talk to Claude."
+        )
+    )
+
+
+def _last_request(messages: Sequence[dict[str, Any]]) -> str:
+    """The text of the latest user request (its last text block: notes to the model come before it)."""
     for message in reversed(messages):
-        if message["role"] != "user" or isinstance(message["content"], str):
-            break
-        blocks = message["content"]
-        if any(b.get("type") == "text" for b in blocks):
-            break
-        results = [b.get("content") for b in blocks if b.get("type") == "tool_result"] + results
-    return results
+        if message["role"] != "user":
+            continue
+        content = message["content"]
+        if isinstance(content, str):
+            return content
+        texts = [b.get("text", "") for b in content if b.get("type") == "text"]
+        if texts:
+            return texts[-1]
+    return ""
 
 
-def _callable_tool(tools: list[dict[str, Any]]) -> dict[str, Any] | None:
-    for tool in tools:
-        required = set(tool.get("input_schema", {}).get("required", []))
-        if required <= {"path"}:
-            return tool
-    return None
+def _calls_since_last_request(messages: Sequence[dict[str, Any]]) -> list[_DemoCall]:
+    """The tool calls made since the latest request, in order, with their results."""
+    results: dict[str, tuple[str, bool]] = {}
+    calls: list[_DemoCall] = []
+    for message in reversed(messages):
+        content = message["content"]
+        if message["role"] == "user":
+            if isinstance(content, str) or any(b.get("type") == "text" for b in content):
+                break
+            for block in content:
+                if block.get("type") == "tool_result":
+                    results[block.get("tool_use_id", "")] = (_text(block.get("content")), bool(block.get("is_error")))
+        elif not isinstance(content, str):
+            for block in reversed(content):
+                if block.get("type") == "tool_use" and block.get("id") in results:
+                    result, error = results[block["id"]]
+                    calls.insert(0, _DemoCall(block["name"], dict(block.get("input") or {}), result, error))
+    return calls
+
+
+def _text(content: Any) -> str:
+    return content if isinstance(content, str) else " ".join(b.get("text", "") for b in content or [] if isinstance(b, dict))
 
 
 def _first_line(content: Any) -> str:
-    text = content if isinstance(content, str) else " ".join(b.get("text", "") for b in content or [])
-    line = (text.strip().splitlines() or [""])[0]
+    line = (_text(content).strip().splitlines() or [""])[0]
     return line[:120]

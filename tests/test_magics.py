@@ -145,7 +145,7 @@ def test_settings_through_config_magic_config_object_and_options(shell, fake):
 def test_user_mistakes_are_usage_errors_and_lose_nothing(shell, fake, tmp_path, monkeypatch):
     assert "request is empty" in usage_error(shell, "%agent")
     assert "request is empty" in usage_error(shell, "%%agent\n  \n")
-    assert "unrecognized arguments: --bogus" in usage_error(shell, "%agent --bogus do it")
+    assert "unrecognized option --bogus. The options are --new," in usage_error(shell, "%agent --bogus do it")
     assert "invalid choice" in usage_error(shell, "%agent --approval maybe do it")
     assert "not a valid session name" in usage_error(shell, "%agent --session ../x do it")
     assert "No session named 'nope'" in usage_error(shell, "%agent --resume nope")

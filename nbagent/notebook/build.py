@@ -16,7 +16,8 @@ from ..session import Session
 from ..tools import Tool
 from . import kernel as nbkernel
 from . import python_tool as pytool
-from .settings import Agent
+from .settings import Agent, context_settings, thinking_setting
+from .usage import usage_errors
 
 
 def view(shell: Any, title: str, *, live: bool = True, session: Session | None = None) -> Any:
@@ -39,6 +40,17 @@ def view(shell: Any, title: str, *, live: bool = True, session: Session | None =
     return panel
 
 
+# Never a way that writes the key into a cell or its output: the notebook file keeps both (and %env echoes it).
+NO_KEY = (
+    "No Anthropic API key in this kernel's environment. Set ANTHROPIC_API_KEY where Jupyter starts: "
+    "`export ANTHROPIC_API_KEY=...` in your shell (or its profile, e.g. ~/.bashrc), then restart Jupyter. "
+    "For this kernel only, without the key appearing anywhere: "
+    "`import os, getpass; os.environ['ANTHROPIC_API_KEY'] = getpass.getpass('Anthropic API key: ')`. "
+    "Do not type the key into a cell: the notebook saves cells and their output. "
+    "Or try the offline demo model (not Claude): `%config Agent.demo = True`."
+)
+
+
 def model(settings: Agent, args: Any) -> Model:
     """Claude by the name given (``--model``, else ``Agent.model``), or the offline demo model."""
     if settings.demo:
@@ -46,10 +58,22 @@ def model(settings: Agent, args: Any) -> Model:
     try:
         return AnthropicModel(args.model or settings.model)
     except NbagentError:
-        raise UsageError(
-            "No Anthropic API key: set ANTHROPIC_API_KEY in the kernel's environment (e.g. `%env ANTHROPIC_API_KEY=...`), "
-            "or try the offline demo model (not Claude) with `%config Agent.demo = True`."
-        ) from None
+        raise UsageError(NO_KEY) from None
+
+
+def problem(settings: Agent, args: Any) -> UsageError | None:
+    """Why a run with these settings and options cannot start (no key, settings that do not fit), or None.
+
+    Checked before a session is opened or created or a panel shown: a request that cannot start shows its error alone.
+    """
+    try:
+        with usage_errors():
+            name = model(settings, args).name
+            context_settings(settings, name)
+            thinking_setting(settings, name)
+    except UsageError as err:
+        return err
+    return None
 
 
 def approval(settings: Agent, args: Any, view: Any) -> Any:

@@ -9,7 +9,6 @@ from typing import Any, cast
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import parse_argstring
 
 from .. import events as ev
 from ..errors import Interrupted
@@ -23,8 +22,8 @@ from . import python_tool as pytool
 from .foreign import calls_not_signed_by_user, untrusted_warning
 from .place import Place, place_of, print_sessions, replay_of, unchecked_place_of
 from .settings import Agent, context_settings, thinking_setting
-from .syntax import agent_arguments, check_agent_line, keep_question_marks, split_request
-from .usage import WRITABLE, usage_errors
+from .syntax import OPTIONS, agent_arguments, check_agent_line, keep_question_marks, split_request
+from .usage import WRITABLE, parse_options, usage_errors
 
 
 @magics_class
@@ -51,15 +50,15 @@ class AgentMagics(Magics):
     def agent(self, line: str, cell: str | None = None) -> None:
         """Ask the Claude agent to do something; the cell runs until the agent's turn ends.
 
-        ``%agent <request>`` or a ``%%agent`` cell whose body is the request. The
-        session is a log beside the notebook (see ``%agent_sessions``), so it
-        survives kernel restarts: re-running this notebook's ``%agent`` cells
-        after a restart shows the recorded turns again without calling the model.
-        ``%agent --compact`` compacts the session now, ``%agent --drop-thinking`` leaves its thinking blocks
-        out of later requests (see docs/notebook.md).
+        %agent REQUEST asks in one line; in a %%agent cell the body is the request
+        (options go on the %%agent line). The session is a log beside the notebook
+        (%agent_sessions lists them), so it survives kernel restarts: re-running
+        this notebook's %agent cells after a restart shows the recorded turns
+        again without calling the model. Settings: %config Agent lists them.
+        More in docs/notebook.md.
         """
         options, request = split_request(line)
-        args = parse_argstring(self.agent, options)
+        args = parse_options(self.agent, options, OPTIONS)
         if cell is not None:
             request = (request + "\n" + cell).strip()
         check_agent_line(args, request)
@@ -70,7 +69,8 @@ class AgentMagics(Magics):
                 elif args.drop_thinking:
                     self._drop_thinking(args)
                 else:
-                    self._serve(self._session(args), args, request)
+                    problem = build.problem(self.settings, args)  # no key, settings that do not fit: before anything is created
+                    self._serve(self._session(args, problem), args, request, problem)
             except Interrupted:
                 pass  # the panel shows the interruption; the next %agent continues the session
 
@@ -102,7 +102,8 @@ class AgentMagics(Magics):
         """Where this notebook's sessions are: the store (``Agent.store``) and its log folder (see :mod:`.place`)."""
         return place_of(self.shell, self.settings)
 
-    def _session(self, args: Any) -> Session:
+    def _session(self, args: Any, problem: UsageError | None = None) -> Session:
+        """The session this cell uses, opened; ``problem`` (why no request can start) is raised rather than create a new one."""
         if self.current is not None and not (args.resume or args.session or args.new):
             current = self._current_session()
             if current is not None:
@@ -121,9 +122,18 @@ class AgentMagics(Magics):
             path = latest or place.new_path()  # after a restart, the most recently active session of this notebook
         session = self.sessions.get((place.source.url, path))
         if session is None or session.closed:
+            if problem is not None and not self._exists(place, path):
+                raise problem  # a new session's cell can only ask: nothing is created for a request that cannot start
             session = self.sessions[(place.source.url, path)] = self._open(place, path)
         self.current, self.current_place = path, place.key
         return session
+
+    @staticmethod
+    def _exists(place: Place, path: Path) -> bool:
+        """Whether the session at ``path`` has been created (a log file, or a database's row)."""
+        if not place.source.url:
+            return path.exists()
+        return any(found.path == path for found in place.sessions())
 
     def _current_session(self) -> Session | None:
         """The current session if it is open and the settings still lead to it (its folder was checked when it was opened)."""
@@ -149,8 +159,11 @@ class AgentMagics(Magics):
         return session
 
     # One cell ---------------------------------------------------------------------------------------
-    def _serve(self, session: Session, args: Any, request: str) -> None:
-        """Do what the restart rule plans for this cell: show, restore, finish, switch session, ask."""
+    def _serve(self, session: Session, args: Any, request: str, problem: UsageError | None = None) -> None:
+        """Do what the restart rule plans for this cell: show, restore, finish, switch session, ask.
+
+        ``problem``: why no model call can start; raised, with no panel, if the plan needs one.
+        """
         path, key = session.path, session.where
         index = self.indexes.setdefault(key, nbkernel.TurnIndex())
         turns = index.update(session)
@@ -177,15 +190,17 @@ class AgentMagics(Magics):
                 f"{untrusted_warning(session)} To continue it, trust it first: `nbagent trust {key}` in a "
                 "terminal shows what it would run and asks you. Or start your own: `%agent --new ...`."
             )
-        self.claims[key] = plan.claims
         live = plan.ask or plan.unfinished == "continue"  # else the cell only shows what the log holds
+        if live and problem is not None:
+            raise problem  # before the claims, the panel and the restore: the cell can be run again as it is
+        self.claims[key] = plan.claims
         view = build.view(self.shell, request or session.state.title or path.stem, live=live, session=session)
         try:
             self._show(session, plan, view, index)
             if plan.show is not None or plan.show_all:
                 recorded = getattr(view, "recorded", None)
                 if recorded is not None:
-                    recorded(restart.AFTER_RECORDED[(plan.ask, plan.unfinished == "continue")])
+                    recorded(restart.after_recorded(plan, turns, nbkernel.KERNEL_ID, self.restored.get(key, set())))
             if not live:
                 view.finish()  # a re-rendered turn is static: shown now, above anything the steps below print
             calls = self._restore(session, plan.restore) if plan.restore else 0
@@ -274,6 +289,9 @@ class AgentMagics(Magics):
         """``%agent --compact``: summarise the session's earlier conversation now (the local path), shown in a panel."""
         if not (args.session or args.resume or self.current is not None or self.place().latest()):
             raise UsageError("There is no session to compact yet in this notebook: `%agent --compact` works on an existing one.")
+        problem = build.problem(self.settings, args)
+        if problem is not None:
+            raise problem
         session = self._session(args)
         if not session.trusted:
             raise UsageError(f"{untrusted_warning(session)} Compacting it would send its history to the model; trust it first.")

@@ -8,7 +8,7 @@ only adapts the rule: it reads the turns, calls :func:`plan`, then renders and r
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -19,6 +19,9 @@ AFTER_RECORDED = {
     (False, True): "its unfinished turn continues below",
     (True, False): "a new request follows",
 }
+# What the header adds when the shown turns' python code made variables the restart took (see after_recorded).
+VARIABLES_GONE = "the variables its python code made went with the old kernel: run `%agent --restore` to re-run that code and get them back"
+VARIABLES_RESTORED = "its python code is re-run to restore the variables it made"
 # The note to the model before the first request after a restart (its {restored} says what --restore re-ran).
 RESTART_NOTE = (
     "[nbagent note: the Jupyter kernel was restarted since the previous turn, so variables, imports and "
@@ -122,6 +125,20 @@ def plan(
         mention_restore=bool(cell.request) and cell.restore,
         restore_only=not cell.request,
     )
+
+
+def after_recorded(plan: Plan, turns: Sequence[Turn], kernel: str, restored: Set[int] = frozenset()) -> str:
+    """What a re-rendered panel's header says after "from the log, recorded ...": what follows, and whether the variables are back.
+
+    ``turns``: the session's turns; ``restored``: the seqs of the turns this kernel has already restored.
+    """
+    then = AFTER_RECORDED[(plan.ask, plan.unfinished == "continue")]
+    shown = (plan.show,) if plan.show is not None else tuple(turns) if plan.show_all else ()
+    made = [t for t in shown if t.kernel != kernel and any(call not in t.failed_calls for call, _ in t.python_calls)]
+    if not made:
+        return then
+    back = set(restored) | {t.seq for t in plan.restore}
+    return f"{then}; {VARIABLES_RESTORED if all(t.seq in back for t in made) else VARIABLES_GONE}"
 
 
 def match(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import inspect
 import re
 from typing import Any
 
@@ -42,11 +44,27 @@ AGENT_ARGUMENTS = (
 )
 
 
+OPTIONS = tuple(a.args[0] for a in AGENT_ARGUMENTS if a.args[0].startswith("-"))  # what an unknown option is compared with
+
+
 def agent_arguments(func: Any) -> Any:
-    """Give ``%agent`` its options (and its help text)."""
+    """Give ``%agent`` its options, and as its docstring (what ``%agent?`` shows) its help in plain text."""
+    description = inspect.cleandoc(func.__doc__ or "")
     for decorate in reversed(AGENT_ARGUMENTS):
         func = decorate(func)
-    return magic_arguments()(func)
+    func = magic_arguments()(func)
+    func.__doc__ = plain_help(description)  # IPython's own help text is reStructuredText ("::", "<{ask,auto,deny}>")
+    return func
+
+
+def plain_help(description: str) -> str:
+    """The usage, ``description`` and options of ``%agent``, as argparse writes them for a terminal."""
+    parser = argparse.ArgumentParser(
+        prog="%agent", description=description, add_help=False, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    for option in AGENT_ARGUMENTS:
+        option.add_to_parser(parser, None)
+    return parser.format_help()
 
 
 def check_agent_line(args: Any, request: str) -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import difflib
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 from IPython.core.error import UsageError
+from IPython.core.magic_arguments import parse_argstring
 from traitlets import TraitError
 
 from ..errors import LogCorruptError, LogLockedError, LogVersionError, ModelError, NbagentError, RefusedRequestError
@@ -38,3 +41,26 @@ def usage_errors(hint: str = "", *, hints: Hints = HINTS, oserror: str = "") -> 
         if not oserror:
             raise
         raise UsageError(oserror.replace("{reason}", str(err.strerror or err))) from None  # not format(): a path may hold braces
+
+
+def parse_options(magic: Any, options: str, known: Sequence[str]) -> Any:
+    """A magic's ``options`` parsed by its argparse parser; an unknown option is a UsageError naming the nearest of ``known``."""
+    try:
+        return parse_argstring(magic, options)
+    except UsageError as err:
+        raise UsageError(unknown_options(str(err), known)) from None
+
+
+def unknown_options(message: str, known: Sequence[str]) -> str:
+    """argparse's "unrecognized arguments: ..." said per option, with the nearest known option; other messages as they are."""
+    prefix = "unrecognized arguments: "
+    if not message.startswith(prefix):
+        return message
+    said = []
+    for given in message[len(prefix) :].split():
+        name = given.split("=", 1)[0]
+        nearest = difflib.get_close_matches(name, known, n=1, cutoff=0.6) if name.startswith("-") else []
+        said.append(f"unrecognized option {given}: did you mean {nearest[0]}?" if nearest else f"unrecognized option {given}.")
+    if not all(s.endswith("?") for s in said):
+        said.append(f"The options are {', '.join(known)}.")
+    return " ".join(said)
