@@ -158,11 +158,12 @@ def test_a_mistyped_option_names_the_right_one(keyless: tuple[Kernel, Path]) -> 
 @pytest.mark.kernel
 def test_agent_help_is_plain_text(keyless: tuple[Kernel, Path]) -> None:
     kernel, _ = keyless
-    for code in ("%agent?", "%%agent?"):
+    for code in ("%agent?", "%%agent?", "%agent_replay?", "%agent_sessions?"):
         _, reply = kernel.execute(code)
         [page] = [p for p in reply["content"]["payload"] if p.get("source") == "page"]
         help_text = re.sub(r"\x1b\[[0-9;]*m", "", page["data"]["text/plain"])
-        assert "usage: %agent" in help_text and "--model NAME" in help_text and "--restore" in help_text
+        if "%agent?" in code:
+            assert "usage: %agent" in help_text and "--model NAME" in help_text and "--restore" in help_text
         for markup in ("``", ":class:", ":mod:", "\n::", "<{"):
             assert markup not in help_text, markup
 

@@ -85,8 +85,8 @@ class AgentMagics(Magics):
     def agent_replay(self, line: str = "") -> None:
         """Replay a past session, read-only: play/pause, speed, a slider over its events, previous/next turn, search.
 
-        ``%agent_replay`` shows this notebook's most recent session; ``%agent_replay SESSION``
-        takes a name from ``%agent_sessions``, a path to a ``.jsonl`` log or a database session's
+        %agent_replay shows this notebook's most recent session; %agent_replay SESSION
+        takes a name from %agent_sessions, a path to a .jsonl log or a database session's
         URL. Nothing is executed and no model is called; a session another kernel is writing is
         followed as it is written.
         """
