@@ -42,6 +42,11 @@ HINT = "Re-run this cell to replay it interactively."
 SUMMARY_EVERY = 2.0  # seconds: while following, the static summary (a whole transcript) is sent again at most this often
 
 
+def _wrapping() -> widgets.Layout:
+    """A row of controls that wraps in a narrow cell rather than cutting their labels (a layout per widget: closing one closes it)."""
+    return widgets.Layout(flex_flow="row wrap", align_items="center")
+
+
 def load_events(path: str | os.PathLike[str]) -> list[ev.Event]:
     """Every complete event of a log, read without locking or repairing it (an unfinished last line is left out).
 
@@ -141,8 +146,10 @@ class Replay(Playback):
         self.widget = widgets.VBox(
             [
                 self.header,
-                widgets.HBox([self.prev_button, self.play_button, self.next_button, self.speed, self.slider, self.reload_button]),
-                widgets.HBox([self.turns, self.times, self.search, self.next_match_button, self.match_count]),
+                widgets.HBox(
+                    [self.prev_button, self.play_button, self.next_button, self.speed, self.slider, self.reload_button], layout=_wrapping()
+                ),
+                widgets.HBox([self.turns, self.times, self.search, self.next_match_button, self.match_count], layout=_wrapping()),
                 self.matches.widget,
                 self.live,
                 self.position,
