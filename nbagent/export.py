@@ -1,10 +1,12 @@
 """Export a session log as a notebook (nbformat) or as Markdown.
 
 Requests and replies become Markdown, the agent's ``python`` tool calls become
-code cells carrying their recorded outputs, other tool calls become Markdown
-with their arguments and results in code fences; a model error, an interruption
-or an approval is one line, worded as the terminal transcript words it
-(:mod:`nbagent.render.text`).  Everything from the model, tools or the user goes
+code cells carrying their recorded outputs (plots and printed output shown, as in
+the panel), other tool calls become Markdown headed by the row that says what the
+call did (:mod:`nbagent.render.rows`), with their arguments and results in code
+fences; a model error or an interruption is one line, worded as the terminal
+transcript words it (:mod:`nbagent.render.text`), and an approval says what it was
+decided with.  Everything from the model, tools or the user goes
 through :mod:`nbagent.render.markdown`: no raw HTML, no remote image, no script link.
 """
 
@@ -37,10 +39,13 @@ from .render.parts import (
     note_words,
     request_parts,
     server_compaction_words,
-    state_context,
     text_of,
     thinking_words,
+    tokens_line,
+    tool_name,
 )
+from .render.rows import Row, call_row, decision_words, result_row
+from .usage import Tokens
 
 __all__ = [
     "FORMATS",
@@ -135,7 +140,8 @@ def _compaction(event: ev.Event, calls: Calls, names: ToolNames) -> Iterator[Par
 
 def _decision(event: ev.Event, calls: Calls, names: ToolNames) -> Iterator[Part]:
     if event.get("decision") in ("approved", "declined"):
-        yield from _line(event, calls, names)
+        name = tool_name(names, event.get("tool_use_id"))
+        yield Part("note", event["seq"], f"Approval of {name}: {decision_words(event['decision'], event.get('by'), event.get('note'))}")
 
 
 # What each event type besides a request adds to an export; the others (streamed text, model calls, notes, ...) add nothing.
@@ -186,14 +192,12 @@ def _header(state: fold.State, source: Path, events: list[ev.Event]) -> str:
         f"# Agent session: {title}",
         "",
         f"Exported by nbagent from {plain(source.name)} (session {plain(state.session_id[:12])}), "
-        f"{state.turns} turn(s), {sum(state.usage.values())} tokens.",
+        f"{state.turns} turn(s)" + (f": {plain(line)}." if (line := tokens_line(Tokens.of_state(state))) else "."),
     ]
     if models:
         lines.append(f"Model: {plain(', '.join(models))}.")
     if state.compactions:
         lines.append(f"The context was compacted {state.compactions} time(s) for the model; this export holds the whole history.")
-    if state.context_tokens:
-        lines.append(f"After the last reply: {plain(state_context(state))} tokens.")
     lines.append("Code cells are the agent's recorded `python` tool calls with the outputs recorded at the time.")
     return "\n".join(lines)
 
@@ -211,14 +215,27 @@ def _result_sections(part: Part, *, label: str, image_alt: str | None) -> list[s
     return sections
 
 
+def row_markdown(row: Row) -> str:
+    """A tool row (see :mod:`nbagent.render.rows`) as one line of Markdown: the lead in bold, the code as code."""
+    head = " ".join(part for part in (f"**{plain(row.lead)}**" if row.lead else "", code_span(row.code) if row.code else "") if part)
+    return head + "".join(f" · {plain(fact)}" for fact in row.facts)
+
+
+def _row(part: Part) -> Row:
+    if part.result is None:
+        lead, code, _, _ = call_row(part.name, part.arguments)
+        return Row(lead, code, ("did not finish",), True)
+    return result_row(part.name, part.arguments, part.result, is_error=part.is_error)
+
+
 def _call_markdown(part: Part, *, images: bool) -> str:
-    label = "Tool error" if part.is_error else "Tool call"
-    head = [f"**{label}:** {code_span(part.name)}", "", fenced(json.dumps(part.arguments, indent=2, ensure_ascii=False), "json")]
+    arguments = fenced(json.dumps(part.arguments, indent=2, ensure_ascii=False), "json")
+    head = [row_markdown(_row(part)), "", f"Arguments of {code_span(part.name)}:", "", arguments]
     return "\n".join(head + _result_sections(part, label="Result:", image_alt="tool image" if images else None))
 
 
 def _python_markdown(part: Part) -> str:
-    head = ["**Python** (run by the agent)", "", fenced(part.arguments["code"], "python")]
+    head = [row_markdown(_row(part)), "", fenced(part.arguments["code"], "python")]
     return "\n".join(head + _result_sections(part, label="Error:" if part.is_error else "Output:", image_alt="output image"))
 
 

@@ -75,7 +75,7 @@ def test_show_prints_the_transcript(workspace: Path) -> None:
     code, out, _ = cli("show", the_log(workspace).stem)
     assert code == 0
     assert "Compute 1+1 and read data.csv" in out and '-> read_file({"path": "data.csv"})' in out
-    assert "Goodbye!" in out and "result of python:" in out
+    assert "Goodbye!" in out and "ran python · 1 plot · 1 line of output" in out
 
 
 def test_tail_since_n(workspace: Path) -> None:

@@ -309,7 +309,7 @@ def test_printer_shows_a_readable_transcript(recorded: Path) -> None:
         "request:\n    Compute 1+1 and read data.csv",
         '-> python({"code": "print(1 + 1)"})',
         "running python (write)",
-        "result of read_file:",
+        "read data.csv\n    contents of dat",
         "contents of dat",
         "more characters]",
         "The answer is 2",

@@ -83,8 +83,8 @@ def test_real_run_through_the_sdk_fills_the_panel(fake: FakeAnthropic, client: a
     panel.finish()
     values = [child.value for child in panel.items.children]
     assert "what is 2+3?" in values[0]
-    assert any("<b>add</b>" in v and "&quot;a&quot;: 2" in v and "<details" in v for v in values)
-    assert any("result of <b>add</b>" in v and ">5</pre>" in v for v in values)
+    assert any("<summary><code>add(a=2, b=3)</code>" in v and "&quot;a&quot;: 2" in v and "<details" in v for v in values)
+    assert any("<code>add(a=2, b=3)</code> · returned 5" in v and ">5</pre>" in v for v in values)
     assert "The sum is <strong>5</strong>." in values[-1]
     assert panel.status == "done" and "done" in panel.header.value
     assert panel.usage["output_tokens"] == expected_usage["output_tokens"] > 0
@@ -93,7 +93,7 @@ def test_real_run_through_the_sdk_fills_the_panel(fake: FakeAnthropic, client: a
     assert set(bundle) == {"text/html", "text/plain"}  # finished: the transcript alone, no widget to go missing
     assert "The sum is <strong>5</strong>." in bundle["text/html"]
     assert f"{expected_usage['output_tokens']:,} out" in bundle["text/html"]  # the static header has the tokens too
-    assert "result of add:\n    5" in bundle["text/plain"] and "\n    The sum is **5**." in bundle["text/plain"]
+    assert "called add(a=2, b=3) · returned 5\n    5" in bundle["text/plain"] and "\n    The sum is **5**." in bundle["text/plain"]
 
 
 def test_events_from_the_loop_thread_and_the_flush_timer_do_not_interleave(
@@ -147,7 +147,7 @@ def test_statuses_errors_and_interruption() -> None:
     panel.finish()
     assert panel.status == "interrupted"  # finish keeps a final status
     text = panel.bundle()["text/plain"]
-    assert "approval approved by panel for rm" in text and "interrupted (during tools)" in text
+    assert "rm: approved by you in the panel" in text and "interrupted (during tools)" in text
     assert any("model error</span> Overloaded" in c.value for c in panel.items.children)
 
 
@@ -174,7 +174,7 @@ def test_text_view_streams_plain_text(fake: FakeAnthropic, client: anthropic.Ant
         "assistant (tool_use; TOKENS)\n"
         '    -> add({"a": 1, "b": 1})\n'
         "running add (write)\n"
-        "result of add:\n    2\n"
+        "called add(a=1, b=1) · returned 2\n    2\n"
         "calling claude-test\n"
         "  assistant> Two.\n"  # streamed as it came, so not repeated under the finished message
         "assistant (end_turn; TOKENS)\n"
@@ -250,12 +250,12 @@ def test_the_live_panel_draws_an_approval_once_and_the_static_transcript_shows_t
     assert sum(request.describe() in v for v in values) == 1  # the logged question was replaced, not repeated
     assert any("declined: no person can answer here" in v for v in values) and not any("by nobody" in v for v in values)
     static = panel.static_bundle()["text/html"]
-    assert static.count(request.describe()) == 1 and "declined</span> by nobody: <b>rm</b>" in static
+    assert static.count("Call rm?") == 1 and "declined:</span> Approval was needed but no person can answer here" in static
     replayed = Panel("the same events re-rendered")  # nothing asks: the logged question and decision, once each
     for event in [*events, {"type": "approval", "seq": 4, "tool_use_id": "t1", "decision": "declined", "by": "nobody"}]:
         replayed(event)
     shown = "".join(child.value for child in replayed.items.children)
-    assert shown.count(request.describe()) == 1 and shown.count("by nobody") == 1
+    assert shown.count("Call rm?") == 1 and shown.count("declined:</span> nobody could answer here") == 1
 
 
 def test_a_finished_panel_is_static_and_its_widgets_are_closed() -> None:

@@ -98,7 +98,7 @@ def test_markdown_renders_what_a_model_writes() -> None:
     html = render.markdown_html(
         "# Title\n\n**bold** `code` ~~gone~~ [site](https://example.org)\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n```python\nx = 1\n```"
     )
-    for expected in ("<h1>Title</h1>", "<strong>bold</strong>", "<code>code</code>", "<s>gone</s>", "<table>", "<pre><code>x = 1"):
+    for expected in ("<h1>Title</h1>", "<strong>bold</strong>", "<code>code</code>", "<s>gone</s>", "<table>", '<pre class="nbagent-code"><code><span class="pg-n">x</span>'):
         assert expected in html
     assert 'href="https://example.org"' in html and 'rel="noopener noreferrer nofollow"' in html
 
@@ -132,9 +132,9 @@ def test_transcript_text_and_html_name_tools_and_mark_errors() -> None:
     ]
     text = transcript_text(events, title="T", status="done")
     assert text.splitlines()[0] == "T — done"
-    assert '    -> ls({"path": "."})' in text and "error from ls:\n    boom" in text and "    It failed." in text
+    assert '    -> ls({"path": "."})' in text and "called ls(path='.') · error: boom\n    boom" in text and "    It failed." in text
     html = render.transcript_html(events)
-    assert "error from <b>ls</b>" in html and "<details" in html and "It failed." in html
+    assert "<code>ls(path=&#x27;.&#x27;)</code> · error: boom" in html and "nbagent-result-error" in html and "It failed." in html
 
 
 def test_long_tool_results_are_cut_in_the_view() -> None:
@@ -190,7 +190,7 @@ def test_an_abandoned_call_is_a_note_naming_its_tool_and_the_approval_is_drawn_o
     html = render.transcript_html(SESSION)
     assert "the call to shell from the request before was not run: a new request came first" in html
     assert "error from" not in html
-    assert html.count("Run python?") == 1 and "approved</span> by panel: <b>python</b>" in html
+    assert html.count("Run this Python code?") == 1 and "approved</span> by you in the panel" in html
     assert "note: the call to shell from the request before was not run" in transcript_text(SESSION)
     started = {**SESSION[12], "abandoned": "unknown_outcome"}
     assert "was interrupted while it ran: its outcome is unknown" in render.event_html(started, tool_names={"t2": "shell"})

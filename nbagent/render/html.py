@@ -16,6 +16,7 @@ so Light and Dark both read; the fallbacks are for pages without them (nbconvert
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import re
@@ -31,7 +32,6 @@ from ..fold import Asides, to_model
 from .hosts import local_link
 from .parts import (
     Start,
-    ToolNames,
     abandoned_words,
     checked_image,
     clip,
@@ -51,16 +51,34 @@ from .parts import (
     thinking_words,
     tool_name,
 )
-from .style import STYLE
+from .rows import PYTHON, Row, ToolCalls, Work, call_row, decision_words, input_of, question, result_row, work
+from .style import ALIGN_CLASSES, STYLE
 from .view import stream_effect
 
 Event = Mapping[str, Any]
 
 ALLOWED_TAGS = frozenset(
-    "a b blockquote br code del em h1 h2 h3 h4 h5 h6 hr i li ol p pre s strong sub sup table tbody td th thead tr ul".split()
+    "a b blockquote br code del em h1 h2 h3 h4 h5 h6 hr i li ol p pre s span strong sub sup table tbody td th thead tr ul".split()
 )
 ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}}
 MAX_TOOL_TEXT = 20_000  # characters of a tool result shown before it is cut (the log keeps all of it)
+MAX_HIGHLIGHT = 100_000  # characters of a code block in an answer highlighted (a longer one is shown plain)
+
+
+def _token_classes() -> frozenset[str]:
+    """The classes pygments gives highlighted code (``pg-k``, ``pg-s1``, ...): the only classes a span may keep."""
+    from pygments.token import STANDARD_TYPES  # type: ignore[import-untyped]
+
+    return frozenset(f"pg-{short}" for short in STANDARD_TYPES.values() if short)
+
+
+# The only classes sanitized HTML keeps: highlighted code's, and a table cell's alignment (style.py styles them all).
+ALLOWED_CLASSES = {
+    "span": set(_token_classes()),
+    "pre": {"nbagent-code"},
+    "th": set(ALIGN_CLASSES.values()),
+    "td": set(ALIGN_CLASSES.values()),
+}
 
 
 def _no_local_href(element: str, attribute: str, value: str) -> str | None:
@@ -72,6 +90,7 @@ _cleaner = nh3.Cleaner(
     tags=set(ALLOWED_TAGS),
     clean_content_tags={"script", "style", "iframe", "object", "embed", "svg", "math", "template", "noscript"},
     attributes={tag: set(names) for tag, names in ALLOWED_ATTRIBUTES.items()},
+    allowed_classes=ALLOWED_CLASSES,
     url_schemes={"http", "https", "mailto"},
     url_relative="deny",  # a relative link would point into the Jupyter server itself
     attribute_filter=_no_local_href,  # and so would an absolute one to this machine
@@ -106,9 +125,46 @@ def _inert_local_links(state: Any) -> None:
                     child.type, child.tag, child.nesting, child.content = "text", "", 0, f" ({shown})" if shown else ""
 
 
-_markdown = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
+def _aligned_cells(state: Any) -> None:
+    """A table column's alignment (markdown-it writes it as a style, which the sanitizer drops) as one of style.py's classes."""
+    for token in state.tokens:
+        if token.type in ("th_open", "td_open") and token.attrs:
+            align = ALIGN_CLASSES.get(str(token.attrs.pop("style", "")))
+            if align:
+                token.attrs["class"] = align
+
+
+@functools.lru_cache(maxsize=64)
+def _lexer(language: str) -> Any:
+    """The pygments lexer of a code block's language (None if pygments has none by that name)."""
+    from pygments.lexers import get_lexer_by_name  # type: ignore[import-untyped]
+    from pygments.util import ClassNotFound  # type: ignore[import-untyped]
+
+    try:
+        return get_lexer_by_name(language) if language else None
+    except ClassNotFound:
+        return None
+
+
+def _highlight(code: str, language: str, attributes: str) -> str:
+    """A fenced code block of an answer, highlighted as tool code is ('' leaves it to markdown-it: plain and escaped)."""
+    lexer = _lexer(language.lower()[:40])
+    if lexer is None or len(code) > MAX_HIGHLIGHT:
+        return ""
+    return f'<pre class="nbagent-code"><code>{_highlighted(code, lexer)}</code></pre>'
+
+
+def _highlighted(code: str, lexer: Any) -> str:
+    from pygments import highlight  # type: ignore[import-untyped]  # (installed with IPython; it has no type stubs)
+    from pygments.formatters import HtmlFormatter  # type: ignore[import-untyped]
+
+    return str(highlight(code, lexer, HtmlFormatter(nowrap=True, classprefix="pg-")))
+
+
+_markdown = MarkdownIt("commonmark", {"html": False, "highlight": _highlight}).enable(["table", "strikethrough"])
 _markdown.add_render_rule("image", _image_as_link)
 _markdown.core.ruler.push("nbagent_local_links", _inert_local_links)
+_markdown.core.ruler.push("nbagent_aligned_cells", _aligned_cells)
 
 
 def sanitize(fragment: str) -> str:
@@ -137,14 +193,13 @@ def _details(summary: str, body: str, *, error: bool = False, open_: bool = Fals
     return f'<details class="{kind}"{" open" if open_ else ""}><summary>{summary}</summary>{body}</details>'
 
 
-def python_html(code: str) -> str:
-    """Python source as highlighted, escaped HTML (pygments escapes the code; the colours are the stylesheet's)."""
-    from pygments import highlight  # type: ignore[import-untyped]  # (installed with IPython; it has no type stubs)
-    from pygments.formatters import HtmlFormatter  # type: ignore[import-untyped]
-    from pygments.lexers import PythonLexer  # type: ignore[import-untyped]
+def python_html(code: str, *, whole: bool = False) -> str:
+    """Python source as highlighted, escaped HTML (pygments escapes the code; the colours are the stylesheet's).
 
-    code = clip(code, MAX_TOOL_TEXT, note="more characters in the log")
-    return f'<pre class="nbagent-code">{highlight(code, PythonLexer(), HtmlFormatter(nowrap=True, classprefix="pg-"))}</pre>'
+    Cut at MAX_TOOL_TEXT characters unless ``whole`` (an approval question shows all of what will run).
+    """
+    code = code if whole else clip(code, MAX_TOOL_TEXT, note="more characters in the log")
+    return f'<pre class="nbagent-code">{_highlighted(code, _lexer("python"))}</pre>'
 
 
 def image_html(block: Mapping[str, Any]) -> str:
@@ -155,33 +210,73 @@ def image_html(block: Mapping[str, Any]) -> str:
     return f"<p><i>[image not shown: {esc(image)}]</i></p>"
 
 
-def _result_html(content: Any) -> str:
+def _result_html(content: Any, *, images: bool = True) -> str:
     parts = []
     for block in content_blocks(content):
         kind = block.get("type")
         if kind == "text":
             parts.append(_pre(str(block.get("text", ""))))
         elif kind == "image":
-            parts.append(image_html(block))
+            parts.append(image_html(block) if images else "")
         else:
             parts.append(_pre(dumps(block)))
     return "".join(parts)
 
 
+def row_html(row: Row) -> str:
+    """A row's words: the lead in bold, the path, command or call as code, then its facts."""
+    head = " ".join(
+        part for part in (f"<b>{esc(row.lead)}</b>" if row.lead else "", f"<code>{esc(row.code)}</code>" if row.code else "") if part
+    )
+    return head + "".join(f" · {esc(fact)}" for fact in row.facts)
+
+
 def tool_call_html(name: str, arguments: Any) -> str:
-    """A collapsed tool call: its name, and its arguments inside (the python tool's code highlighted, others as JSON)."""
+    """A collapsed tool call: what it asks for in one row, its arguments inside (the python tool's code highlighted, others as JSON)."""
     if name == PYTHON and isinstance(arguments, dict) and isinstance(arguments.get("code"), str):
         rest = {k: v for k, v in arguments.items() if k != "code"}
         body = python_html(arguments["code"]) + (_pre(json.dumps(rest, ensure_ascii=False, indent=2, default=str)) if rest else "")
     else:
         body = _pre(json.dumps(arguments, ensure_ascii=False, indent=2, default=str))
-    return _details(f"call to <b>{esc(name)}</b>", body)
+    return _details(row_html(call_row(name, arguments)), body)
 
 
-def tool_result_html(name: str, content: Any, *, is_error: bool = False) -> str:
-    """A collapsed tool result (text, images); errors are marked."""
-    label = "error from" if is_error else "result of"
-    return _details(f"{label} <b>{esc(name)}</b>", _result_html(content), error=is_error)
+def work_html(shown: Work) -> str:
+    """The work a result shows open (see :func:`nbagent.render.rows.work`): images, printed output, an error."""
+    parts = [
+        image_html(b) if b.get("type") == "image" else f'<pre class="nbagent-output">{esc(b.get("text", ""))}</pre>' for b in shown.blocks
+    ]
+    if shown.more:
+        parts.append(
+            f'<div class="nbagent-dim">… {shown.more:,} more line{"s" if shown.more != 1 else ""}: open the row above for the whole result</div>'
+        )
+    return f'<div class="nbagent-work">{"".join(parts)}</div>' if parts else ""
+
+
+def tool_result_html(name: str, content: Any, *, is_error: bool = False, arguments: Any = None) -> str:
+    """A tool result: one row saying what the call did (``arguments``: its input), the work shown open, the raw result collapsed."""
+    row, shown = result_row(name, arguments, content, is_error=is_error), work(name, content, is_error=is_error)
+    summary = row_html(row)
+    head = _details(summary, _result_html(content, images=False)) if shown.raw else f'<div class="nbagent-row">{summary}</div>'
+    return f'<div class="nbagent-result{" nbagent-result-error" if row.error else ""}">{head}{work_html(shown)}</div>'
+
+
+def approval_html(name: str, arguments: Any, reason: Any, *, logged: str = "", label: str = "approval needed") -> str:
+    """An approval question in plain words ("Run this shell command?"), with all of what will run shown as code.
+
+    ``arguments`` None: the call's input is not known here, and ``logged`` (the log's own question) is shown.
+    """
+    asked = question(name, arguments, reason, logged)
+    code = python_html(asked.code, whole=True) if asked.language == "python" else f'<pre class="nbagent-code">{esc(asked.code)}</pre>'
+    why = f' <span class="nbagent-dim">{esc(asked.why)}</span>' if asked.why else ""
+    shown = f'<div class="nbagent-approval-code">{code}</div>' if asked.code else ""
+    return f'<div class="nbagent-approval"><span class="nbagent-label">{esc(label)}</span> {esc(asked.question)}{why}{shown}</div>'
+
+
+def decision_html(decision: Any, by: Any, note: Any = "") -> str:
+    """What an approval was decided, and with what: 'approved by you in the panel'."""
+    verdict, _, rest = decision_words(decision, by, note).partition(" ")
+    return f'<div class="nbagent-approval nbagent-decided"><span class="nbagent-label">{esc(verdict)}</span> {esc(rest)}</div>'
 
 
 def note_html(words: str, *, label: str = "note") -> str:
@@ -206,14 +301,15 @@ def header_html(title: str, status: str = "", *, origin: str = "", link: str = "
     """
     line = f'<b>{esc(title)}</b> <span class="nbagent-dim">— {esc(status)}</span>' if status else f"<b>{esc(title)}</b>"
     if link:
-        line += f' <a class="nbagent-origin" href="{esc(link)}" target="_blank" rel="noopener">live view in a browser tab</a>'
+        line += (
+            f' <a class="nbagent-origin nbagent-live-link" href="{esc(link)}" target="_blank" rel="noopener">live view in a browser tab</a>'
+        )
     where = f'<div class="nbagent-origin">{esc(origin)}</div>' if origin else ""
     return f'<div class="nbagent-header">{line}{where}</div>'
 
 
 # One function per event type ---------------------------------------------------------------------------
-PYTHON = "python"  # the notebook's python tool (nbagent.notebook.python_tool.NAME): its code is shown as code
-Names = Mapping[str, str]
+Names = Mapping[str, str]  # a ToolCalls (nbagent.render.rows) also knows each call's input: its rows then say more
 
 
 class Context(NamedTuple):
@@ -264,7 +360,7 @@ def _tool_result(e: Event, c: Context) -> str:
     name = tool_name(c.names, e.get("tool_use_id"))
     if e.get("abandoned"):
         return note_html(abandoned_words(name, e.get("abandoned")))
-    return tool_result_html(name, e.get("content"), is_error=bool(e.get("is_error")))
+    return tool_result_html(name, e.get("content"), is_error=bool(e.get("is_error")), arguments=input_of(c.names, e.get("tool_use_id")))
 
 
 def _model_error(e: Event, c: Context) -> str:
@@ -272,12 +368,14 @@ def _model_error(e: Event, c: Context) -> str:
 
 
 def _approval(e: Event, c: Context) -> str:
-    decision = e.get("decision")
-    if decision == "pending":
-        return f'<div class="nbagent-approval"><span class="nbagent-label">approval asked</span> {esc(e.get("question", ""))}</div>'
-    note = f" ({esc(e['note'])})" if e.get("note") else ""
-    name = esc(tool_name(c.names, e.get("tool_use_id")))
-    return f'<div class="nbagent-approval"><span class="nbagent-label">{esc(decision)}</span> by {esc(e.get("by", "?"))}: <b>{name}</b>{note}</div>'
+    if e.get("decision") == "pending":
+        call = e.get("tool_use_id")
+        known = str(call) in getattr(c.names, "inputs", {})
+        logged = str(e.get("question", ""))
+        return approval_html(
+            tool_name(c.names, call), input_of(c.names, call) if known else None, e.get("reason"), logged=logged, label="approval asked"
+        )
+    return decision_html(e.get("decision"), e.get("by"), e.get("note"))
 
 
 def _interrupted(e: Event, c: Context) -> str:
@@ -329,8 +427,10 @@ def transcript_html(events: Iterable[Event], *, title: str = "", status: str = "
     ``start``: where the session stood before the first event (for a view that starts mid-session).
     """
     listed = list(events)
-    known, asides = start.fresh()[:2] if start is not None else (ToolNames(), Asides())
-    known.update(ToolNames.of_events(listed))
+    names, asides = start.fresh()[:2] if start is not None else ({}, Asides())
+    known = ToolCalls(names)
+    for event in listed:
+        known.learn(event)
     parts: list[str] = []
     stream: list[str] = []  # streamed text stays where a stream was cut off, as the live panel showed it
     finished = superseded_starts(listed)  # a compaction's "in progress" line, once the compaction itself is there

@@ -18,6 +18,8 @@ def _rule(selectors: str, declarations: str) -> str:
     return f"& {f':is({selectors})' if ',' in selectors else selectors}{{{declarations}}}"
 
 
+# A Markdown table column's alignment: markdown-it's inline style, and the class the sanitized HTML carries instead.
+ALIGN_CLASSES = {"text-align:right": "nbagent-right", "text-align:center": "nbagent-center"}
 TEXT = "var(--jp-content-font-color1,#1a1a1a)"
 DIM = "var(--jp-content-font-color2,#555)"  # 4.6:1 on white in Light, 9.5:1 on #111 in Dark
 BORDER = "1px solid var(--jp-border-color2,#e0e0e0)"
@@ -53,6 +55,8 @@ _RULES = "".join(
         _rule("table", "border-collapse:collapse"),
         _rule("th,td", "border:1px solid var(--jp-border-color1,#bdbdbd);padding:2px 8px;text-align:left"),
         _rule("th", "font-weight:bold") + _rule("img", "max-width:100%"),
+        _rule(".nbagent-right", "text-align:right;font-variant-numeric:tabular-nums"),  # a table column's (outranks th,td)
+        _rule(".nbagent-center", "text-align:center"),
         _rule(".nbagent-header", f"border-bottom:{BORDER};margin-bottom:4px;padding-bottom:2px"),
         _rule(".nbagent-dim,.nbagent-origin,.nbagent-gutter", f"color:{DIM}"),
         _rule(".nbagent-origin,.nbagent-gutter", "font-size:0.9em"),
@@ -60,7 +64,15 @@ _RULES = "".join(
         _rule(".nbagent-user,.nbagent-note,.nbagent-approval,.nbagent-error", "margin:4px 0;padding-left:6px"),
         _rule(".nbagent-request", "white-space:pre-wrap"),
         _rule(".nbagent-note", "font-style:italic;border-left:3px solid var(--jp-border-color1,#bdbdbd)"),
-        _rule(".nbagent-error,.nbagent-tool-error>summary", "border-left:3px solid var(--jp-error-color1,#b00020);padding-left:6px"),
+        _rule(
+            ".nbagent-error,.nbagent-tool-error>summary,.nbagent-result-error",
+            "border-left:3px solid var(--jp-error-color1,#b00020);padding-left:6px",
+        ),
+        _rule(".nbagent-result", "margin:4px 0"),
+        _rule(".nbagent-work", "margin:2px 0 4px 1.2em"),  # under its row, as a cell's output is under its code
+        _rule(".nbagent-row", "padding-left:1.2em"),  # in line with the summaries of the collapsible rows
+        _rule(".nbagent-approval-code", "max-height:16em;overflow:auto"),  # all of what will run, never cut
+        _rule(".nbagent-live-link", "white-space:nowrap"),
         _rule(".nbagent-approval", "border-left:3px solid var(--jp-warn-color0,#e65100)"),
         _rule(".nbagent-tool>summary,.nbagent-compaction summary", "cursor:pointer"),
         _rule(".nbagent-compaction", "margin:4px 0;padding-left:6px;border-left:3px double var(--jp-brand-color1,#1976d2)"),

@@ -17,7 +17,6 @@ from .. import redact, terminal
 from ..fold import Asides, to_model
 from .parts import (
     Start,
-    ToolNames,
     abandoned_words,
     clip,
     compacting_words,
@@ -41,6 +40,7 @@ from .parts import (
     usage_text,
     when,
 )
+from .rows import ToolCalls, decision_words, input_of, question, result_row, work
 from .view import stream_effect
 
 __all__ = ["SHOW", "Printer", "Shown", "clip", "show", "shorten", "text_of", "transcript", "transcript_text", "when"]
@@ -118,11 +118,13 @@ def _model_error(e: Mapping[str, Any], c: Context) -> Shown:
 
 
 def _approval(e: Mapping[str, Any], c: Context) -> Shown:
-    name = tool_name(c.names, e.get("tool_use_id"))
+    call = e.get("tool_use_id")
+    name = tool_name(c.names, call)
     if e.get("decision") == "pending":
-        return Shown(f"approval asked for {name}: {e.get('question', '')}")
-    note = f" ({e['note']})" if e.get("note") else ""
-    return Shown(f"approval {e.get('decision')} by {e.get('by', '?')} for {name}{note}")
+        known = str(call) in getattr(c.names, "inputs", {})
+        asked = question(name, input_of(c.names, call) if known else None, e.get("reason"), str(e.get("question", "")))
+        return Shown(f"approval asked: {asked.question}" + (f" {asked.why}" if asked.why else ""), asked.code)
+    return Shown(f"{name}: {decision_words(e.get('decision'), e.get('by'), e.get('note'))}")
 
 
 def _tool_started(e: Mapping[str, Any], c: Context) -> Shown:
@@ -136,8 +138,14 @@ def _tool_result(e: Mapping[str, Any], c: Context) -> Shown:
     name = tool_name(c.names, e.get("tool_use_id"))
     if e.get("abandoned"):
         return Shown(f"note: {abandoned_words(name, e.get('abandoned'))}")
-    label = "error from" if e.get("is_error") else "result of"
-    return Shown(f"{label} {name}:", clip(text_of(e.get("content")), c.result_limit))
+    content, is_error = e.get("content"), bool(e.get("is_error"))
+    row = result_row(name, input_of(c.names, e.get("tool_use_id")), content, is_error=is_error)
+    shown = work(name, content, is_error=is_error)
+    if not shown.blocks:  # nothing is the work to show: the raw result, cut (a terminal has no collapsed rows)
+        return Shown(row.text, clip(text_of(content), c.result_limit))
+    body = "\n".join(text_of([b]) for b in shown.blocks)
+    more = f"\n… {shown.more:,} more line{'s' if shown.more != 1 else ''} in the log" if shown.more else ""
+    return Shown(row.text, clip(body, c.result_limit) + more)
 
 
 def _interrupted(e: Mapping[str, Any], c: Context) -> Shown:
@@ -233,7 +241,7 @@ class Printer:
         self.result_limit = result_limit
         self.deltas = deltas
         self.stamps = stamps
-        self.names = ToolNames()
+        self.names = ToolCalls()
         self.asides = Asides()  # what the fold puts before the next request
         self._streamed = False  # text was streamed since the last event line
         self._held: list[str] = []  # streamed text not shown live (deltas=False)
