@@ -163,8 +163,9 @@ def test_status_lines(kind: str, payload: dict[str, object], words: str | None) 
 # Context use ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("count", "short"),
-    [(0, "0"), (950, "950"), (1000, "1k"), (8_200, "8.2k"), (9_999, "10k"), (143_456, "143k"), (1_000_000, "1M"), (1_250_000, "1.2M")],
-)
+    [(0, "0"), (950, "950"), (1000, "1k"), (8_200, "8.2k"), (9_999, "10k"), (12_892, "12.9k"), (99_960, "100k"), (143_456, "143k"),
+     (1_000_000, "1M"), (1_250_000, "1.2M")],
+)  # fmt: skip
 def test_short_tokens(count: int, short: str) -> None:
     assert short_tokens(count) == short
 

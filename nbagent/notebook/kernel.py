@@ -17,6 +17,7 @@ from .. import events as ev
 from ..fold import Asides
 from ..render.parts import Start, ToolNames
 from ..session import Session
+from ..usage import totals
 from .python_tool import NAME as PYTHON
 from .restart import Turn, request_key
 
@@ -106,6 +107,7 @@ class TurnIndex:
         self._starts: dict[int, Start] = {}  # by a turn's seq, where it differs from a fresh start
         self._open = ToolNames()  # calls not answered yet
         self._asides = Asides()
+        self._usage = dict.fromkeys(ev.USAGE_KEYS, 0)  # the session's tokens so far: a re-rendered turn shows them as its panel did
 
     def start(self, seq: int) -> Start:
         """Where the session stood just before the request of the turn ``seq``: the calls still open, the notes to the model."""
@@ -121,14 +123,17 @@ class TurnIndex:
                 turn = Turn(event["seq"], event["seq"], request_text(event), meta.get("cell_id"), meta.get("kernel"))
                 self.positions.setdefault(request_key(turn.request), []).append(len(self.turns))
                 self.turns.append(turn)
-                if self._open or self._asides != Asides():
-                    self._starts[turn.seq] = Start(self._open, self._asides).fresh()
+                if self._open or self._asides != Asides() or any(self._usage.values()):
+                    self._starts[turn.seq] = Start(self._open, self._asides, usage=tuple(self._usage.items())).fresh()
             elif self.turns and kind == ev.ASSISTANT_MSG:
                 calls = [(b["id"], b["input"]["code"]) for b in event.get("content") or [] if _python_call(b)]
                 if calls:
                     self.turns[-1] = replace(self.turns[-1], python_calls=self.turns[-1].python_calls + tuple(calls))
             elif self.turns and kind == ev.TOOL_RESULT and event.get("is_error"):
                 self.turns[-1] = replace(self.turns[-1], failed_calls=self.turns[-1].failed_calls | {event["tool_use_id"]})
+            if kind == ev.ASSISTANT_MSG:  # as the fold counts them (server compactions' tokens included)
+                for key, count in totals(event.get("usage")).items():
+                    self._usage[key] += count
             self._open.learn(event)
             if kind == ev.TOOL_RESULT:
                 self._open.pop(str(event["tool_use_id"]), None)

@@ -174,21 +174,24 @@ class ToolNames(dict[str, str]):
 class Start(NamedTuple):
     """Where a view that begins mid-session starts: the names of the calls still open, what the fold puts before the next request.
 
-    ``context``: the tokens the last reply's request and reply took, and the window (see :func:`context_text`).
+    ``context``: the tokens the last reply's request and reply took, and the window (see :func:`context_text`);
+    ``usage``: the session's summed usage counts so far, so that a view of one turn shows the session's tokens as every view does.
     """
 
     names: ToolNames
     asides: Asides
     context: tuple[int, int] = (0, 0)
+    usage: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def of_state(cls, state: State) -> Start:
         """Where ``state`` stands (copied: the state goes on changing)."""
-        return cls(ToolNames.of_state(state), Asides.of_state(state), (state.context_tokens, state.window))
+        usage = tuple(state.usage.items())
+        return cls(ToolNames.of_state(state), Asides.of_state(state), (state.context_tokens, state.window), usage)
 
     def fresh(self) -> Start:
         """A copy to render with (renderers change what they are given as they go)."""
-        return Start(ToolNames(self.names), replace(self.asides, notes=list(self.asides.notes)), self.context)
+        return Start(ToolNames(self.names), replace(self.asides, notes=list(self.asides.notes)), self.context, self.usage)
 
 
 def tool_name(names: Mapping[str, str] | None, tool_use_id: Any) -> str:
@@ -306,11 +309,11 @@ def with_usage(status: str, usage: Mapping[str, int], context: str = "") -> str:
 
 
 def short_tokens(count: int) -> str:
-    """A token count, short: '950', '8.2k', '143k', '1.2M'."""
+    """A token count, short: '950', '8.2k', '12.9k', '143k', '1.2M'."""
     if count < 1000:
         return str(count)
     if count < 1_000_000:
-        return f"{count / 1000:.1f}k".replace(".0k", "k") if count < 10_000 else f"{count // 1000}k"
+        return f"{count / 1000:.1f}k".replace(".0k", "k") if count < 100_000 else f"{count // 1000}k"
     return f"{count / 1_000_000:.1f}M".replace(".0M", "M")
 
 

@@ -16,8 +16,9 @@ from .. import redact
 from ..fold import Asides, State
 from ..history.summary import Summary, from_state
 from ..render import html
-from ..render.parts import ToolNames, kind_of, with_usage
-from ..render.view import STARTING, follow, status, stream_effect
+from ..render.parts import kind_of
+from ..render.rows import ToolCalls
+from ..render.view import STARTING, follow, status, status_line, stream_effect
 
 
 def request_line(content: Any) -> str:
@@ -35,7 +36,7 @@ class Presenter:
     """Follows a session from its first event and gives each event's stream record (tool names, notes, stream, status)."""
 
     def __init__(self) -> None:
-        self.names = ToolNames()
+        self.names = ToolCalls()  # names and inputs: each result row says what its call did
         self.asides = Asides()
         self.state = State()
         self.stream: list[str] = []
@@ -69,7 +70,7 @@ class Presenter:
             "html": fragment,
             "stream": effect,
             "text": text,
-            "status": with_usage(self.status, self.state.usage),
+            "status": status_line(self.status, self.state),  # the tokens as every view says them (render/parts.tokens_line)
         }
         if text is None:  # a delta changes nothing of this: the stream stays small
             record["session"] = self.session()

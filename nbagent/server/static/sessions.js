@@ -123,7 +123,7 @@
     }
     const table = el("table", "nbagent-sessions");
     const head = table.createTHead().insertRow();
-    for (const name of ["Notebook", "Session", "Title", "Turns", "Tokens", "Status", "Who wrote it", "Last activity"]) {
+    for (const name of ["Notebook", "Session", "Title", "Turns", "Tokens", "Context", "Status", "Who wrote it", "Last activity"]) {
       head.appendChild(el("th", "", name));
     }
     const body = table.createTBody();
@@ -137,7 +137,8 @@
       row.insertCell().appendChild(link);
       row.insertCell().textContent = s.title || "-";
       row.insertCell().textContent = s.turns;
-      row.insertCell().textContent = s.tokens;
+      row.insertCell().textContent = s.tokens_text || "-"; // the words every view says them in (render/parts.tokens_words)
+      row.insertCell().textContent = s.context;
       row.insertCell().textContent = s.status;
       row.insertCell().textContent = s.trust || "unreadable";
       row.insertCell().textContent = when(s.last_ts);
