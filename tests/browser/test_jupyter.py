@@ -472,7 +472,7 @@ def readout(output: Any) -> int:
 
 def shown_outside_lists(output: Any, words: str) -> int:
     """How often ``words`` are visible in an output, not counting the replay's list of matches."""
-    return visible_text(output).count(words) - sum(visible_text(s).count(words) for s in output.locator("select").all())
+    return visible_text(output).count(words) - sum(visible_text(s).count(words) for s in output.locator(".nbagent-match").all())
 
 
 def test_replay_plays_scrubs_and_searches(restarted: dict[str, Any], lab: Jupyter) -> None:
@@ -486,7 +486,7 @@ def test_replay_plays_scrubs_and_searches(restarted: dict[str, Any], lab: Jupyte
     assert readout(output) == 1, f"replay: a fresh replay should show event 1; it shows {readout(output)}"
     assert shown_outside_lists(output, "Stone Town") == 0, "replay: at event 1 the first answer is already shown"
 
-    # Search (from event 1): matches are counted and listed; choosing one jumps there and shows it.
+    # Search (from event 1): matches are counted and listed in context; choosing one jumps there and shows it.
     search = output.locator("input[type=text], input:not([type])").first
     search.fill("Stone Town")
     count = wait_until(
@@ -495,17 +495,12 @@ def test_replay_plays_scrubs_and_searches(restarted: dict[str, Any], lab: Jupyte
         lambda: f"replay: searching shows no match count; {shorten(visible_text(output))}",
     )
     assert int(count.group(1)) >= 1, f"replay: searching 'Stone Town' (in the first answer) found {count.group(0)}"
-    listing = output.locator("select[size], select[multiple]").first  # the list of matches, not the speed dropdown
-    wait_until(lambda: listing.is_visible() and listing.locator("option").count() >= 1, 10, "replay: the matches are not listed")
-    label = listing.locator("option").first.inner_text()
-    listing.select_option(index=0)
-    wanted = re.match(r"#(\d+)", label.strip())
-    if wanted:
-        wait_until(
-            lambda: readout(output) == int(wanted.group(1)),
-            10,
-            lambda: f"replay: choosing the match {label!r} should jump to event {wanted.group(1)}; the slider shows {readout(output)}",
-        )
+    listing = output.locator(".nbagent-match").first  # a row per match: its turn, the text around it, a Show button
+    wait_until(listing.is_visible, 10, "replay: the matches are not listed")
+    label = visible_text(listing)
+    assert "Stone Town" in label and re.search(r"Turn \d", label), f"replay: a match is not shown in context with its turn: {label!r}"
+    listing.get_by_role("button", name="Show").click()
+    wait_until(lambda: readout(output) > 1, 10, lambda: f"replay: choosing the match {label!r} did not move the slider")
     wait_until(
         lambda: shown_outside_lists(output, "Stone Town") > 0,
         10,
