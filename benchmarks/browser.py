@@ -1,4 +1,4 @@
-"""In the browser: how long after the last streamed delta of a 20,000-character answer the panel is finished.
+"""In the browser: how long after the last streamed delta of a 20,000-character answer the panel is finished; and the swap.
 
 A real JupyterLab server and headless Chromium (tests/browser/harness.py, as the browser tests use them),
 the kernel talking to the project's fake Anthropic server on 127.0.0.1.  One ``%agent`` cell streams a
@@ -10,7 +10,15 @@ the kernel talking to the project's fake Anthropic server on 127.0.0.1.  One ``%
   (a MutationObserver in the page, Date.now(); the kernel and Chromium share the machine's clock);
 - *settled*: the last change to the output after that (the live view torn down, the static transcript in).
 
-Usage: ``python -m benchmarks.browser [--runs N]``; prints the median of the runs (not asserted anywhere).
+With ``--swap`` (issue 22, point 8), what the end of a turn does to the page: a turn with a python tool row and a
+streamed answer, in a notebook with cells below it, in view.  When the live panel's widgets show the whole answer
+(*answered*), the kernel makes the cell's output the static transcript (*swapped*: the output holds the transcript and
+no live widget any more).  Measured: answered -> swapped, the last logged event -> swapped, and the Cumulative Layout
+Shift of that swap (Chromium's ``layout-shift`` entries from answered to one second after swapped, a PerformanceObserver
+in the page); once as the panel is, and once with every row the user could open opened during the turn.  The code
+measured is whatever ``nbagent`` the kernels import: run it with ``PYTHONPATH`` set to another checkout to measure that.
+
+Usage: ``python -m benchmarks.browser [--runs N] [--swap]``; prints the median of the runs (not asserted anywhere).
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from typing import Any
 from nbagent import events as ev
 from nbagent.reader import read_events
 from tests.browser.harness import Jupyter, JupyterServer, kernel_env, launch_chromium, wait_stable, write_notebook
-from tests.fake_anthropic import FakeAnthropic, text
+from tests.fake_anthropic import FakeAnthropic, text, tool_use
 
 LENGTH = 20_000
 NOTEBOOK = "long-answer.ipynb"
@@ -91,8 +99,83 @@ def measure_once(jupyter: Jupyter, server: JupyterServer, fake: FakeAnthropic, n
     return {"finished": record["finished"] - last, "settled": record["last"] - last, "mutations": record["mutations"]}
 
 
-def run(runs: int) -> list[dict[str, float]]:
-    """Start the fake API, JupyterLab and Chromium; measure ``runs`` long answers."""
+SWAP_NOTEBOOK = "swap.ipynb"
+SWAP_ENDING = "That is all the dhows."
+SWAP_ANSWER = (
+    "## Dhows in the harbour\n\nThe ledger lists **two** moorings; the count is below.\n\n"
+    "| Mooring | Dhows |\n|---|---:|\n| North | 5 |\n| South | 7 |\n\n"
+    "Three times the total is 36, which matches the harbour master's note for the season.\n\n" + SWAP_ENDING
+)
+BELOW = ["# md\n## Below the agent cell\n\nA note the user wrote under the agent's cell.", "print('a cell below')"]
+
+# Watches one output area through the end of a turn: when the live panel shows ``tail``, when the output is the static
+# transcript, its height on each side of the swap, and every layout shift (``open``: open each row of the live panel).
+SWAP_JS = """
+([el, tail, open]) => {
+  const record = {answered: null, swapped: null, swappedEpoch: null, liveHeight: null, staticHeight: null, shifts: []};
+  const live = () => el.querySelector('.jupyter-widgets.nbagent, .widget-vbox.nbagent, .lm-Widget.nbagent');
+  const check = () => {
+    const panel = live();
+    if (panel) {
+      if (open) panel.querySelectorAll('details:not([open])').forEach((d) => { d.open = true; });
+      record.liveHeight = el.getBoundingClientRect().height;
+      if (record.answered === null && panel.innerText.includes(tail)) record.answered = performance.now();
+    } else if (record.swapped === null && el.querySelector('.nbagent-transcript')) {
+      record.swapped = performance.now();
+      record.swappedEpoch = Date.now();
+      requestAnimationFrame(() => requestAnimationFrame(() => { record.staticHeight = el.getBoundingClientRect().height; }));
+    }
+  };
+  new MutationObserver(check).observe(el, {subtree: true, childList: true, characterData: true, attributes: true});
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) record.shifts.push({at: e.startTime, value: e.value, input: e.hadRecentInput});
+  }).observe({type: 'layout-shift', buffered: false});
+  window.__nbagentSwap = record;
+}
+"""
+
+
+def last_event_time(log_folder: Path) -> float:
+    """The timestamp of the last event in the notebook's session log."""
+    [log] = sorted(log_folder.glob("*.jsonl"))
+    return max(float(e["ts"]) for e in read_events(log))
+
+
+def measure_swap(jupyter: Jupyter, server: JupyterServer, fake: FakeAnthropic, number: int, *, open_rows: bool) -> dict[str, float]:
+    """Run one turn in a new notebook with cells below it; the swap's times (ms) and layout shift."""
+    name = f"run{number}-{'open-' if open_rows else ''}{SWAP_NOTEBOOK}"
+    write_notebook(server.root / name, ["%load_ext nbagent", "%agent Count the dhows", *BELOW])
+    fake.script(
+        tool_use("python", {"code": "dhows = [5, 7]\nprint(sum(dhows) * 3)"}, text="I will count them."),
+        text(SWAP_ANSWER, chunks=40, delay=0.02),
+    )
+    jupyter.open(name)
+    jupyter.run_cell(name, 0)
+    jupyter.wait_idle(name)
+    cell = jupyter.cell(name, 1)
+    cell.evaluate("(el) => el.scrollIntoView({block: 'start'})")
+    output = cell.locator(".jp-Cell-outputArea, .jp-OutputArea").first
+    output.evaluate(f"(el) => ({SWAP_JS})([el, {SWAP_ENDING!r}, {str(open_rows).lower()}])")
+    jupyter.run_cell(name, 1)
+    jupyter.wait_idle(name)
+    wait_stable(output, quiet=2.0, timeout=60)
+    record: dict[str, Any] = jupyter.page.evaluate("() => window.__nbagentSwap")
+    if record["answered"] is None or record["swapped"] is None:
+        raise RuntimeError(f"the swap was not seen: {record}; the output shows {output.inner_text()[:300]!r}")
+    window = [s for s in record["shifts"] if record["answered"] - 50 <= s["at"] <= record["swapped"] + 1000 and not s["input"]]
+    last = last_event_time(server.root / ".nbagent" / name) * 1000
+    jupyter.shutdown_kernel(name)
+    jupyter.close(name)
+    return {
+        "answered_to_swapped": record["swapped"] - record["answered"],
+        "logged_to_swapped": record["swappedEpoch"] - last,
+        "cls": sum(s["value"] for s in window),
+        "height_change": (record["staticHeight"] or 0) - (record["liveHeight"] or 0),
+    }
+
+
+def run(runs: int, *, swap: bool = False) -> list[dict[str, float]]:
+    """Start the fake API, JupyterLab and Chromium; measure ``runs`` long answers (``swap``: ``runs`` swaps each way)."""
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory(prefix="nbagent-browser-bench-") as folder, FakeAnthropic() as fake:
@@ -105,6 +188,12 @@ def run(runs: int) -> list[dict[str, float]]:
                     page = browser.new_page(viewport={"width": 1280, "height": 1000})
                     jupyter = Jupyter(page, server)
                     jupyter.start()
+                    if swap:
+                        return [
+                            {"open_rows": float(opened), **measure_swap(jupyter, server, fake, n, open_rows=opened)}
+                            for n in range(1, runs + 1)
+                            for opened in (False, True)
+                        ]
                     return [measure_once(jupyter, server, fake, n) for n in range(1, runs + 1)]
                 finally:
                     browser.close()
@@ -116,8 +205,13 @@ def main(argv: list[str] | None = None) -> int:
     """Measure and print."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="long answers to measure (default 3); the median is printed")
+    parser.add_argument(
+        "--swap", action="store_true", help="measure the end of a turn: live panel -> static transcript, and its layout shift"
+    )
     args = parser.parse_args(argv)
     started = time.monotonic()
+    if args.swap:
+        return print_swaps(run(args.runs, swap=True), started)
     results = run(args.runs)
     for n, r in enumerate(results, 1):
         print(
@@ -129,6 +223,26 @@ def main(argv: list[str] | None = None) -> int:
         f"{LENGTH:,}-character answer in JupyterLab: last streamed delta -> finished panel {finished:.0f} ms, "
         f"-> output settled {settled:.0f} ms (medians of {len(results)}; whole benchmark {time.monotonic() - started:.0f} s)"
     )
+    return 0
+
+
+def print_swaps(results: list[dict[str, float]], started: float) -> int:
+    """Print each swap and the medians, rows as shown and every row opened."""
+    for r in results:
+        rows = "every row opened" if r["open_rows"] else "rows as shown"
+        print(
+            f"{rows}: answered -> swapped {r['answered_to_swapped']:.0f} ms, last logged event -> swapped {r['logged_to_swapped']:.0f} ms, "
+            f"CLS {r['cls']:.4f}, output height {r['height_change']:+.0f} px"
+        )
+    for opened in (0.0, 1.0):
+        some = [r for r in results if r["open_rows"] == opened]
+        rows = "every row opened" if opened else "rows as shown"
+        median = {k: statistics.median(r[k] for r in some) for k in ("answered_to_swapped", "logged_to_swapped", "cls", "height_change")}
+        print(
+            f"median, {rows}: answered -> swapped {median['answered_to_swapped']:.0f} ms, last logged event -> swapped "
+            f"{median['logged_to_swapped']:.0f} ms, CLS {median['cls']:.4f}, output height {median['height_change']:+.0f} px ({len(some)} runs)"
+        )
+    print(f"whole benchmark {time.monotonic() - started:.0f} s")
     return 0
 
 

@@ -31,6 +31,13 @@ from .pump import CommPump, current_kernel
 
 BATCH_INTERVAL = 0.1  # seconds between streamed-text updates (at most ~10 widget updates a second)
 DECLINED_NOTE = "The user declined this tool call."
+# The live panel laid out as the static transcript that replaces it (output.py): no widget margins, minimum heights
+# or box padding, the transcript's line height; so the swap at the end of a turn moves nothing below it.
+LIVE_STYLE = (
+    "<style>.nbagent.nbagent.nbagent .widget-html,.nbagent.nbagent.nbagent.widget-box,.nbagent.nbagent.nbagent .widget-box"
+    "{margin:0;padding:0;height:auto;min-height:0}"
+    ".nbagent.nbagent.nbagent .widget-html-content{height:auto;min-height:0;line-height:1.5}</style>"
+)
 WORKING = "working…"  # the header's mark while the turn runs (the kernel's own status may read idle: docs/notebook.md)
 WAITING = "waiting for your approval ↓"  # ... and while a question below waits for the user
 
@@ -63,10 +70,7 @@ class Panel(CellOutput):
         self._waiting = 0  # approvals the panel is asking now (the header says so until each is answered)
         self.header = widgets.HTML(value=self._header_html())
         self.items = widgets.VBox([])
-        self.widget = widgets.VBox(
-            [self.header, self.items],
-            layout=widgets.Layout(border="1px solid var(--jp-border-color2, #e0e0e0)", padding="4px 8px"),
-        )
+        self.widget = widgets.VBox([self.header, self.items])  # laid out as the static transcript is (LIVE_STYLE)
         self.widget.add_class("nbagent")
 
     # Receiving events ----------------------------------------------------------------------------
@@ -155,7 +159,7 @@ class Panel(CellOutput):
 
     def _header_html(self) -> str:
         header = render.header_html(self.title, status_line(self.status, self.state), origin=self.origin, link=self.link)
-        return STYLE + header + ("" if self.finished else activity_html(waiting=self._waiting > 0))
+        return STYLE + LIVE_STYLE + ("" if self.finished else activity_html(waiting=self._waiting > 0)) + header
 
     def _wait(self, step: int) -> None:
         """Count an approval asked (1) or answered (-1), and redraw the header's mark."""
@@ -335,11 +339,15 @@ def close_all(root: widgets.Widget) -> None:
 
 
 def activity_html(*, waiting: bool) -> str:
-    """The header's mark of a turn that runs: working, or waiting for the user's approval (below); plain text, no colour of its own."""
+    """The header's mark of a turn that runs: working, or waiting for the user's approval (below); plain text, no colour of its own.
+
+    It floats at the right of the header's first line: no line of its own, so the transcript that replaces the
+    panel (without it) is as high as the panel was.
+    """
     if waiting:
-        style = "font-weight:600;border-left:3px solid var(--jp-warn-color1, #f57c00);padding-left:6px;margin-top:2px"
+        style = "float:right;margin-left:8px;font-weight:600;border-left:3px solid var(--jp-warn-color1, #f57c00);padding-left:6px"
         return f'<div class="nbagent-activity nbagent-activity-waiting" role="status" style="{style}">{esc(WAITING)}</div>'
-    style = "font-style:italic;border-left:3px solid var(--jp-brand-color1, #1976d2);padding-left:6px;margin-top:2px"
+    style = "float:right;margin-left:8px;font-style:italic;border-left:3px solid var(--jp-brand-color1, #1976d2);padding-left:6px"
     return f'<div class="nbagent-activity" role="status" style="{style}">{esc(WORKING)}</div>'
 
 
