@@ -22,6 +22,7 @@ from nbagent.notebook import magics as nbmagics
 from nbagent.notebook.replay import Replay, load_events
 from nbagent.render import html, style
 from nbagent.render.parts import gap, when
+from nbagent.render.rows import ToolCalls
 from nbagent.render.timeline import REPLAY_STYLE
 from tests.fake_anthropic import FakeAnthropic, text, tool_use
 from tests.test_render import without_our_styles
@@ -103,7 +104,7 @@ def test_scrubbing_shows_each_event_as_the_live_panel_rendered_it(fake, client, 
     assert replay.position.value == '<div class="nbagent-position">before the first turn</div>'  # no times until asked
     replay.times.value = True
 
-    names = {b["id"]: b["name"] for e in events if e["type"] == "assistant_msg" for b in e["content"] if b["type"] == "tool_use"}
+    names = ToolCalls.of_events(events)  # the calls' names and inputs, as the live panel knew them
     for number, event in enumerate(events, 1):
         replay.slider.value = number
         assert replay.index == number - 1

@@ -12,6 +12,7 @@ from .. import events as ev
 from ..fold import Asides, State
 from ..render import html as render
 from ..render.parts import Start, ToolNames, timestamp, when
+from ..render.rows import ToolCalls
 from ..render.text import transcript_text
 from ..render.view import FINAL_STATUSES, STARTING, follow, status, status_line
 
@@ -27,7 +28,7 @@ class CellOutput:
         self.events: list[ev.Event] = []  # every event shown, for the static transcript
         self.start = Start(ToolNames(), Asides())  # where the session stood before the first event
         self.finished = False
-        self._tool_names = ToolNames()
+        self._tool_names = ToolCalls()  # names and inputs: a result's row says what its call did
         self._asides = Asides()
 
     @property

@@ -20,7 +20,8 @@ from ..fold import Asides, State
 from ..terminal import safe
 from . import html, text
 from .matches import Found, Part, parts_of, search
-from .parts import ToolNames, esc, gap, kind_of, request_parts, shorten, superseded_starts, text_of, timestamp, when
+from .parts import esc, gap, kind_of, request_parts, shorten, superseded_starts, text_of, timestamp, when
+from .rows import ToolCalls
 from .style import ROOT, STYLE
 from .view import STARTING, follow, status, status_line, stream_effect
 
@@ -65,7 +66,7 @@ class Timeline:
         meta = self.events[0].get("meta") if self.events else None
         recorded = meta.get("notebook") if isinstance(meta, dict) else None
         self.notebook = recorded if isinstance(recorded, str) and recorded else notebook
-        self.names = ToolNames.of_events(self.events)
+        self.names = ToolCalls.of_events(self.events)  # names and inputs: each result row says what its call did
         self.times = [timestamp(e) for e in self.events]
         self.gaps: list[float | None] = [None]
         self.gaps += [(b - a) if a is not None and b is not None else None for a, b in zip(self.times, self.times[1:])]
