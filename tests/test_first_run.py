@@ -137,7 +137,7 @@ def test_a_start_without_a_key_shows_the_error_alone_and_never_suggests_writing_
         status, messages, said = cell(kernel, code)
         assert status == "error"
         error = stream(messages, "stderr")  # IPython shows a UsageError as one line on stderr
-        assert error.startswith("UsageError: No Anthropic API key") and error.count("\n") == 1
+        assert error.startswith("UsageError: No Anthropic API key") and "Traceback" not in error
         # The error alone: no panel (no widget, no display), so no header saying "done" above it.
         assert [m["msg_type"] for m in messages if m["msg_type"] in ("display_data", "update_display_data", "comm_open")] == []
         assert stream(messages, "stdout") == "" and "done" not in said
@@ -237,3 +237,26 @@ def test_after_a_restart_the_rerendered_turn_says_its_variables_are_gone_and_how
         assert "restored kernel state by re-running 1 recorded python call" in kernel.run("%agent --restore")
         assert "42" in kernel.run("print(x)")
     assert len(fake.requests) == 3
+
+
+@pytest.mark.kernel
+def test_the_getpass_advice_sets_the_key_for_this_kernel_without_showing_it(fake: FakeAnthropic, tmp_path: Path) -> None:
+    """The no-key error's "this kernel only" line, followed as written: the key reaches the API, and no output or log."""
+    env = {k: v for k, v in kernel_env().items() if not k.startswith("ANTHROPIC_")} | {"ANTHROPIC_BASE_URL": fake.base_url}
+    key = "sk-ant-first-run-" + "k" * 24
+    fake.script(text("Hello."))
+    with Kernel(tmp_path, env) as kernel:
+        kernel.run("%load_ext nbagent")
+        advice = stream(kernel.execute("%agent hello")[0], "stderr")
+        [line] = [line for line in advice.splitlines() if "getpass" in line]
+        code = line[line.index("`") + 1 : line.rindex("`")]
+        msg_id = kernel.send(code, allow_stdin=True)
+        prompt = kernel.kc.get_stdin_msg(timeout=30)
+        assert prompt["content"]["password"] is True
+        kernel.kc.input(key)
+        reply, shown_text = kernel.wait(msg_id)
+        assert reply["status"] == "ok" and key not in shown_text
+        assert "Hello." in kernel.run("%agent hello")
+    sent = [r.headers.get("x-api-key") or r.headers.get("authorization", "").removeprefix("Bearer ") for r in fake.requests]
+    assert sent == [key]  # the SDK sends it as x-api-key or as a bearer token, by version
+    assert not [p for p in tmp_path.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]

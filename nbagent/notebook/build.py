@@ -42,11 +42,12 @@ def view(shell: Any, title: str, *, live: bool = True, session: Session | None =
 
 # Never a way that writes the key into a cell or its output: the notebook file keeps both (and %env echoes it).
 NO_KEY = (
-    "No Anthropic API key in this kernel's environment. Set ANTHROPIC_API_KEY where Jupyter starts: "
-    "`export ANTHROPIC_API_KEY=...` in your shell (or its profile, e.g. ~/.bashrc), then restart Jupyter. "
-    "For this kernel only, without the key appearing anywhere: "
-    "`import os, getpass; os.environ['ANTHROPIC_API_KEY'] = getpass.getpass('Anthropic API key: ')`. "
-    "Do not type the key into a cell: the notebook saves cells and their output. "
+    "No Anthropic API key in this kernel's environment. Set ANTHROPIC_API_KEY outside the notebook "
+    "(a notebook saves its cells and their output, so never type the key into one):\n"
+    "  - for every kernel: `export ANTHROPIC_API_KEY=...` in the shell that starts Jupyter (or in its profile, "
+    "e.g. ~/.bashrc), then restart Jupyter;\n"
+    "  - for this kernel only, typed into a password box: "
+    "`import os, getpass; os.environ['ANTHROPIC_API_KEY'] = getpass.getpass('Anthropic API key: ')`.\n"
     "Or try the offline demo model (not Claude): `%config Agent.demo = True`."
 )
 
