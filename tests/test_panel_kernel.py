@@ -139,7 +139,7 @@ def test_decline_in_a_real_run_gives_the_model_an_error_result_and_the_tool_neve
     assert not marker.exists()
     assert "result True The user declined this tool call." in stdout(messages)
     update = next(m for m in messages if m["msg_type"] == "update_display_data")
-    assert "declined by panel" in update["content"]["data"]["text/plain"]
+    assert "declined by you in the panel" in update["content"]["data"]["text/plain"]
 
 
 def test_interrupting_a_pending_approval_stops_the_cell_and_the_kernel_stays_usable(kernel: Kernel) -> None:
@@ -229,4 +229,4 @@ def test_a_rerendered_turn_starts_where_its_session_stood(fake: FakeAnthropic, t
     marker = "the previous request was interrupted before it was answered"
     assert marker not in first and marker in second and marker not in third
     assert second.index(marker) < second.index("second question</span>")
-    assert "error from <b>shell</b>" in third and "error from <b>tool</b>" not in third
+    assert "<b>ran a shell command</b> · error: interrupted" in third and "tool()" not in third  # the call an earlier turn made
