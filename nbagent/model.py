@@ -48,12 +48,17 @@ class Model(Protocol):
     def stream(self, request: ModelRequest, on_delta: DeltaSink) -> Reply: ...
 
 
+def has_api_key() -> bool:
+    """Whether the environment gives the SDK a key (or a token) to call the API with."""
+    return bool(os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"))
+
+
 class AnthropicModel:
     """Claude through the official SDK: streaming, prompt caching; one attempt per call (the loop owns retries)."""
 
     def __init__(self, name: str = DEFAULT_MODEL, *, client: anthropic.Anthropic | None = None) -> None:
         if client is None:
-            if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
+            if not has_api_key():
                 raise NbagentError(
                     "No Anthropic API key: set ANTHROPIC_API_KEY in the environment (or pass client=anthropic.Anthropic(...)). "
                     "To try nbagent without a key, use the offline demo model: `nbagent demo`."

@@ -11,7 +11,7 @@ from IPython.core.error import UsageError
 from .. import approval as approvals
 from .. import toolkit
 from ..errors import NbagentError
-from ..model import AnthropicModel, DemoModel, Model
+from ..model import AnthropicModel, DemoModel, Model, has_api_key
 from ..session import Session
 from ..tools import Tool
 from . import kernel as nbkernel
@@ -67,9 +67,11 @@ def problem(settings: Agent, args: Any) -> UsageError | None:
 
     Checked before a session is opened or created or a panel shown: a request that cannot start shows its error alone.
     """
+    if not settings.demo and not has_api_key():
+        return UsageError(NO_KEY)  # the model itself is made later: a client costs ~30 ms, a re-rendered cell ~2 ms
+    name = DemoModel.name if settings.demo else args.model or settings.model
     try:
         with usage_errors():
-            name = model(settings, args).name
             context_settings(settings, name)
             thinking_setting(settings, name)
     except UsageError as err:
