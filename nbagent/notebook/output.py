@@ -42,6 +42,7 @@ class CellOutput:
         if not self.events:
             self.start, self._asides = start.fresh(), start.fresh().asides
             self.state.context_tokens, self.state.window = start.context  # the header's "context 143k / 200k" from the start
+            self.state.usage.update(start.usage)  # and the session's tokens so far (render/parts.tokens_line), as every view shows them
 
     def recorded(self, then: str) -> None:
         """Say in the header that the events so far come from the log: when they were recorded, and ``then`` what."""
