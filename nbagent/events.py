@@ -160,10 +160,12 @@ class InterruptedEvent(TypedDict):
 
 
 class Note(TypedDict):
-    kind: NotRequired[str]  # e.g. kernel_restarted, replay_mismatch, kernel_state_restored
+    kind: NotRequired[str]  # e.g. kernel_restarted, notebook_context, replay_mismatch, kernel_state_restored
     text: NotRequired[str]  # what people read
     to_model: NotRequired[str]  # what the model reads: the fold puts it before the next request's own content
     action: NotRequired[str]  # kind "stop": what the stop rule decided for the reply before it (stops.py)
+    budget: NotRequired[int]  # kind "notebook_context": the note's limit in characters (Agent.notebook_context_budget)
+    left_out: NotRequired[dict[str, int]]  # kind "notebook_context": how many cells, variables, names gone did not fit
 
 
 class Trust(TypedDict):

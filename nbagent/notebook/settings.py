@@ -20,6 +20,7 @@ DEFAULT_SYSTEM_PROMPT = (
     "notebook's kernel (its variables are shared with the user's cells) and the file tools to look at files. "
     "Be concise; show results rather than describing them."
 )
+DEFAULT_NOTEBOOK_BUDGET, MIN_NOTEBOOK_BUDGET, MAX_NOTEBOOK_BUDGET = 4_000, 1_000, 100_000  # characters
 BUILTIN_TOOLS = (pytool.NAME, "read_file", "write_file", "edit_file", "list_files", "shell")
 
 
@@ -104,6 +105,21 @@ class Agent(Configurable):
         "that takes only budgets), or a token budget of at least 1024 below Agent.max_tokens (adaptive, with a note, "
         "where the model takes no budget). Shown collapsed in the panel, redacted wherever shown or exported.",
     ).tag(config=True)
+    # What the model is told at each new turn about the notebook (docs/notebook.md, "What the agent knows of the notebook").
+    notebook_context = Enum(
+        ("auto", "off"),
+        "auto",
+        help="At each new turn, tell the model what happened in the kernel since its last turn: the cells the user ran "
+        "(source, result, error), the variables new or changed and the names gone ('auto', default), or nothing ('off').",
+    ).tag(config=True)
+    notebook_context_budget = Int(
+        DEFAULT_NOTEBOOK_BUDGET,
+        help=f"Characters of that note at most ({MIN_NOTEBOOK_BUDGET:,} to {MAX_NOTEBOOK_BUDGET:,}); what does not fit is "
+        "counted in a line saying so.",
+    ).tag(config=True)
+    notebook_context_exclude = List(
+        Unicode(), [], help="Variable names never told to the model, as fnmatch patterns (e.g. ['tmp_*', 'raw'])."
+    ).tag(config=True)
 
     @validate("tools")
     def _known_tools(self, proposal: Any) -> list[str]:
@@ -126,6 +142,23 @@ class Agent(Configurable):
                 f"Agent.context_window is in tokens and must be at least {MIN_WINDOW:,}, not {proposal['value']} (0: the model's own)."
             )
         return int(proposal["value"])
+
+    @validate("notebook_context_budget")
+    def _notebook_budget(self, proposal: Any) -> int:
+        value = proposal["value"]
+        if not MIN_NOTEBOOK_BUDGET <= value <= MAX_NOTEBOOK_BUDGET:
+            raise TraitError(
+                f"Agent.notebook_context_budget is in characters and must be from {MIN_NOTEBOOK_BUDGET:,} to "
+                f"{MAX_NOTEBOOK_BUDGET:,}, not {value} (Agent.notebook_context = 'off' tells nothing)."
+            )
+        return int(value)
+
+    @validate("notebook_context_exclude")
+    def _patterns(self, proposal: Any) -> list[str]:
+        empty = [p for p in proposal["value"] if not p.strip()]
+        if empty:
+            raise TraitError("Agent.notebook_context_exclude takes name patterns such as 'tmp_*'; an empty pattern matches nothing.")
+        return list(proposal["value"])
 
     @validate("thinking")
     def _thinking(self, proposal: Any) -> int | str:
