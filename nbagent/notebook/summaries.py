@@ -10,7 +10,6 @@ only: a user ``__repr__`` may be slow, huge or have side effects.  A summary rea
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 import types
@@ -74,9 +73,22 @@ def is_known(value: object) -> bool:
 
 
 # Recognising types ---------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=1024)
+_KINDS: dict[int, tuple[type, str | None]] = {}  # by id(cls): a metaclass's __hash__ would be user code
+
+
 def _kind(cls: type) -> str | None:
     """Which known family a class belongs to ('scalar', 'str', 'pandas.DataFrame', 'numpy.ndarray', ...), or None."""
+    hit = _KINDS.get(id(cls))
+    if hit is not None and hit[0] is cls:
+        return hit[1]
+    if len(_KINDS) > 1024:
+        _KINDS.clear()
+    kind = _find_kind(cls)
+    _KINDS[id(cls)] = (cls, kind)
+    return kind
+
+
+def _find_kind(cls: type) -> str | None:
     if cls in _SCALARS:
         return "scalar"
     if cls is str:
