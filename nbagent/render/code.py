@@ -1,0 +1,57 @@
+"""Code as highlighted, escaped HTML: tool code and the fenced code blocks of answers (pygments; colours in :mod:`.style`)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from .parts import clip
+
+MAX_TOOL_TEXT = 20_000  # characters of tool code or a tool result shown before it is cut (the log keeps all of it)
+MAX_HIGHLIGHT = 100_000  # characters of a code block in an answer highlighted (a longer one is shown plain)
+
+
+def _token_classes() -> frozenset[str]:
+    """The classes pygments gives highlighted code (``pg-k``, ``pg-s1``, ...): the only classes a span may keep."""
+    from pygments.token import STANDARD_TYPES  # type: ignore[import-untyped]
+
+    return frozenset(f"pg-{short}" for short in STANDARD_TYPES.values() if short)
+
+
+TOKEN_CLASSES = _token_classes()
+
+
+@functools.lru_cache(maxsize=64)
+def _lexer(language: str) -> Any:
+    """The pygments lexer of a code block's language (None if pygments has none by that name)."""
+    from pygments.lexers import get_lexer_by_name  # type: ignore[import-untyped]
+    from pygments.util import ClassNotFound  # type: ignore[import-untyped]
+
+    try:
+        return get_lexer_by_name(language) if language else None
+    except ClassNotFound:
+        return None
+
+
+def highlight_block(code: str, language: str, attributes: str) -> str:
+    """A fenced code block of an answer, highlighted as tool code is ('' leaves it to markdown-it: plain and escaped)."""
+    lexer = _lexer(language.lower()[:40])
+    if lexer is None or len(code) > MAX_HIGHLIGHT:
+        return ""
+    return f'<pre class="nbagent-code"><code>{_highlighted(code, lexer)}</code></pre>'
+
+
+def _highlighted(code: str, lexer: Any) -> str:
+    from pygments import highlight  # type: ignore[import-untyped]  # (installed with IPython; it has no type stubs)
+    from pygments.formatters import HtmlFormatter  # type: ignore[import-untyped]
+
+    return str(highlight(code, lexer, HtmlFormatter(nowrap=True, classprefix="pg-")))
+
+
+def python_html(code: str, *, whole: bool = False) -> str:
+    """Python source as highlighted, escaped HTML (pygments escapes the code; the colours are the stylesheet's).
+
+    Cut at MAX_TOOL_TEXT characters unless ``whole`` (an approval question shows all of what will run).
+    """
+    code = code if whole else clip(code, MAX_TOOL_TEXT, note="more characters in the log")
+    return f'<pre class="nbagent-code">{_highlighted(code, _lexer("python"))}</pre>'
