@@ -16,7 +16,6 @@ so Light and Dark both read; the fallbacks are for pages without them (nbconvert
 
 from __future__ import annotations
 
-import functools
 import html
 import json
 import re
@@ -29,6 +28,7 @@ from markdown_it import MarkdownIt
 from .. import events as ev
 from .. import redact
 from ..fold import Asides, to_model
+from .code import MAX_TOOL_TEXT, TOKEN_CLASSES, highlight_block, python_html
 from .hosts import local_link
 from .parts import (
     Start,
@@ -61,20 +61,11 @@ ALLOWED_TAGS = frozenset(
     "a b blockquote br code del em h1 h2 h3 h4 h5 h6 hr i li ol p pre s span strong sub sup table tbody td th thead tr ul".split()
 )
 ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}}
-MAX_TOOL_TEXT = 20_000  # characters of a tool result shown before it is cut (the log keeps all of it)
-MAX_HIGHLIGHT = 100_000  # characters of a code block in an answer highlighted (a longer one is shown plain)
-
-
-def _token_classes() -> frozenset[str]:
-    """The classes pygments gives highlighted code (``pg-k``, ``pg-s1``, ...): the only classes a span may keep."""
-    from pygments.token import STANDARD_TYPES  # type: ignore[import-untyped]
-
-    return frozenset(f"pg-{short}" for short in STANDARD_TYPES.values() if short)
 
 
 # The only classes sanitized HTML keeps: highlighted code's, and a table cell's alignment (style.py styles them all).
 ALLOWED_CLASSES = {
-    "span": set(_token_classes()),
+    "span": set(TOKEN_CLASSES),
     "pre": {"nbagent-code"},
     "th": set(ALIGN_CLASSES.values()),
     "td": set(ALIGN_CLASSES.values()),
@@ -134,34 +125,7 @@ def _aligned_cells(state: Any) -> None:
                 token.attrs["class"] = align
 
 
-@functools.lru_cache(maxsize=64)
-def _lexer(language: str) -> Any:
-    """The pygments lexer of a code block's language (None if pygments has none by that name)."""
-    from pygments.lexers import get_lexer_by_name  # type: ignore[import-untyped]
-    from pygments.util import ClassNotFound  # type: ignore[import-untyped]
-
-    try:
-        return get_lexer_by_name(language) if language else None
-    except ClassNotFound:
-        return None
-
-
-def _highlight(code: str, language: str, attributes: str) -> str:
-    """A fenced code block of an answer, highlighted as tool code is ('' leaves it to markdown-it: plain and escaped)."""
-    lexer = _lexer(language.lower()[:40])
-    if lexer is None or len(code) > MAX_HIGHLIGHT:
-        return ""
-    return f'<pre class="nbagent-code"><code>{_highlighted(code, lexer)}</code></pre>'
-
-
-def _highlighted(code: str, lexer: Any) -> str:
-    from pygments import highlight  # type: ignore[import-untyped]  # (installed with IPython; it has no type stubs)
-    from pygments.formatters import HtmlFormatter  # type: ignore[import-untyped]
-
-    return str(highlight(code, lexer, HtmlFormatter(nowrap=True, classprefix="pg-")))
-
-
-_markdown = MarkdownIt("commonmark", {"html": False, "highlight": _highlight}).enable(["table", "strikethrough"])
+_markdown = MarkdownIt("commonmark", {"html": False, "highlight": highlight_block}).enable(["table", "strikethrough"])
 _markdown.add_render_rule("image", _image_as_link)
 _markdown.core.ruler.push("nbagent_local_links", _inert_local_links)
 _markdown.core.ruler.push("nbagent_aligned_cells", _aligned_cells)
@@ -191,15 +155,6 @@ def _pre(text: str) -> str:
 def _details(summary: str, body: str, *, error: bool = False, open_: bool = False) -> str:
     kind = "nbagent-tool nbagent-tool-error" if error else "nbagent-tool"
     return f'<details class="{kind}"{" open" if open_ else ""}><summary>{summary}</summary>{body}</details>'
-
-
-def python_html(code: str, *, whole: bool = False) -> str:
-    """Python source as highlighted, escaped HTML (pygments escapes the code; the colours are the stylesheet's).
-
-    Cut at MAX_TOOL_TEXT characters unless ``whole`` (an approval question shows all of what will run).
-    """
-    code = code if whole else clip(code, MAX_TOOL_TEXT, note="more characters in the log")
-    return f'<pre class="nbagent-code">{_highlighted(code, _lexer("python"))}</pre>'
 
 
 def image_html(block: Mapping[str, Any]) -> str:
