@@ -43,6 +43,22 @@ class HostileDict(dict):  # type: ignore[type-arg]
         raise RuntimeError("len called")
 
 
+class HostileMeta(type):
+    """A metaclass whose == and hash are user code: classes are compared by identity."""
+
+    def __eq__(cls, other: object) -> bool:
+        Hostile.called.append("eq")
+        raise RuntimeError("eq called")
+
+    def __hash__(cls) -> int:
+        Hostile.called.append("hash")
+        raise RuntimeError("hash called")
+
+
+class WithMeta(metaclass=HostileMeta):
+    pass
+
+
 @pytest.fixture(autouse=True)
 def _no_user_code() -> Any:
     Hostile.called.clear()
@@ -82,6 +98,7 @@ def _no_user_code() -> Any:
         ([Hostile()], "list, 1 item of tests.test_notebook_summaries.Hostile"),
         (datetime.date(2024, 5, 1), "datetime.date datetime.date(2024, 5, 1)"),
         (collections, "module collections"),
+        (WithMeta(), "tests.test_notebook_summaries.WithMeta"),
     ],
 )
 def test_summary_of_builtin_values(value: object, expected: str) -> None:

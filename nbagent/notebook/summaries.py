@@ -20,8 +20,11 @@ SHORT_STR = 80  # a string up to this long is shown whole
 BIG_INT_BITS = 128  # a larger int shows its size, not its digits (str() of a huge int is slow or refused)
 COLUMNS = 20  # columns named in a DataFrame's summary before "+N more"
 KEYS = 5  # a dict's keys named in its summary
-_SCALARS = (bool, int, float, complex, type(None))
-_CONTAINERS = (list, tuple, dict, set, frozenset)
+# Classes are compared by identity (id), never with ==: a metaclass's __eq__ would be user code.
+_SCALARS = frozenset(map(id, (bool, int, float, complex, type(None))))
+_BYTES = frozenset(map(id, (bytes, bytearray, memoryview)))
+_CONTAINERS = frozenset(map(id, (list, tuple, dict, set, frozenset)))
+_NAMED = frozenset(map(id, (range, types.FunctionType, types.BuiltinFunctionType, type, types.ModuleType)))
 _COLLECTIONS = frozenset({"OrderedDict", "defaultdict", "Counter", "deque"})
 # Standard classes whose repr is short and runs no user code (checked by exact class, never a subclass).
 _SAFE_REPR = frozenset(
@@ -89,15 +92,15 @@ def _kind(cls: type) -> str | None:
 
 
 def _find_kind(cls: type) -> str | None:
-    if cls in _SCALARS:
+    if id(cls) in _SCALARS:
         return "scalar"
     if cls is str:
         return "str"
-    if cls in (bytes, bytearray, memoryview):
+    if id(cls) in _BYTES:
         return "bytes"
-    if cls in _CONTAINERS:
+    if id(cls) in _CONTAINERS:
         return "container"
-    if cls in (range, types.FunctionType, types.BuiltinFunctionType, type, types.ModuleType):
+    if id(cls) in _NAMED:
         return "named"
     if (_attr_str(cls, "__module__"), _attr_str(cls, "__qualname__")) in _SAFE_REPR:
         return "safe"
@@ -184,7 +187,7 @@ def _items_count(n: int) -> str:
 
 def _value(v: Any) -> str:
     """A plain value as itself (``1.5``, ``'a'``), anything else by its summary."""
-    if type(v) in _SCALARS:
+    if id(type(v)) in _SCALARS:
         return _scalar(v).partition(" ")[2] or "None"
     return _clip(repr(v), 40) if type(v) is str else summary(v, limit=40)
 
@@ -216,7 +219,7 @@ def _label(name: Any, limit: int = 40) -> str:
     cls = type(name)
     if cls is str:
         return _clip(repr(name), limit)
-    if cls in _SCALARS:
+    if id(cls) in _SCALARS:
         return _clip(_scalar(name).partition(" ")[2] or "None", limit)
     if cls is tuple:
         return _clip("(" + ", ".join(_label(n, limit) for n in name[:4]) + (", …" if len(name) > 4 else "") + ")", limit)
@@ -330,7 +333,8 @@ def _items(value: Any, head: str) -> str:
         lines += [f"  {_cell(v)}" for v in itertools.islice(value, ITEMS)]
     else:
         lines += [
-            f"  [{i}] {_value(v) if type(v) in _SCALARS else summary(v, limit=100)}" for i, v in enumerate(itertools.islice(value, ITEMS))
+            f"  [{i}] {_value(v) if id(type(v)) in _SCALARS else summary(v, limit=100)}"
+            for i, v in enumerate(itertools.islice(value, ITEMS))
         ]
     if len(value) > ITEMS:
         lines.append(f"  … {len(value) - ITEMS:,} more")
