@@ -8,7 +8,7 @@ from typing import Any, cast
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
-from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
+from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 
 from .. import events as ev
 from ..errors import Interrupted
@@ -16,7 +16,7 @@ from ..log import FsyncPolicy, make_folder
 from ..loop import Loop
 from ..render.parts import Start
 from ..session import Session
-from . import build, restart
+from . import build, interpolate, restart
 from . import kernel as nbkernel
 from . import python_tool as pytool
 from .foreign import calls_not_signed_by_user, untrusted_warning
@@ -47,6 +47,7 @@ class AgentMagics(Magics):
     # Magics ---------------------------------------------------------------------------------------
     @agent_arguments
     @line_cell_magic
+    @no_var_expand  # nbagent's own fields are the only expansion (interpolate.py): IPython's would paste str(x), unbounded
     def agent(self, line: str, cell: str | None = None) -> None:
         """Ask the Claude agent to do something; the cell runs until the agent's turn ends.
 
@@ -61,6 +62,8 @@ class AgentMagics(Magics):
         args = parse_options(self.agent, options, OPTIONS)
         if cell is not None:
             request = (request + "\n" + cell).strip()
+        if args.fix:
+            request = interpolate.fix_request(request)
         check_agent_line(args, request)
         with usage_errors():
             try:
@@ -70,11 +73,13 @@ class AgentMagics(Magics):
                     self._drop_thinking(args)
                 else:
                     problem = build.problem(self.settings, args)  # no key, settings that do not fit: before anything is created
-                    self._serve(self._session(args, problem), args, request, problem)
+                    prompt = interpolate.prepare(request, interpolate.of_magics(self), fix=args.fix)
+                    self._serve(self._session(args, problem or prompt.problem), args, request, problem, prompt)
             except Interrupted:
                 pass  # the panel shows the interruption; the next %agent continues the session
 
     @line_magic
+    @no_var_expand
     def agent_sessions(self, line: str = "") -> None:
         """List this notebook's agent sessions (its log folder, or the database's index): name, turns, last activity, status, who wrote it, title."""
         place = self.place()
@@ -82,6 +87,7 @@ class AgentMagics(Magics):
         print_sessions(place, current, str(nbkernel.notebook_path(self.shell) or ""), self.sessions.values())
 
     @line_magic
+    @no_var_expand  # a path or URL may hold $ or braces
     def agent_replay(self, line: str = "") -> None:
         """Replay a past session, read-only: play/pause, speed, a slider over its events, previous/next turn, search.
 
@@ -159,11 +165,15 @@ class AgentMagics(Magics):
         return session
 
     # One cell ---------------------------------------------------------------------------------------
-    def _serve(self, session: Session, args: Any, request: str, problem: UsageError | None = None) -> None:
+    def _serve(
+        self, session: Session, args: Any, request: str, problem: UsageError | None = None, prompt: interpolate.Expansion | None = None
+    ) -> None:
         """Do what the restart rule plans for this cell: show, restore, finish, switch session, ask.
 
-        ``problem``: why no model call can start; raised, with no panel, if the plan needs one.
+        ``problem``: why no model call can start; raised, with no panel, if the plan needs one. ``prompt``: the
+        request with its fields expanded (its problem is raised, with no panel, if the plan asks it).
         """
+        prompt = prompt or interpolate.Expansion(request, request)
         path, key = session.path, session.where
         index = self.indexes.setdefault(key, nbkernel.TurnIndex())
         turns = index.update(session)
@@ -193,6 +203,8 @@ class AgentMagics(Magics):
         live = plan.ask or plan.unfinished == "continue"  # else the cell only shows what the log holds
         if live and problem is not None:
             raise problem  # before the claims, the panel and the restore: the cell can be run again as it is
+        if plan.ask and prompt.problem is not None:
+            raise prompt.problem  # an unknown {name}, no such cell: nothing sent or logged
         self.claims[key] = plan.claims
         view = build.view(self.shell, request or session.state.title or path.stem, live=live, session=session)
         try:
@@ -216,7 +228,7 @@ class AgentMagics(Magics):
             if plan.new_session:
                 session = self._switch_to_new_session(session)  # so nobody else's history reaches the model
             if plan.ask:
-                self._ask(session, args, request, view, note=plan.note, mention_restore=plan.mention_restore)
+                self._ask(session, args, prompt, view, note=plan.note, mention_restore=plan.mention_restore)
             elif plan.restore_only and not calls:
                 print("nbagent: nothing to restore (no python code recorded by an earlier kernel in this session).")
         finally:
@@ -255,7 +267,7 @@ class AgentMagics(Magics):
         )
         return session
 
-    def _ask(self, session: Session, args: Any, request: str, view: Any, *, note: bool, mention_restore: bool) -> None:
+    def _ask(self, session: Session, args: Any, prompt: interpolate.Expansion, view: Any, *, note: bool, mention_restore: bool) -> None:
         restart_note = ""
         if note:
             restored = len(self.restored.get(session.where, ()))
@@ -265,10 +277,11 @@ class AgentMagics(Magics):
                 else ""
             )
             restart_note = restart.RESTART_NOTE.format(restored=detail)
-        meta = {"request": request, "kernel": nbkernel.KERNEL_ID}
+        # "request" is the cell's own text (a rerun cell is matched by it); the content sent is the expansion
+        meta = {"request": prompt.template, "kernel": nbkernel.KERNEL_ID, **prompt.meta()}
         if self.tracker.cell_id:
             meta["cell_id"] = self.tracker.cell_id
-        self._run(session, request, args, view, meta=meta, note=restart_note)
+        self._run(session, prompt.text, args, view, meta=meta, note=restart_note)
 
     def _loop(self, session: Session, args: Any, view: Any) -> Loop:
         """The agent loop of this cell, as the ``Agent`` settings and the magic's options say."""

@@ -40,7 +40,20 @@ AGENT_ARGUMENTS = (
         help="Leave every thinking block so far out of the session's later requests (the log keeps them), with no request: "
         "the way out when the API refused the session's history as malformed.",
     ),
-    argument("request", nargs="*", help="What you want the agent to do. A request may end with '?'."),
+    argument(
+        "--fix",
+        "-f",
+        action="store_true",
+        help="Ask the agent to explain and fix the most recent error in this kernel (the failing cell's code and traceback "
+        "are sent); words after it are added to the request.",
+    ),
+    argument(
+        "request",
+        nargs="*",
+        help="What you want the agent to do. A request may end with '?'. {name} puts in a variable (its value if a string "
+        "or a number, else its type and shape); {In[3]}, {Out[3]} and {Err[3]} the code, result and error of cell [3]; "
+        "{Err} the most recent error; {{ and }} are literal braces. Nothing else is expanded: a $ stays a $.",
+    ),
 )
 
 

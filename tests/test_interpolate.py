@@ -1,0 +1,171 @@
+"""Fields in a request (nbagent/notebook/interpolate.py): the parsing rule as a table, and expansion in an in-process shell."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from IPython.core.error import UsageError
+
+from nbagent.notebook import interpolate
+from nbagent.notebook.interpolate import Cell, Field, Notebook, expand, parse
+
+N = Field("name", "df")
+
+PARSED: list[tuple[str, list[Any]]] = [
+    ("explain {df}", ["explain ", N]),
+    ("{df}{df}", [N, N]),
+    ("cost $5 and $x", ["cost $5 and $x"]),  # IPython's $ expansion is off; nbagent has none
+    ("{In[3]} and {Out[12]}", [Field("In", "In", 3), " and ", Field("Out", "Out", 12)]),
+    ("why {Err}?", ["why ", Field("Err", "Err"), "?"]),
+    ("{Err[4]}", [Field("Err", "Err", 4)]),
+    ("{In[007]}", [Field("In", "In", 7)]),
+    ("{dé_2}", [Field("name", "dé_2")]),
+    # {{ is a literal {, and a }} after it a literal }
+    ("{{df}}", ["{df}"]),
+    ("{{", ["{"]),
+    ("{{{df}}}", ["{", N, "}"]),
+    ("}}", ["}}"]),  # no {{ before it: as written
+    # Anything else in braces is left as written: nothing is evaluated
+    ("d = {'a': {'b': 1}}", ["d = {'a': {'b': 1}}"]),
+    ('{"k": [1, 2]}', ['{"k": [1, 2]}']),
+    ("{x + 1}", ["{x + 1}"]),
+    ("{ df }", ["{ df }"]),
+    ("{df.shape}", ["{df.shape}"]),
+    ("{df[0]}", ["{df[0]}"]),
+    ("{df!r}", ["{df!r}"]),
+    ("{df:>10}", ["{df:>10}"]),
+    ("{In[-1]}", ["{In[-1]}"]),
+    ("{In[x]}", ["{In[x]}"]),
+    ("{2x}", ["{2x}"]),
+    ("{if} {None}", ["{if} {None}"]),
+    ("{}", ["{}"]),
+    ("{df", ["{df"]),
+    ("df}", ["df}"]),
+    ("", []),
+]
+
+
+@pytest.mark.parametrize(("template", "pieces"), PARSED)
+def test_parse(template: str, pieces: list[Any]) -> None:
+    assert parse(template) == pieces
+
+
+@pytest.mark.parametrize("template", ["{In}", "{Out} now"])
+def test_in_or_out_without_a_count_is_a_usage_error(template: str) -> None:
+    with pytest.raises(UsageError, match=r"needs an execution count"):
+        parse(template)
+
+
+# Expansion against a notebook given as tables -------------------------------------------------------------------
+CELLS = {
+    3: Cell(3, "x = 1\ny = 2"),
+    4: Cell(4, "x + y", result="3"),
+    5: Cell(5, "d['k']", error="KeyError: 'k'\n  Cell In[5], line 1"),
+    6: Cell(6, "print('```')"),
+}
+VALUES = {"poet": ("Walt Whitman", "str 'Walt Whitman'"), "df": ("df (pandas.DataFrame, 3 rows)", "pandas.DataFrame, 3 rows")}
+
+
+def table_notebook(cells: dict[int, Cell] = CELLS, last_error: Cell | None = CELLS[5]) -> Notebook:
+    def variable(name: str) -> tuple[str, str]:
+        return VALUES[name]
+
+    return Notebook(variable, cells.get, lambda: last_error)
+
+
+EXPANDED = [
+    ("write like {poet}", "write like Walt Whitman"),
+    ("explain {df}", "explain df (pandas.DataFrame, 3 rows)"),
+    ("compare {In[3]} and {In[4]}", "compare In[3]:\n```python\nx = 1\ny = 2\n```\n and In[4]:\n```python\nx + y\n```\n"),
+    ("{Out[4]}", "Out[4]:\n```\n3\n```\n"),
+    ("{In[6]}", "In[6]:\n````python\nprint('```')\n````\n"),  # the fence is longer than any run of backticks inside
+    (
+        "why {Err}?",
+        "why In[5], which raised an error:\n```python\nd['k']\n```\nIts error:\n```\nKeyError: 'k'\n  Cell In[5], line 1\n```\n?",
+    ),
+    ("{{poet}} is {poet}", "{poet} is Walt Whitman"),
+    ("cost $5 {x + 1}", "cost $5 {x + 1}"),
+]
+
+
+@pytest.mark.parametrize(("template", "text"), EXPANDED)
+def test_expand(template: str, text: str) -> None:
+    assert expand(template, table_notebook()).text == text
+
+
+@pytest.mark.parametrize(
+    ("template", "named"),
+    [
+        ("explain {frame}", r"\{frame\}: there is no variable frame"),
+        ("{In[99]}", r"\{In\[99\]\}: there is no cell \[99\]"),
+        ("{Out[3]}", r"\{Out\[3\]\}: cell \[3\] has no result"),
+        ("{Err[4]}", r"\{Err\[4\]\}: cell \[4\] raised no error"),
+        ("{poet} then {nope}", r"\{nope\}"),  # every field is checked before any is used
+    ],
+)
+def test_an_unknown_field_is_a_usage_error_naming_it(template: str, named: str) -> None:
+    with pytest.raises(UsageError, match=named) as raised:
+        expand(template, table_notebook())
+    assert "{{" in str(raised.value)  # says how to write a literal brace
+
+
+def test_err_without_any_error_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="no cell has raised an error"):
+        expand("why {Err}", table_notebook(last_error=None))
+    prepared = interpolate.prepare(interpolate.fix_request(""), table_notebook(last_error=None), fix=True)
+    assert prepared.problem is not None and str(prepared.problem) == interpolate.NO_ERROR and prepared.text == prepared.template
+
+
+def test_meta_keeps_the_template_and_what_each_field_became() -> None:
+    done = expand("explain {df} and {In[3]}", table_notebook())
+    assert done.meta() == {
+        "template": "explain {df} and {In[3]}",
+        "expanded": [["{df}", "pandas.DataFrame, 3 rows"], ["{In[3]}", "the code of cell [3] (2 lines)"]],
+    }
+    assert expand("plain words", table_notebook()).meta() == {}
+    assert expand("{{literal}}", table_notebook()).meta() == {"template": "{{literal}}"}
+    assert interpolate.shown_fields(done.meta()["expanded"]) == (
+        "expanded: {df} → pandas.DataFrame, 3 rows, {In[3]} → the code of cell [3] (2 lines)"
+    )
+
+
+def test_a_request_is_bounded() -> None:
+    big = {n: Cell(n, "x = 1\n" * 5_000) for n in range(1, 10)}
+    done = expand(" ".join(f"{{In[{n}]}}" for n in big), table_notebook(big))
+    assert len(done.text) <= interpolate.BUDGET + 9 * 100
+    assert "more characters not shown" in done.text  # each cell clipped to CELL_LIMIT
+    assert "left out, this request's fields are over 20,000 characters" in done.text
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "text"),
+    [
+        ("poet", "Walt Whitman", "Walt Whitman"),
+        ("n", 3, "3"),
+        ("rate", 0.25, "0.25"),
+        ("ok", True, "True"),
+        ("big", 2**200, "big (SUMMARY)"),
+        ("items", [1, 2], "items (SUMMARY)"),
+        ("api_key", "abcdef", "api_key (SUMMARY)"),  # secret: the summary only, which hides the value
+    ],
+)
+def test_value_text(name: str, value: object, text: str) -> None:
+    assert interpolate.value_text(name, value, "SUMMARY", secret=name == "api_key")[0] == text
+
+
+def test_a_long_string_is_clipped_and_says_so() -> None:
+    text, _ = interpolate.value_text("essay", "word " * 10_000, "str, 50,000 chars", secret=False)
+    assert text.startswith("essay (str, 50,000 characters, clipped):\n") and len(text) < interpolate.VALUE_LIMIT + 200
+
+
+def test_history_cell_reads_ipython_history(tmp_path: Path) -> None:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.run_cell("1 + 41", store_history=True)
+    count = shell.execution_count - 1
+    cell = interpolate.history_cell(shell, count)
+    assert cell is not None and cell.source.strip() == "1 + 41" and cell.result == "42"
+    assert interpolate.history_cell(shell, count + 5) is None and interpolate.history_cell(shell, 0) is None
