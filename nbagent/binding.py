@@ -22,6 +22,8 @@ Table tests: tests/test_binding.py.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -90,6 +92,23 @@ def context_drops(old_model: str | None, new_model: str | None, was_carried: boo
     if not old_model or not binds(old_model) or carried:
         return False
     return old_model != (new_model or old_model) or was_carried
+
+
+def prefix(system: str | None, tools: list[dict[str, Any]]) -> str:
+    """A fingerprint of what every request of a session starts with (the system prompt and the tool definitions).
+
+    A thinking block is bound to them as to the messages before it; the ``context`` event records this fingerprint so
+    the fold can tell when a later request starts differently (a tool added, e.g. by an upgrade, or a changed prompt).
+    """
+    canonical = json.dumps([system or "", tools], sort_keys=True, ensure_ascii=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def prefix_drops(old_model: str | None, recorded: str, new: str, carried: bool) -> bool:
+    """Whether a request that starts differently from the ones before (``recorded`` -> ``new``) leaves every thinking block
+    so far out: the model that wrote them binds them, requests can't ask the API to drop them, and the start changed or
+    was never recorded (a session written before the fingerprint was, whose tools may differ from today's)."""
+    return bool(old_model) and fold_drops(old_model, carried) and recorded != new
 
 
 def drops_foreign(model: str | None, carried: bool, all_mine: bool, already: bool) -> bool:

@@ -181,6 +181,7 @@ class Context(TypedDict):
     compact: NotRequired[str]  # auto | server | local | off
     thinking_binding: NotRequired[bool]  # requests ask the API to drop thinking blocks a rewrite unbound (binding.py)
     model: NotRequired[str]  # the model of the requests from here on
+    prefix: NotRequired[str]  # a fingerprint of the requests' system prompt and tools (binding.prefix): a change unbinds thinking
 
 
 class CompactionStarted(TypedDict):

@@ -85,6 +85,7 @@ class State:
     unbound_to: int = 0
     thinking_dropped: int = 0  # thinking blocks the fold left out so far for that reason
     thinking_noted: int = 0  # of which a note told people
+    prefix: str = ""  # the fingerprint of the requests' system prompt and tools, as the last context event logged it
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy, with the messages as a plain list."""
@@ -325,8 +326,12 @@ def _note(state: State, event: ev.Event) -> None:
 def _context(state: State, event: ev.Event) -> None:
     state.refused = ""
     carried = bool(event.get("thinking_binding", state.thinking_binding))
-    if binding.context_drops(state.model, event.get("model"), state.thinking_binding, carried):
+    prefix = str(event.get("prefix") or "")
+    if binding.context_drops(state.model, event.get("model"), state.thinking_binding, carried) or (
+        prefix and binding.prefix_drops(state.model, state.prefix, prefix, carried)
+    ):
         rewrites.unbind_after(state, -1, every=True)
+    state.prefix = prefix or state.prefix
     state.thinking_binding = carried
     if "result_budget" in event:
         state.result_budget = event["result_budget"]

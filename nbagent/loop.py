@@ -209,8 +209,10 @@ class Loop:
         """Log the context settings the fold needs (tool-result budget, results kept) when they differ from the session's."""
         state, settings = self.session.state, self.context
         carried = binding.carries(self.thinking.param)  # the fold drops unbound thinking blocks where requests can't
+        prefix = binding.prefix(self.system, self.toolbox.definitions())  # a changed tool list or prompt unbinds thinking
         recorded = (state.result_budget, state.window, state.keep_tool_results, state.thinking_binding, state.model or self.model.name)
-        if recorded != (settings.result_budget, settings.window, settings.keep_tool_results, carried, self.model.name):
+        wanted = (settings.result_budget, settings.window, settings.keep_tool_results, carried, self.model.name)
+        if (*recorded, state.prefix) != (*wanted, prefix):
             self.session.append(
                 ev.CONTEXT,
                 result_budget=settings.result_budget,
@@ -220,6 +222,7 @@ class Loop:
                 compact=settings.compact,
                 thinking_binding=carried,
                 model=self.model.name,
+                prefix=prefix,
             )
 
     def _estimate(self) -> int:
