@@ -1,0 +1,130 @@
+"""The user's variables and what changed among them since the agent's last turn.
+
+:class:`VariableWatch` keeps, for each user variable, the id of its value and its one-line
+summary (:mod:`.summaries`): a variable is new, rebound (another object) or changed (same object,
+a different summary: a column added, a list grown).  Values are never hashed, compared or copied,
+so the cost grows with the number of names, not with the size of the data.  Left out: modules,
+names starting with ``_``, IPython's own names (``In``, ``Out``, ``exit``...), nbagent's own
+objects and the ``exclude`` patterns.  A variable named like a secret (``api_key``, ``token``,
+``password``...) or holding a key-shaped value never shows its value, and a secret-named string is
+registered with :mod:`nbagent.redact`, so it is redacted wherever it appears later (a cell's source).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import re
+import types
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .. import redact
+from .summaries import summary, type_label
+
+SECRET_NAME = re.compile(
+    r"api_?key|apikey|secret|passw|passphrase|pwd|token(?!iz)|credential|private_?key|access_?key|auth(?!or)|cookie|bearer|signing",
+    re.IGNORECASE,
+)
+HIDDEN = "(value hidden)"
+SHAPE_CHECK = 10_000  # the characters of a string value checked for key shapes
+_IPYTHON_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
+
+
+@dataclass(frozen=True)
+class Variable:
+    """A user variable as the model is told of it."""
+
+    name: str
+    summary: str  # summaries.summary(value), redacted (nbagent.redact) and with secret-named values hidden
+
+
+@functools.lru_cache(maxsize=4096)
+def secret_name(name: str) -> bool:
+    """Whether a variable's name says it holds a secret (``api_key``, ``DB_PASSWORD``, ``hf_token``...)."""
+    return SECRET_NAME.search(name) is not None
+
+
+def hidden(name: str, value: object) -> bool:
+    """Whether a variable's value must not be shown: a secret-like name, or a string value that redaction would change."""
+    if secret_name(name):
+        return True
+    if type(value) is str:
+        return redact.text(value[:SHAPE_CHECK]) != value[:SHAPE_CHECK]
+    return False  # other values' summaries and details are redacted where they are shown
+
+
+class VariableWatch:
+    """The user namespace's variables, compared with a baseline set by :meth:`mark`."""
+
+    def __init__(self, shell: Any, exclude: Sequence[str] = ()) -> None:
+        self.shell = shell
+        self.exclude = tuple(exclude)
+        self._excluded = re.compile("|".join(fnmatch.translate(p) for p in self.exclude)) if self.exclude else None
+        self._baseline: dict[str, tuple[int, str]] = {}  # name -> (id of the value, raw summary)
+
+    def changes(self) -> tuple[list[Variable], list[str]]:
+        """(new or changed since the mark, names gone since the mark), in namespace order."""
+        now = self._snapshot()
+        base = self._baseline
+        changed = [(name, entry) for name, entry in now.items() if base.get(name) != entry]
+        gone = [name for name in base if name not in now]
+        return self._shown(changed), gone
+
+    def mark(self) -> None:
+        """The current namespace becomes the baseline (after each agent turn: the agent's own changes are not news)."""
+        self._baseline = self._snapshot()
+
+    def get(self, name: str) -> object:
+        """A user variable's value; KeyError if there is none by that name (or it is left out)."""
+        ns = self.shell.user_ns
+        if name not in ns or not self._user(name, ns[name], self._hidden_ns()):
+            raise KeyError(name)
+        return ns[name]
+
+    def names(self) -> list[str]:
+        """The user variables' names, in namespace order."""
+        hidden_ns = self._hidden_ns()
+        return [name for name, value in list(self.shell.user_ns.items()) if self._user(name, value, hidden_ns)]
+
+    def _hidden_ns(self) -> dict[str, Any]:
+        ns = getattr(self.shell, "user_ns_hidden", None)
+        return ns if isinstance(ns, dict) else {}
+
+    def _user(self, name: object, value: object, hidden_ns: dict[str, Any]) -> bool:
+        if type(name) is not str or name.startswith("_") or name in _IPYTHON_NAMES:
+            return False
+        if name in hidden_ns and hidden_ns[name] is value:
+            return False  # IPython's own (what %who leaves out)
+        cls = type(value)  # never value.__class__: a property there would be user code
+        if cls is types.ModuleType or type_label(cls).startswith("nbagent.") or issubclass(cls, types.ModuleType):
+            return False
+        return self._excluded is None or self._excluded.match(name) is None
+
+    def _snapshot(self) -> dict[str, tuple[int, str]]:
+        found: dict[str, tuple[int, str]] = {}
+        hidden_ns = self._hidden_ns()
+        for name, value in list(self.shell.user_ns.items()):
+            if not self._user(name, value, hidden_ns):
+                continue
+            if secret_name(name):
+                if type(value) is str or type(value) is bytes:
+                    redact.register(value)  # shorter than 8 characters: ignored by redact
+                found[name] = (id(value), f"{type_label(type(value))} {HIDDEN}")
+            else:
+                found[name] = (id(value), summary(value))
+        return found
+
+    def _shown(self, changed: list[tuple[str, tuple[int, str]]]) -> list[Variable]:
+        """The changed variables with their summaries redacted: a summary redaction would change is hidden whole."""
+        texts = [text for _, (_, text) in changed]
+        joined = "\n".join(texts)
+        if redact.text(joined) == joined:  # the common case: one search over all of them
+            return [Variable(name, text) for name, (_, text) in changed]
+        out = []
+        for name, (_, text) in changed:
+            if redact.text(text) != text:
+                text = f"{text.partition(' ')[0].rstrip(',')} {HIDDEN}"
+            out.append(Variable(name, text))
+        return out
