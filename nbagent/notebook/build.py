@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
@@ -18,6 +18,9 @@ from . import kernel as nbkernel
 from . import python_tool as pytool
 from .settings import Agent, context_settings, thinking_setting
 from .usage import usage_errors
+
+if TYPE_CHECKING:
+    from .notebook_context import NotebookContext
 
 
 def view(shell: Any, title: str, *, live: bool = True, session: Session | None = None) -> Any:
@@ -89,12 +92,21 @@ def approval(settings: Agent, args: Any, view: Any) -> Any:
     return approvals.auto(ask) if mode == "auto" else ask
 
 
-def tools(shell: Any, settings: Agent) -> list[Tool]:
-    """The tools ``Agent.tools`` names (python in this kernel, the file and shell tools), then the user's own ``@tool`` values."""
+def tools(shell: Any, settings: Agent, context: NotebookContext | None = None) -> list[Tool]:
+    """The tools ``Agent.tools`` names (python in this kernel, the notebook's, the file and shell tools), then the user's own ``@tool`` values.
+
+    The notebook tools (notebook_history, inspect_variable, read_notebook) read the magics' notebook ``context``: its
+    ``CellLog`` and ``VariableWatch`` (notebook_context.NotebookContext); without one they are not offered.
+    """
     wanted = set(settings.tools)  # known names only: Agent checks them when they are set
     chosen: dict[str, Tool] = {}
     if pytool.NAME in wanted:
         chosen[pytool.NAME] = pytool.python_tool(shell)
+    if context is not None:
+        from .notebook_tools import notebook_tools  # imported when first needed: %load_ext stays quick
+
+        offered = notebook_tools(shell, context.cells, context.variables, settings.notebook_context_exclude)
+        chosen.update((t.name, t) for t in offered if t.name in wanted)
     notebook = nbkernel.notebook_path(shell)
     root = Path(settings.workspace).expanduser() if settings.workspace else (notebook.parent if notebook else Path.cwd())
     protected = [Path(settings.log_dir).expanduser()] if settings.log_dir else []

@@ -21,7 +21,12 @@ DEFAULT_SYSTEM_PROMPT = (
     "Be concise; show results rather than describing them."
 )
 DEFAULT_NOTEBOOK_BUDGET, MIN_NOTEBOOK_BUDGET, MAX_NOTEBOOK_BUDGET = 4_000, 1_000, 100_000  # characters
-BUILTIN_TOOLS = (pytool.NAME, "read_file", "write_file", "edit_file", "list_files", "shell")
+# The notebook tools' names are notebook_tools.NAMES (not imported here: that module is loaded when a turn first needs it).
+BUILTIN_TOOLS = (
+    pytool.NAME,
+    *("notebook_history", "inspect_variable", "read_notebook"),
+    *("read_file", "write_file", "edit_file", "list_files", "shell"),
+)
 
 
 class Agent(Configurable):
