@@ -126,9 +126,17 @@ def test_meta_keeps_the_template_and_what_each_field_became() -> None:
     }
     assert expand("plain words", table_notebook()).meta() == {}
     assert expand("{{literal}}", table_notebook()).meta() == {"template": "{{literal}}"}
-    assert interpolate.shown_fields(done.meta()["expanded"]) == (
-        "expanded: {df} → pandas.DataFrame, 3 rows, {In[3]} → the code of cell [3] (2 lines)"
-    )
+
+
+def test_the_panel_says_what_the_fields_became() -> None:
+    from nbagent.render import html
+
+    meta = {"request": "explain {df}", **expand("explain {df} and {In[3]}", table_notebook()).meta()}
+    shown = html.event_html({"type": "user_msg", "seq": 1, "content": "explain df (...)", "meta": meta})
+    assert "expanded</span> {df} → pandas.DataFrame, 3 rows, {In[3]} → the code of cell [3] (2 lines)</div>" in shown
+    assert "expanded</span>" not in html.event_html({"type": "user_msg", "seq": 1, "content": "hi", "meta": {"request": "hi"}})
+    hostile = {"type": "user_msg", "seq": 1, "content": "x", "meta": {"expanded": [["{x}", "<script>alert(1)</script>"], "odd"]}}
+    assert "<script>" not in html.event_html(hostile)
 
 
 def test_a_request_is_bounded() -> None:
@@ -152,11 +160,11 @@ def test_a_request_is_bounded() -> None:
     ],
 )
 def test_value_text(name: str, value: object, text: str) -> None:
-    assert interpolate.value_text(name, value, "SUMMARY", secret=name == "api_key")[0] == text
+    assert interpolate.value_text(name, value, "SUMMARY", name == "api_key")[0] == text
 
 
 def test_a_long_string_is_clipped_and_says_so() -> None:
-    text, _ = interpolate.value_text("essay", "word " * 10_000, "str, 50,000 chars", secret=False)
+    text, _ = interpolate.value_text("essay", "word " * 10_000, "str, 50,000 chars", False)
     assert text.startswith("essay (str, 50,000 characters, clipped):\n") and len(text) < interpolate.VALUE_LIMIT + 200
 
 
@@ -169,3 +177,54 @@ def test_history_cell_reads_ipython_history(tmp_path: Path) -> None:
     cell = interpolate.history_cell(shell, count)
     assert cell is not None and cell.source.strip() == "1 + 41" and cell.result == "42"
     assert interpolate.history_cell(shell, count + 5) is None and interpolate.history_cell(shell, 0) is None
+
+
+# Expansion in an in-process shell, through the real CellLog and VariableWatch -----------------------------------
+class Hostile:
+    """A value whose repr must never be called: it would take ten seconds and then raise."""
+
+    def __repr__(self) -> str:
+        import time
+
+        time.sleep(10)
+        raise RuntimeError("repr called")
+
+    __str__ = __repr__
+
+
+@pytest.fixture
+def kernel_like() -> Any:
+    """An InteractiveShell with a CellLog and a VariableWatch following it, as the magics keep them."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from nbagent.notebook.cells import CellLog
+    from nbagent.notebook.variables import VariableWatch
+
+    shell = InteractiveShell.instance()
+    cells = CellLog(shell)
+    cells.register()
+    yield shell, interpolate.kernel_notebook(shell, cells, VariableWatch(shell))
+    cells.unregister()
+    for name in ("df", "poet", "api_key", "note", "odd", "n"):
+        shell.user_ns.pop(name, None)
+
+
+SECRET = "sk-ant-api03-" + "K" * 93 + "AA"
+
+
+def test_expansion_in_a_shell(kernel_like: Any) -> None:
+    shell, notebook = kernel_like
+    shell.run_cell("import pandas as pd\ndf = pd.DataFrame({'a': [1, 2, 3], 'b': ['x', 'y', 'z']})", store_history=True)
+    shell.run_cell(f"poet = 'Walt Whitman'\nn = 12\napi_key = {SECRET!r}\nnote = 'uses ' + api_key", store_history=True)
+    shell.user_ns["odd"] = Hostile()
+    failing = shell.execution_count
+    assert not shell.run_cell("df['c']", store_history=True).success
+    shell.run_cell("n * 2", store_history=True)
+    done = expand("{df} {poet} {n} {odd} {api_key} {note} | {Err} | {Out[" + str(failing + 1) + "]}", notebook)
+    assert done.text.startswith("df (pandas.DataFrame, 3 rows × 2 columns: 'a' int64, 'b' ")
+    assert ") Walt Whitman 12 odd (tests.test_interpolate.Hostile) " in done.text  # its type only: no repr called
+    assert "api_key (str (value hidden))" in done.text and "note (str (value hidden))" in done.text and SECRET not in done.text
+    assert f"In[{failing}], which raised an error:\n```python\ndf['c']\n```\nIts error:\n```\nKeyError: 'c'" in done.text
+    assert done.text.endswith(f"Out[{failing + 1}]:\n```\n24\n```\n")
+    with pytest.raises(UsageError, match="there is no variable pd"):  # a module is not a variable
+        expand("{pd}", notebook)

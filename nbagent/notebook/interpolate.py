@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import keyword
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -187,8 +187,9 @@ def field_text(field: Field, notebook: Notebook) -> tuple[str, str]:
 def error_text(cell: Cell) -> tuple[str, str]:
     """A cell that raised: its source, then its error and traceback; and the error's first line."""
     error = cell.error or ""
-    text = block(f"In[{cell.count}], which raised an error", cell.source, "python") + block("Its error", error)
-    return text, f"the error of cell [{cell.count}]: {_first_line(redact.text(error))}"
+    where = f"In[{cell.count}], which raised an error" if cell.count else "A cell that raised an error"
+    text = block(where, cell.source, "python") + block("Its error", error)
+    return text, f"the error of cell [{cell.count or '?'}]: {_first_line(redact.text(error))}"
 
 
 def block(label: str, text: str, language: str = "") -> str:
@@ -212,7 +213,7 @@ def clipped(text: str, limit: int) -> str:
     return kept.text()
 
 
-def value_text(name: str, value: object, summary: str, *, secret: bool) -> tuple[str, str]:
+def value_text(name: str, value: object, summary: str, secret: bool) -> tuple[str, str]:
     """What ``{name}`` becomes: a string's or a number's value itself, else the name and its summary; a secret's value never.
 
     ``summary``: the variable's summary as the context shows it (redacted, a secret's value hidden).
@@ -265,11 +266,8 @@ def kernel_notebook(shell: Any, cells: Any = None, watch: Any = None) -> Noteboo
     def variable(name: str) -> tuple[str, str]:
         if watch is None:
             raise KeyError(name)
-        from . import variables as nbvariables
-
         value = watch.get(name)
-        shown = nbvariables.describe(name, value)
-        return value_text(name, value, shown.summary, secret=nbvariables.is_secret(name, value))
+        return value_text(name, value, *variable_summary(name, value))
 
     def cell(count: int) -> Cell | None:
         run = cells.get(count) if cells is not None else None
@@ -282,6 +280,19 @@ def kernel_notebook(shell: Any, cells: Any = None, watch: Any = None) -> Noteboo
         return None if run is None else Cell(run.count, run.source, run.result, run.error)
 
     return Notebook(variable, cell, last_error)
+
+
+def variable_summary(name: str, value: object) -> tuple[str, bool]:
+    """A variable's summary as the context tells it (redacted), and whether its value is hidden (a secret's name or shape)."""
+    from .summaries import summary, type_label
+    from .variables import HIDDEN, hidden
+
+    if hidden(name, value):
+        return f"{type_label(type(value))} {HIDDEN}", True
+    text = summary(value)
+    if redact.text(text) != text:
+        return f"{type_label(type(value))} {HIDDEN}", True
+    return text, False
 
 
 def of_magics(magics: Any) -> Notebook:
@@ -299,8 +310,3 @@ def history_cell(shell: Any, count: int) -> Cell | None:
     reprs = getattr(history, "output_hist_reprs", None) or {}
     result = reprs.get(count)
     return Cell(count, clipped(str(raw[count]), CELL_LIMIT), None if result is None else clipped(str(result), CELL_LIMIT))
-
-
-def shown_fields(expanded: Sequence[Sequence[str]]) -> str:
-    """The panel's line about a request's fields: ``expanded: {df} → pandas.DataFrame, 3 rows ..., {In[3]} → the code of cell [3]``."""
-    return "expanded: " + ", ".join(f"{written} → {first}" for written, first in expanded)
