@@ -304,7 +304,17 @@ def _nothing(e: Event, c: Context) -> str:
 def _user_msg(e: Event, c: Context) -> str:
     legacy, content = request_parts(e.get("content"))
     text = esc(text_of(content, only_text=True))
-    return f'{model_notes_html([*c.notes, *legacy])}<div class="nbagent-user"><b>You:</b> <span class="nbagent-request">{text}</span></div>'
+    expanded = expanded_words((e.get("meta") or {}).get("expanded"))
+    fields = note_html(expanded, label="expanded") if expanded else ""
+    return f'{model_notes_html([*c.notes, *legacy])}<div class="nbagent-user"><b>You:</b> <span class="nbagent-request">{text}</span></div>{fields}'
+
+
+def expanded_words(pairs: Any, limit: int = 600) -> str:
+    """What the fields of a request became (its meta's ``expanded``: notebook/interpolate.py), in one line; '' if none."""
+    if not isinstance(pairs, list):
+        return ""
+    line = ", ".join(f"{p[0]} → {p[1]}" for p in pairs if isinstance(p, list) and len(p) == 2)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _assistant_msg(e: Event, c: Context) -> str:
