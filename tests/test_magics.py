@@ -346,7 +346,7 @@ def test_agent_tools_are_checked_when_set(shell, fake, caplog):
     settings = magics_for(shell).settings
     with caplog.at_level(logging.ERROR):
         run(shell, "%config Agent.tools = ['pyton', 'python']")  # %config reports a TraitError and keeps the old value
-    assert "unknown names ['pyton']; choose from python, read_file" in caplog.text
+    assert "unknown names ['pyton']; choose from python, notebook_history" in caplog.text
     assert "pyton" not in settings.tools and "shell" in settings.tools
     with pytest.raises(TraitError, match=r"\['shel'\]; choose from .*list_files, shell"):
         settings.tools = ["python", "shel"]
