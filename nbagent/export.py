@@ -27,7 +27,7 @@ from . import events as ev
 from . import fold, redact
 from .fold import Asides
 from .render import text
-from .render.markdown import code_span, decoded_url, defuse_links, fenced, image_allowed, link_allowed, plain, safe_markdown
+from .render.markdown import code_span, decoded_url, defuse_links, fenced, image_allowed, link_allowed, note_markdown, plain, safe_markdown
 from .render.parts import (
     ToolNames,
     checked_image,
@@ -292,7 +292,7 @@ def _call_cells(part: Part, meta: dict[str, Any]) -> list[NotebookNode]:
 NOTEBOOK_CELLS: dict[str, Callable[[Part, dict[str, Any]], list[NotebookNode]]] = {
     "request": lambda part, meta: [nbf.new_markdown_cell("**Request**\n\n" + safe_markdown(part.text), metadata=meta)],
     "reply": lambda part, meta: [nbf.new_markdown_cell("**Assistant**\n\n" + safe_markdown(part.text), metadata=meta)],
-    "note": lambda part, meta: [nbf.new_markdown_cell("_" + plain(part.text) + "_", metadata=meta)],
+    "note": lambda part, meta: [nbf.new_markdown_cell(note_markdown(part.text), metadata=meta)],
     "thinking": lambda part, meta: [nbf.new_markdown_cell(_thinking_markdown(part), metadata=meta)],
     "compaction": lambda part, meta: [nbf.new_markdown_cell(_compaction_markdown(part), metadata=meta)],
     "call": _call_cells,
@@ -322,7 +322,7 @@ def to_notebook(events: Iterable[ev.Event], *, source: Path = Path("session.json
 MARKDOWN_SECTIONS: dict[str, Callable[[Part], str]] = {
     "request": lambda part: "## Request\n\n" + safe_markdown(part.text),
     "reply": lambda part: "**Assistant**\n\n" + safe_markdown(part.text),
-    "note": lambda part: "_" + plain(part.text) + "_",
+    "note": lambda part: note_markdown(part.text),
     "thinking": _thinking_markdown,
     "compaction": _compaction_markdown,
     "call": lambda part: _python_markdown(part) if _is_python(part) else _call_markdown(part, images=True),

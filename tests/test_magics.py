@@ -52,6 +52,12 @@ def user_texts(request) -> list:
     return [m["content"] for m in request.body["messages"] if m["role"] == "user"]
 
 
+def last_words(request) -> str:
+    """The user's own words in a request's last message (after any notes to the model: the notebook's account)."""
+    content = user_texts(request)[-1]
+    return content if isinstance(content, str) else content[-1]["text"]
+
+
 def test_line_magic_runs_a_turn_and_logs_beside_the_notebook(shell, fake, tmp_path, capsys):
     fake.script(text("Hello from the agent"))
     assert run(shell, "%agent say hello").success
@@ -61,7 +67,8 @@ def test_line_magic_runs_a_turn_and_logs_beside_the_notebook(shell, fake, tmp_pa
     user = next(e for e in events if e["type"] == ev.USER_MSG)
     assert user["content"] == "say hello" and user["meta"]["kernel"] == nbkernel.KERNEL_ID
     body = fake.requests[0].body
-    assert {t["name"] for t in body["tools"]} == {"python", "read_file", "write_file", "edit_file", "list_files", "shell"}
+    notebook = {"notebook_history", "inspect_variable", "read_notebook"}
+    assert {t["name"] for t in body["tools"]} == {"python", *notebook, "read_file", "write_file", "edit_file", "list_files", "shell"}
     assert "Jupyter notebook" in body["system"][0]["text"] if isinstance(body["system"], list) else body["system"]
 
 
@@ -70,9 +77,9 @@ def test_a_request_ending_in_a_question_mark_reaches_the_agent(shell, fake, caps
     assert run(shell, "%agent What is in data.csv?").success
     assert run(shell, "x = 1\n%agent   is x one??").success
     assert run(shell, "%agent --approval deny what's up?").success
-    assert user_texts(fake.requests[0])[-1] == "What is in data.csv?"
-    assert user_texts(fake.requests[1])[-1] == "is x one??"
-    assert user_texts(fake.requests[2])[-1] == "what's up?"
+    assert last_words(fake.requests[0]) == "What is in data.csv?"
+    assert last_words(fake.requests[1]) == "is x one??"
+    assert last_words(fake.requests[2]) == "what's up?"
     assert shell.user_ns["x"] == 1
     capsys.readouterr()
     # Only a bare %agent? is help, and it is real help.
@@ -85,7 +92,7 @@ def test_a_request_ending_in_a_question_mark_reaches_the_agent(shell, fake, caps
 def test_cell_magic_body_is_the_request(shell, fake):
     fake.script(text("done"), text("again"))
     assert run(shell, "%%agent\nLoad data.csv.\nWhat is its mean?\n").success
-    assert user_texts(fake.requests[0])[-1] == "Load data.csv.\nWhat is its mean?"
+    assert last_words(fake.requests[0]) == "Load data.csv.\nWhat is its mean?"
     assert run(shell, "%%agent --new\nsecond session?").success
     assert len(fake.requests[1].body["messages"]) == 1  # a fresh session has no history
 
@@ -247,16 +254,20 @@ def test_rerun_after_restart_replays_without_model_calls(shell, fake, client, tm
     assert run(shell, "%agent q1").success
     out = capsys.readouterr().out
     assert "fresh" in out
-    note, request = user_texts(fake.requests[-1])[-1]
+    note, *_, request = user_texts(fake.requests[-1])[-1]  # between them: the notebook's account, if any
     assert note["text"].startswith("[nbagent note: the Jupyter kernel was restarted") and request["text"] == "q1"
     # The note is a note event, not the user's words: the request is logged as typed, and shown under the note.
-    *_, logged_note, logged_request = [e for e in nbagent.read_events(logs(folder)[0]) if e["type"] in (ev.NOTE, ev.USER_MSG)]
+    *_, logged_note, logged_request = [
+        e for e in nbagent.read_events(logs(folder)[0]) if e["type"] == ev.USER_MSG or e.get("kind") == "kernel_restarted"
+    ]
     assert logged_note["kind"] == "kernel_restarted" and logged_note["to_model"] == note["text"] and logged_request["content"] == "q1"
     assert "note to the model: the Jupyter kernel was restarted since the previous turn" in out and "request:\n    q1" in out
     assert "[nbagent note" not in out
     fake.script(text("again"))
     run(shell, "%agent q3")
-    assert user_texts(fake.requests[-1])[-1] == "q3"  # only the first turn after a restart carries the note
+    assert last_words(fake.requests[-1]) == "q3" and "restarted" not in str(
+        user_texts(fake.requests[-1])[-1]
+    )  # only the first turn after a restart carries the note
 
 
 def test_cells_match_recorded_turns_by_cell_id(shell, fake, client, tmp_path, capsys):

@@ -20,6 +20,7 @@ from . import build, interpolate, restart
 from . import kernel as nbkernel
 from . import python_tool as pytool
 from .foreign import calls_not_signed_by_user, untrusted_warning
+from .notebook_context import NotebookContext
 from .place import Place, place_of, print_sessions, replay_of, unchecked_place_of
 from .settings import Agent, context_settings, thinking_setting
 from .syntax import OPTIONS, agent_arguments, check_agent_line, keep_question_marks, split_request
@@ -36,6 +37,7 @@ class AgentMagics(Magics):
         super().__init__(shell)
         self.settings = settings
         self.tracker = nbkernel.CellTracker(shell)
+        self.context = NotebookContext(shell, settings.notebook_context_exclude, paused=lambda: self.tracker.paused)
         self.sessions: dict[tuple[str, Path], Session] = {}  # by (store URL, path): see Place.key
         self.current: Path | None = None
         self.current_place: tuple[str, Path] | None = None
@@ -288,7 +290,7 @@ class AgentMagics(Magics):
         model = build.model(self.settings, args)
         return Loop(
             session,
-            tools=build.tools(self.shell, self.settings),
+            tools=build.tools(self.shell, self.settings, self.context),  # the notebook tools read its cells and variables
             model=model,
             approval=build.approval(self.settings, args, view),
             system=self.settings.system_prompt,
@@ -336,6 +338,9 @@ class AgentMagics(Magics):
         loop = self._loop(session, args, view)
         if note:  # a note event, not part of the request: every view shows it as a note, never as the user's words
             session.append(ev.NOTE, kind="kernel_restarted", to_model=note)
+        told = self.context.gather(self.settings, restarted=bool(note)) if prompt is not None else None
+        if told is not None:  # a new turn: what the notebook did since the last one, logged (fsynced) before it is sent
+            session.append(ev.NOTE, **told.event())
         begin = getattr(view, "begin", None)
         if begin is not None:
             begin(Start.of_state(session.state))  # e.g. the names of the calls this run settles first
@@ -346,6 +351,8 @@ class AgentMagics(Magics):
         finally:
             self.tracker.paused = False
             unsubscribe()
+            if prompt is not None:  # after a resume (another kernel's turn) the user's cells and variables are still news
+                self.context.mark()  # the agent's own changes, and the cells so far, are not news next turn
 
     def _restore(self, session: Session, turns: tuple[restart.Turn, ...]) -> int:
         """Re-run the recorded python tool code of these turns (each turn once per kernel), in order."""
@@ -398,6 +405,7 @@ def load_ipython_extension(ipython: Any) -> None:
     magics = AgentMagics(ipython, settings)
     ipython.register_magics(magics)
     magics.tracker.register()
+    magics.context.register()
     ipython.input_transformers_cleanup.append(keep_question_marks)
     _state[id(ipython)] = magics
 
@@ -412,6 +420,7 @@ def unload_ipython_extension(ipython: Any) -> None:
         magics.replay.pause()
         magics.replay.stop_following()
     magics.tracker.unregister()
+    magics.context.unregister()
     if keep_question_marks in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.remove(keep_question_marks)
     if magics.settings in ipython.configurables:

@@ -41,6 +41,7 @@ from .parts import (
     dumps,
     esc,
     kind_of,
+    note_summary,
     note_text,
     note_words,
     request_parts,
@@ -235,7 +236,14 @@ def decision_html(decision: Any, by: Any, note: Any = "") -> str:
 
 
 def note_html(words: str, *, label: str = "note") -> str:
-    """A note: to the model (the restart note, the interruption note, ...) or to people; the one way notes look."""
+    """A note: to the model (the restart note, the interruption note, ...) or to people; the one way notes look.
+
+    A note of several lines (what the notebook did since the last turn) shows its first line; the rest on a click.
+    """
+    summary, rest = note_summary(words)
+    if rest:
+        head = f'<summary><span class="nbagent-label">{esc(label)}</span> {esc(summary)}</summary>'
+        return f'<details class="nbagent-note">{head}<pre class="nbagent-note-text">{esc(rest)}</pre></details>'
     return f'<div class="nbagent-note"><span class="nbagent-label">{esc(label)}</span> {esc(words)}</div>'
 
 

@@ -29,6 +29,15 @@ def plain(text: str) -> str:
     return _MARKUP.sub(r"\\\1", flat.replace("&", "&amp;").replace("<", "&lt;"))
 
 
+def note_markdown(text: str) -> str:
+    """A note in italics; a note of several lines collapsed: its first line the summary of a <details>, the rest a code block."""
+    first, _, rest = str(text).partition("\n")
+    if not rest.strip():
+        return "_" + plain(text) + "_"
+    summary = html.escape(" ".join(first.split()))
+    return f"<details><summary>{summary}</summary>\n\n{fenced(rest.strip(chr(10)), 'text')}\n\n</details>"
+
+
 def code_span(text: str) -> str:
     """Text as one inline code span (shown verbatim: Markdown, HTML and entities are not interpreted in it)."""
     flat = " ".join(str(text).split())

@@ -120,6 +120,12 @@ def note_words(text: str) -> str:
     return text
 
 
+def note_summary(words: str) -> tuple[str, str]:
+    """A note's first line and the rest: a note of several lines (the notebook's account) shows collapsed to its first."""
+    first, _, rest = words.partition("\n")
+    return first, rest.strip("\n")
+
+
 def request_parts(content: Any) -> tuple[list[str], Any]:
     """A request's notes to the model and the user's own content (a display rule for logs before v3).
 

@@ -26,6 +26,7 @@ from .parts import (
     gap,
     indent,
     kind_of,
+    note_summary,
     note_text,
     note_words,
     payload,
@@ -80,8 +81,12 @@ def _session_start(e: Mapping[str, Any], c: Context) -> Shown:
 
 
 def model_notes(notes: Iterable[str], label: str = "note to the model") -> str:
-    """Notes to the model, one line each (as people read them)."""
-    return "".join(f"{label}: {note_words(n)}\n" for n in notes)
+    """Notes to the model, one line each (as people read them); a note of several lines: its first, the rest indented."""
+    lines = []
+    for note in notes:
+        summary, rest = note_summary(note_words(note))
+        lines.append(f"{label}: {summary}\n" + (indent(rest) + "\n" if rest else ""))
+    return "".join(lines)
 
 
 def _user_msg(e: Mapping[str, Any], c: Context) -> Shown:
