@@ -12,7 +12,7 @@ import pytest
 import nbagent
 from nbagent import events as ev
 from nbagent import store
-from tests.fake_anthropic import FakeAnthropic, text
+from tests.fake_anthropic import FakeAnthropic, text, tool_use
 from tests.kernels import Kernel
 
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
@@ -131,14 +131,17 @@ def test_fix_sends_the_most_recent_error_and_the_users_words(kernel: Kernel, fak
     assert fake.requests == [] and not (tmp_path / ".nbagent").exists()
     kernel.run("values = [1, 2, 3]")
     assert kernel.try_run("values[3] + 1")[0] == "error"
-    kernel.run("fine = 1")  # a later cell that did not raise: the error is still the most recent one
-    fake.script(text("Index 3 is past the end; use values[2]."))
+    kernel.run("fine = 1\n%config Agent.approval = 'auto'")  # a later cell that did not raise: the error is still the latest
+    fake.script(tool_use("python", {"code": "fixed = values[2] + 1\nfixed"}), text("Index 3 is past the end; use values[2]."))
     assert "past the end" in kernel.run("%agent -f keep it short")
-    said = request_text(fake.requests[-1])
+    said = request_text(fake.requests[0])
     assert said.startswith("Explain the error below and fix it")
     assert "```python\nvalues[3] + 1\n```" in said and "IndexError" in said and said.endswith("\nkeep it short")
     [logged] = user_msgs(tmp_path)
     assert logged["meta"]["request"].endswith("{Err}\nkeep it short")
+    # The fix ran through the python tool, as any other code: its result went back to the model
+    [result] = [b for b in fake.requests[1].body["messages"][-1]["content"] if b.get("type") == "tool_result"]
+    assert "4" in str(result["content"]) and kernel.run("print(fixed)").strip() == "4"
 
 
 def test_a_rerun_cell_after_a_restart_shows_its_turn_without_needing_its_fields(
