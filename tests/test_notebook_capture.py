@@ -328,3 +328,13 @@ def test_in_a_real_kernel(tmp_path: Any) -> None:
     if pandas:
         assert seen["vars"]["df"] == "pandas.DataFrame, 2 rows × 2 columns: 'a' int64, 'b' str"
     assert "_log" not in seen["vars"] and "pd" not in seen["vars"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pandas") is None, reason="pandas is not installed (not in the test extra)")
+def test_the_benchmark_runs_on_tiny_sizes() -> None:
+    from benchmarks import notebook_context as bench
+
+    turns, what = bench.bench(runs=3, cells=12, variables=20, rows=100, elements=100)
+    assert [len(t.big) for t in turns] == [3, 3] and [len(t.small) for t in turns] == [3, 3] and what
+    table = bench.report(turns, what, 3)
+    assert table.count("\n| ") == 3  # the header and two turns; no time is asserted

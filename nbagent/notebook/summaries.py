@@ -14,7 +14,7 @@ import itertools
 import math
 import types
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 SHORT_STR = 80  # a string up to this long is shown whole
 BIG_INT_BITS = 128  # a larger int shows its size, not its digits (str() of a huge int is slow or refused)
@@ -47,6 +47,10 @@ _SAFE_REPR = frozenset(
 
 def summary(value: object, *, limit: int = 300) -> str:
     """One line a model reads: type and, for known types, shape/len/value; never calls a repr/str it can't bound."""
+    cls, v = type(value), cast(Any, value)
+    if cls is int and -(2**63) < v < 2**63 or cls is str and len(v) <= SHORT_STR:  # the common case, quickly
+        text = f"{cls.__name__} {v!r}"
+        return text if len(text) <= limit else _clip(text, limit)
     try:
         text = _summary(value, limit)
     except Exception:  # a known type's metadata misbehaved: its type still says something
@@ -65,9 +69,7 @@ def details(value: object, *, limit: int = 4000) -> str:
 
 def type_label(cls: type) -> str:
     """A class's name as a model reads it: bare for builtins and ``__main__``, else qualified by its module."""
-    name = _attr_str(cls, "__qualname__") or _attr_str(cls, "__name__") or "object"
-    module = _attr_str(cls, "__module__")
-    return name if module in (None, "builtins", "__main__") else f"{module}.{name}"
+    return _type_info(cls)[2]
 
 
 def is_known(value: object) -> bool:
@@ -76,19 +78,26 @@ def is_known(value: object) -> bool:
 
 
 # Recognising types ---------------------------------------------------------------------------------------
-_KINDS: dict[int, tuple[type, str | None]] = {}  # by id(cls): a metaclass's __hash__ would be user code
+_TYPES: dict[int, tuple[type, str | None, str]] = {}  # by id(cls) (a metaclass's __hash__ would be user code)
+
+
+def _type_info(cls: type) -> tuple[type, str | None, str]:
+    """(cls, its kind, its label), looked up once per class."""
+    hit = _TYPES.get(id(cls))
+    if hit is not None and hit[0] is cls:
+        return hit
+    if len(_TYPES) > 1024:
+        _TYPES.clear()
+    name = _attr_str(cls, "__qualname__") or _attr_str(cls, "__name__") or "object"
+    module = _attr_str(cls, "__module__")
+    label = name if module in (None, "builtins", "__main__") else f"{module}.{name}"
+    info = _TYPES[id(cls)] = (cls, _find_kind(cls), label)
+    return info
 
 
 def _kind(cls: type) -> str | None:
     """Which known family a class belongs to ('scalar', 'str', 'pandas.DataFrame', 'numpy.ndarray', ...), or None."""
-    hit = _KINDS.get(id(cls))
-    if hit is not None and hit[0] is cls:
-        return hit[1]
-    if len(_KINDS) > 1024:
-        _KINDS.clear()
-    kind = _find_kind(cls)
-    _KINDS[id(cls)] = (cls, kind)
-    return kind
+    return _type_info(cls)[1]
 
 
 def _find_kind(cls: type) -> str | None:
@@ -121,8 +130,7 @@ def _find_kind(cls: type) -> str | None:
 
 def _summary(value: Any, limit: int) -> str:
     cls = type(value)
-    kind = _kind(cls)
-    label = type_label(cls)
+    _, kind, label = _type_info(cls)
     if kind == "scalar":
         return _scalar(value)
     if kind == "str":

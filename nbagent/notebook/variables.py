@@ -55,6 +55,12 @@ def hidden(name: str, value: object) -> bool:
     return False  # other values' summaries and details are redacted where they are shown
 
 
+def _user_type(cls: type) -> bool:
+    """Whether values of this class can be user variables (not modules, not nbagent's own objects)."""
+    # type(value), never value.__class__: a property there would be user code
+    return not issubclass(cls, types.ModuleType) and not type_label(cls).startswith("nbagent.")
+
+
 class VariableWatch:
     """The user namespace's variables, compared with a baseline set by :meth:`mark`."""
 
@@ -97,16 +103,14 @@ class VariableWatch:
             return False
         if name in hidden_ns and hidden_ns[name] is value:
             return False  # IPython's own (what %who leaves out)
-        cls = type(value)  # never value.__class__: a property there would be user code
-        if cls is types.ModuleType or type_label(cls).startswith("nbagent.") or issubclass(cls, types.ModuleType):
-            return False
-        return self._excluded is None or self._excluded.match(name) is None
+        return _user_type(type(value)) and (self._excluded is None or self._excluded.match(name) is None)
 
     def _snapshot(self) -> dict[str, tuple[int, str]]:
         found: dict[str, tuple[int, str]] = {}
         hidden_ns = self._hidden_ns()
+        user = self._user
         for name, value in list(self.shell.user_ns.items()):
-            if not self._user(name, value, hidden_ns):
+            if not user(name, value, hidden_ns):
                 continue
             if secret_name(name):
                 if type(value) is str or type(value) is bytes:
