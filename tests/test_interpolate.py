@@ -9,7 +9,8 @@ import pytest
 from IPython.core.error import UsageError
 
 from nbagent.notebook import interpolate
-from nbagent.notebook.interpolate import Cell, Field, Notebook, expand, parse
+from nbagent.notebook.cells import CellRun
+from nbagent.notebook.interpolate import Field, Notebook, expand, parse
 
 N = Field("name", "df")
 
@@ -60,15 +61,15 @@ def test_in_or_out_without_a_count_is_a_usage_error(template: str) -> None:
 
 # Expansion against a notebook given as tables -------------------------------------------------------------------
 CELLS = {
-    3: Cell(3, "x = 1\ny = 2"),
-    4: Cell(4, "x + y", result="3"),
-    5: Cell(5, "d['k']", error="KeyError: 'k'\n  Cell In[5], line 1"),
-    6: Cell(6, "print('```')"),
+    3: CellRun(3, "x = 1\ny = 2", None, None),
+    4: CellRun(4, "x + y", "3", None),
+    5: CellRun(5, "d['k']", None, "KeyError: 'k'\n  Cell In[5], line 1"),
+    6: CellRun(6, "print('```')", None, None),
 }
 VALUES = {"poet": ("Walt Whitman", "str 'Walt Whitman'"), "df": ("df (pandas.DataFrame, 3 rows)", "pandas.DataFrame, 3 rows")}
 
 
-def table_notebook(cells: dict[int, Cell] = CELLS, last_error: Cell | None = CELLS[5]) -> Notebook:
+def table_notebook(cells: dict[int, CellRun] = CELLS, last_error: CellRun | None = CELLS[5]) -> Notebook:
     def variable(name: str) -> tuple[str, str]:
         return VALUES[name]
 
@@ -140,7 +141,7 @@ def test_the_panel_says_what_the_fields_became() -> None:
 
 
 def test_a_request_is_bounded() -> None:
-    big = {n: Cell(n, "x = 1\n" * 5_000) for n in range(1, 10)}
+    big = {n: CellRun(n, "x = 1\n" * 5_000, None, None) for n in range(1, 10)}
     done = expand(" ".join(f"{{In[{n}]}}" for n in big), table_notebook(big))
     assert len(done.text) <= interpolate.BUDGET + 9 * 100
     assert "more characters not shown" in done.text  # each cell clipped to CELL_LIMIT

@@ -20,6 +20,9 @@ from IPython.core.error import UsageError
 
 from .. import redact
 from ..clip import HeadTail
+from .cells import CellLog, CellRun
+from .summaries import summary, type_label
+from .variables import HIDDEN, VariableWatch, hidden
 
 CELLS = ("In", "Out", "Err")
 _FIELD = re.compile(r"\{(?P<name>[^\W\d]\w*)(?:\[(?P<count>[0-9]{1,9})\])?\}")
@@ -97,22 +100,12 @@ def fields(template: str) -> list[Field]:
 
 
 @dataclass(frozen=True)
-class Cell:
-    """What interpolation needs of one executed cell (``cells.CellRun`` has these)."""
-
-    count: int
-    source: str
-    result: str | None = None
-    error: str | None = None
-
-
-@dataclass(frozen=True)
 class Notebook:
     """Where fields are looked up: ``variable(name)`` (the text of a variable, KeyError if none), ``cell(count)``, ``last_error()``."""
 
     variable: Callable[[str], tuple[str, str]]  # (what {name} becomes, a few words on it)
-    cell: Callable[[int], Cell | None]
-    last_error: Callable[[], Cell | None]
+    cell: Callable[[int], CellRun | None]
+    last_error: Callable[[], CellRun | None]
 
 
 @dataclass(frozen=True)
@@ -121,8 +114,7 @@ class Expansion:
 
     template: str
     text: str
-    expanded: tuple[tuple[str, str], ...] = ()  # (the field as written, the first line of what it became)
-
+    expanded: tuple[tuple[str, str], ...] = ()  # (the field as written, a few words on what it became)
     problem: UsageError | None = None  # why the request cannot be sent (then ``text`` is the template)
 
     def meta(self) -> dict[str, Any]:
@@ -184,7 +176,7 @@ def field_text(field: Field, notebook: Notebook) -> tuple[str, str]:
     return error_text(cell)
 
 
-def error_text(cell: Cell) -> tuple[str, str]:
+def error_text(cell: CellRun) -> tuple[str, str]:
     """A cell that raised: its source, then its error and traceback; and the error's first line."""
     error = cell.error or ""
     where = f"In[{cell.count}], which raised an error" if cell.count else "A cell that raised an error"
@@ -257,11 +249,8 @@ def prepare(template: str, notebook: Notebook, *, fix: bool = False) -> Expansio
         return Expansion(template, template, problem=err)
 
 
-def kernel_notebook(shell: Any, cells: Any = None, watch: Any = None) -> Notebook:
-    """Fields looked up in a kernel: variables through the VariableWatch, cells through the CellLog, else IPython's history.
-
-    ``cells``: a ``cells.CellLog``; ``watch``: a ``variables.VariableWatch`` (None: none is kept, as before ``%load_ext``).
-    """
+def kernel_notebook(shell: Any, cells: CellLog | None = None, watch: VariableWatch | None = None) -> Notebook:
+    """Fields looked up in a kernel: variables through the VariableWatch, cells through the CellLog, else IPython's history."""
 
     def variable(name: str) -> tuple[str, str]:
         if watch is None:
@@ -269,24 +258,18 @@ def kernel_notebook(shell: Any, cells: Any = None, watch: Any = None) -> Noteboo
         value = watch.get(name)
         return value_text(name, value, *variable_summary(name, value))
 
-    def cell(count: int) -> Cell | None:
+    def cell(count: int) -> CellRun | None:
         run = cells.get(count) if cells is not None else None
-        if run is not None:
-            return Cell(run.count, run.source, run.result, run.error)
-        return history_cell(shell, count)
+        return run if run is not None else history_cell(shell, count)
 
-    def last_error() -> Cell | None:
-        run = cells.last_error() if cells is not None else None
-        return None if run is None else Cell(run.count, run.source, run.result, run.error)
+    def last_error() -> CellRun | None:
+        return cells.last_error() if cells is not None else None
 
     return Notebook(variable, cell, last_error)
 
 
 def variable_summary(name: str, value: object) -> tuple[str, bool]:
     """A variable's summary as the context tells it (redacted), and whether its value is hidden (a secret's name or shape)."""
-    from .summaries import summary, type_label
-    from .variables import HIDDEN, hidden
-
     if hidden(name, value):
         return f"{type_label(type(value))} {HIDDEN}", True
     text = summary(value)
@@ -297,11 +280,10 @@ def variable_summary(name: str, value: object) -> tuple[str, bool]:
 
 def of_magics(magics: Any) -> Notebook:
     """The fields of the ``%agent`` magics' kernel: the cell log and variable watch their notebook context keeps."""
-    context = getattr(magics, "context", None)
-    return kernel_notebook(magics.shell, getattr(context, "cells", None), getattr(context, "variables", None))
+    return kernel_notebook(magics.shell, magics.context.cells, magics.context.variables)
 
 
-def history_cell(shell: Any, count: int) -> Cell | None:
+def history_cell(shell: Any, count: int) -> CellRun | None:
     """Cell ``count`` as IPython's history has it (a cell run before the CellLog followed them): source and result text."""
     history = getattr(shell, "history_manager", None)
     raw = getattr(history, "input_hist_raw", None) or []
@@ -309,4 +291,4 @@ def history_cell(shell: Any, count: int) -> Cell | None:
         return None
     reprs = getattr(history, "output_hist_reprs", None) or {}
     result = reprs.get(count)
-    return Cell(count, clipped(str(raw[count]), CELL_LIMIT), None if result is None else clipped(str(result), CELL_LIMIT))
+    return CellRun(count, clipped(str(raw[count]), CELL_LIMIT), None if result is None else clipped(str(result), CELL_LIMIT), None)
