@@ -20,6 +20,7 @@ PREFIX = "[nbagent note: "
 FRAME_ROOM = 340  # characters kept for the section headings, the line saying what was left out and the closing bracket
 RANGES_LIMIT = 100
 GONE = "Names gone: "
+MIN_CELL = 10  # "In [1]: x" and its newline: below this room, no more cells are tried
 OWN_LINES = ("%load_ext nbagent", "%reload_ext nbagent", "%config Agent", "%agent", "%%agent")
 SOURCE_LIMIT = 600  # one cell's source, result and error, before the budget shares what is left
 RESULT_LIMIT = 300
@@ -55,7 +56,7 @@ def compose(cells: Sequence[CellRun], variables: Sequence[Variable], gone: Seque
     since = "since the kernel restarted" if restarted else "since your last turn"
     header = f"what the notebook did {since}: {counts(cells, variables, gone)}."
     room = max(0, budget - len(PREFIX) - len(header) - FRAME_ROOM)
-    texts = {c.count: cell_text(c) for c in cells}
+    texts = _Texts({c.count: c for c in cells})
     told, room = _fit(_cell_order(cells), texts, int(room * CELLS_SHARE), room)
     var_lines: list[str] = []
     for variable in variables:
@@ -102,10 +103,24 @@ def _cell_order(cells: Sequence[CellRun]) -> list[CellRun]:
     return [c for c in newest if c.error] + [c for c in newest if not c.error]
 
 
+class _Texts(dict[int, str]):
+    """Cells' texts by execution count, made when first asked for (most of 200 cells never are)."""
+
+    def __init__(self, cells: dict[int, CellRun]) -> None:
+        super().__init__()
+        self.cells = cells
+
+    def __missing__(self, count: int) -> str:
+        text = self[count] = cell_text(self.cells[count])
+        return text
+
+
 def _fit(order: Iterable[CellRun], texts: dict[int, str], share: int, room: int) -> tuple[set[int], int]:
     """The cells of ``order`` whose texts fit in ``share`` characters (and the room left after them)."""
     told: set[int] = set()
     for cell in order:
+        if share < MIN_CELL:
+            break
         size = len(texts[cell.count]) + 1
         if size <= share:
             told.add(cell.count)
@@ -179,6 +194,8 @@ def left_out_line(left_out: dict[str, int], budget: int) -> str:
 
 def nbagent_own(cell: CellRun) -> bool:
     """Whether a cell only sets nbagent up (``%load_ext nbagent``, ``%config Agent...``): not news to the model."""
+    if not cell.source.lstrip().startswith(("%", "#")):
+        return False
     lines = [line.strip() for line in cell.source.splitlines() if line.strip() and not line.strip().startswith("#")]
     return bool(lines) and not cell.error and all(line.startswith(OWN_LINES) for line in lines)
 
