@@ -98,7 +98,14 @@ def test_markdown_renders_what_a_model_writes() -> None:
     html = render.markdown_html(
         "# Title\n\n**bold** `code` ~~gone~~ [site](https://example.org)\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n```python\nx = 1\n```"
     )
-    for expected in ("<h1>Title</h1>", "<strong>bold</strong>", "<code>code</code>", "<s>gone</s>", "<table>", '<pre class="nbagent-code"><code><span class="pg-n">x</span>'):
+    for expected in (
+        "<h1>Title</h1>",
+        "<strong>bold</strong>",
+        "<code>code</code>",
+        "<s>gone</s>",
+        "<table>",
+        '<pre class="nbagent-code"><code><span class="pg-n">x</span>',
+    ):
         assert expected in html
     assert 'href="https://example.org"' in html and 'rel="noopener noreferrer nofollow"' in html
 

@@ -218,4 +218,7 @@ def test_a_server_compaction_s_tokens_reach_the_session_totals_and_the_panel(
         assert session.usage["input_tokens"] == top_level + sum(
             i["input_tokens"] for e in compacting for i in e["usage"]["iterations"] if i["type"] == "compaction"
         )
-        assert f"{session.usage['input_tokens']:,} in" in usage_text(session.usage)
+        every_input = (
+            session.usage["input_tokens"] + session.usage["cache_creation_input_tokens"] + session.usage["cache_read_input_tokens"]
+        )
+        assert f"{every_input:,} tokens in" in usage_text(session.usage)  # cached input is input too (usage.Tokens)
