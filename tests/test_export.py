@@ -29,7 +29,26 @@ def rendered_html(markdown: str) -> str:
     return MarkdownIt("commonmark", {"html": True}).render(markdown)
 
 
-SAFE_TAGS = {"p", "strong", "em", "code", "pre", "a", "h1", "h2", "h3", "ul", "ol", "li", "blockquote", "br", "hr", "img"}
+SAFE_TAGS = {
+    "p",
+    "strong",
+    "em",
+    "code",
+    "pre",
+    "a",
+    "h1",
+    "h2",
+    "h3",
+    "ul",
+    "ol",
+    "li",
+    "blockquote",
+    "br",
+    "hr",
+    "img",
+    "details",
+    "summary",
+}  # the last two: a long note, collapsed (render/markdown.py)
 
 
 class _Elements(HTMLParser):

@@ -505,7 +505,26 @@ def test_keys_reach_neither_the_snapshot_nor_exports(tmp_path: Path, monkeypatch
 
 
 # Hostile output through the real export path -------------------------------------------------------
-SAFE_TAGS = {"p", "strong", "em", "code", "pre", "a", "h1", "h2", "h3", "ul", "ol", "li", "blockquote", "br", "hr", "img"}
+SAFE_TAGS = {
+    "p",
+    "strong",
+    "em",
+    "code",
+    "pre",
+    "a",
+    "h1",
+    "h2",
+    "h3",
+    "ul",
+    "ol",
+    "li",
+    "blockquote",
+    "br",
+    "hr",
+    "img",
+    "details",
+    "summary",
+}  # the last two: a long note, collapsed (render/markdown.py)
 BAD_CHARS = "\t\n\r\x00 "
 SCRIPT_SCHEMES = {"javascript", "vbscript", "data", "file", "blob"}
 
