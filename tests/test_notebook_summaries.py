@@ -189,7 +189,6 @@ def test_pandas_details() -> None:
     assert "describe():" in details(df["x"])
 
 
-@pytest.mark.skipif(importlib.util.find_spec("polars") is None, reason="polars is not installed (optional; not in the test extra)")
 def test_polars() -> None:
     import polars as pl
 

@@ -91,7 +91,10 @@ def _type_info(cls: type) -> tuple[type, str | None, str]:
     name = _attr_str(cls, "__qualname__") or _attr_str(cls, "__name__") or "object"
     module = _attr_str(cls, "__module__")
     label = name if module in (None, "builtins", "__main__") else f"{module}.{name}"
-    info = _TYPES[id(cls)] = (cls, _find_kind(cls), label)
+    kind = _find_kind(cls)
+    if kind is not None and kind.endswith(f".{name}"):  # polars.DataFrame, not polars.dataframe.frame.DataFrame
+        label = kind
+    info = _TYPES[id(cls)] = (cls, kind, label)
     return info
 
 
