@@ -16,10 +16,9 @@ from ..log import FsyncPolicy, make_folder
 from ..loop import Loop
 from ..render.parts import Start
 from ..session import Session
-from . import build, interpolate, restart
+from . import build, interpolate, restart, restore
 from . import kernel as nbkernel
-from . import python_tool as pytool
-from .foreign import calls_not_signed_by_user, untrusted_warning
+from .foreign import untrusted_warning
 from .notebook_context import NotebookContext
 from .place import Place, place_of, print_sessions, replay_of, unchecked_place_of
 from .settings import Agent, context_settings, thinking_setting
@@ -130,18 +129,11 @@ class AgentMagics(Magics):
             path = latest or place.new_path()  # after a restart, the most recently active session of this notebook
         session = self.sessions.get((place.source.url, path))
         if session is None or session.closed:
-            if problem is not None and not self._exists(place, path):
+            if problem is not None and not place.has(path):
                 raise problem  # a new session's cell can only ask: nothing is created for a request that cannot start
             session = self.sessions[(place.source.url, path)] = self._open(place, path)
         self.current, self.current_place = path, place.key
         return session
-
-    @staticmethod
-    def _exists(place: Place, path: Path) -> bool:
-        """Whether the session at ``path`` has been created (a log file, or a database's row)."""
-        if not place.source.url:
-            return path.exists()
-        return any(found.path == path for found in place.sessions())
 
     def _current_session(self) -> Session | None:
         """The current session if it is open and the settings still lead to it (its folder was checked when it was opened)."""
@@ -217,7 +209,11 @@ class AgentMagics(Magics):
                     recorded(restart.after_recorded(plan, turns, nbkernel.KERNEL_ID, self.restored.get(key, set())))
             if not live:
                 view.finish()  # a re-rendered turn is static: shown now, above anything the steps below print
-            calls = self._restore(session, plan.restore) if plan.restore else 0
+            calls = (
+                restore.rerun(self.shell, session, plan.restore, self.restored.setdefault(session.where, set()), self.tracker)
+                if plan.restore
+                else 0
+            )
             if plan.unfinished == "continue":
                 self._run(session, None, args, view)  # an unfinished turn of the user's own continues, once
             elif plan.unfinished == "explain":
@@ -353,38 +349,6 @@ class AgentMagics(Magics):
             unsubscribe()
             if prompt is not None:  # after a resume (another kernel's turn) the user's cells and variables are still news
                 self.context.mark()  # the agent's own changes, and the cells so far, are not news next turn
-
-    def _restore(self, session: Session, turns: tuple[restart.Turn, ...]) -> int:
-        """Re-run the recorded python tool code of these turns (each turn once per kernel), in order."""
-        done = self.restored.setdefault(session.where, set())
-        todo = [t for t in turns if t.seq not in done]
-        unsigned = calls_not_signed_by_user(session)
-        calls = failed = skipped = 0
-        self.tracker.paused = True
-        try:
-            for turn in todo:
-                done.add(turn.seq)
-                for tool_use_id, code in turn.python_calls:
-                    if tool_use_id in turn.failed_calls:
-                        continue
-                    if tool_use_id in unsigned:
-                        skipped += 1  # recorded in a line this user did not write: never run unasked
-                        continue
-                    calls += 1
-                    _, error = pytool.run_code(self.shell, code)
-                    failed += error is not None
-        finally:
-            self.tracker.paused = False
-        if skipped:
-            print(
-                f"nbagent: did not re-run {skipped} recorded python call(s): they come from log lines not written by you "
-                "(see the warning above). Run that code yourself if you trust it."
-            )
-        if calls:
-            session.append(ev.NOTE, kind="kernel_state_restored", python_calls=calls, failed=failed)
-            message = f"nbagent: restored kernel state by re-running {calls} recorded python call(s)"
-            print(message + (f"; {failed} failed." if failed else "."))
-        return calls
 
     def close(self) -> None:
         """Close every open session (releasing their locks)."""

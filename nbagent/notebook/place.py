@@ -48,6 +48,12 @@ class Place:
         with usage_errors():
             return notebook_sessions(self.source, self.folder)
 
+    def has(self, path: Path) -> bool:
+        """Whether the session at ``path`` has been created (a log file, or a database's row)."""
+        if not self.source.url:
+            return path.exists()
+        return any(found.path == path for found in self.sessions())
+
     def latest(self) -> Path | None:
         """The most recently active session's path (what a new kernel continues), if any."""
         found = self.sessions()
