@@ -207,6 +207,11 @@ def test_new_rebound_changed_and_gone(ip: Any) -> None:
     assert gone == ["dropped"]
     watch.mark()
     assert watch.changes() == ([], [])
+    for n in range(50):  # an immutable value's summary is reused only for the very same object (ids may be reused)
+        big = ns["big"] = int("9" * 30) + n
+        assert names(watch.changes())[0]["big"] == f"int {big}"
+        watch.mark()
+        assert watch.changes() == ([], [])
 
 
 def test_left_out_names(ip: Any) -> None:

@@ -61,6 +61,9 @@ def _user_type(cls: type) -> bool:
     return not issubclass(cls, types.ModuleType) and not type_label(cls).startswith("nbagent.")
 
 
+IMMUTABLE = frozenset({int, float, complex, bool, str, bytes, type(None)})  # exact types: a subclass may mutate
+
+
 class VariableWatch:
     """The user namespace's variables, compared with a baseline set by :meth:`mark`."""
 
@@ -69,6 +72,8 @@ class VariableWatch:
         self.exclude = tuple(exclude)
         self._excluded = re.compile("|".join(fnmatch.translate(p) for p in self.exclude)) if self.exclude else None
         self._baseline: dict[str, tuple[int, str]] = {}  # name -> (id of the value, raw summary)
+        # An immutable value's summary, kept with the value itself (alive, so its id is not reused) until the next snapshot
+        self._immutable: dict[str, tuple[object, str]] = {}
 
     def changes(self) -> tuple[list[Variable], list[str]]:
         """(new or changed since the mark, names gone since the mark), in namespace order."""
@@ -107,6 +112,7 @@ class VariableWatch:
 
     def _snapshot(self) -> dict[str, tuple[int, str]]:
         found: dict[str, tuple[int, str]] = {}
+        immutable: dict[str, tuple[object, str]] = {}
         hidden_ns = self._hidden_ns()
         user = self._user
         for name, value in list(self.shell.user_ns.items()):
@@ -116,8 +122,14 @@ class VariableWatch:
                 if type(value) is str or type(value) is bytes:
                     redact.register(value)  # shorter than 8 characters: ignored by redact
                 found[name] = (id(value), f"{type_label(type(value))} {HIDDEN}")
+            elif type(value) in IMMUTABLE:  # the same object has the same summary: not worked out again
+                seen = self._immutable.get(name)
+                text = seen[1] if seen is not None and seen[0] is value else summary(value)
+                immutable[name] = (value, text)
+                found[name] = (id(value), text)
             else:
                 found[name] = (id(value), summary(value))
+        self._immutable = immutable
         return found
 
     def _shown(self, changed: list[tuple[str, tuple[int, str]]]) -> list[Variable]:
