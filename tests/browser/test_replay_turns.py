@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.harness import ARTIFACTS, Jupyter, JupyterServer, visible_text, wait_until, write_notebook
+from tests.browser.harness import ARTIFACTS, Jupyter, JupyterServer, visible_text, wait_stable, wait_until, write_notebook
 from tests.fake_anthropic import FakeAnthropic, text
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.kernel]
@@ -78,6 +78,8 @@ def test_the_replay_opens_on_what_the_session_was_and_finds_words_in_context(
     assert first.startswith("Turn 1 reply:") and "grows cardamom beside the old well" in first, first
     assert [m.lower() for m in hits.first.locator("mark").all_inner_texts()] == ["cardamom"]
     assert " ".join(visible_text(hits.nth(1)).split()).startswith("Turn 2 reply: The cardamom field is the largest")
+    wait_stable(output, quiet=1.0)  # the rows are refilled as the search box's value arrives: click the final ones
+    lab.wait_idle(NOTEBOOK)  # a click is a comm message: the kernel takes it when no cell runs
     output.locator(".nbagent-match").first.get_by_role("button", name="Show").click()
     turn = output.locator(".nbagent-turn-heading")
     scroll = output.locator(".nbagent-replay-scroll")

@@ -56,8 +56,16 @@ def test_the_browser_lists_sessions_and_the_live_view_follows_one_across_a_serve
     row = page.locator("tr.nbagent-session-row[data-session=followed]")
     row.wait_for()
     cells = row.locator("td").all_inner_texts()
-    assert cells[:6] == [NOTEBOOK, "followed", "request 1: say something", "2", "7", "unfinished: model reply"]
-    assert cells[6] == "yours"
+    assert cells[:7] == [
+        NOTEBOOK,
+        "followed",
+        "request 1: say something",
+        "2",
+        "3 tokens in · 4 out",
+        "7 / 200k",
+        "unfinished: model reply",
+    ]
+    assert cells[7] == "yours"
     row.locator("a.nbagent-session-link").click()
     wait_seq(page, 12)
     assert page.locator(".nbagent-connection").inner_text() == "live"
