@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,36 +14,17 @@ from nbagent import events as ev
 from nbagent import store
 from nbagent.notebook.notebook_context import KIND
 from nbagent.render import html
+from tests import test_kernel
 from tests.fake_anthropic import text, tool_use
-from tests.kernels import Kernel, wait_for
+from tests.kernels import wait_for
 
+kernels = test_kernel.kernels  # the fixture: kernels on the fake API, shut down after the test
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]  # real ipykernels, one SIGKILLed
 
 SETUP = "%load_ext nbagent\n%config Agent.tools = ['python']"
 SECRET = "sk-ant-api03-" + "K" * 93 + "AA"  # the shape of an Anthropic key: redaction knows it
 DATA = "import pandas as pd\nsales = pd.DataFrame({'region': ['north', 'south', 'east'], 'units': [3, 4, 5]})"
 NOTE_START = "[nbagent note: what the notebook did"
-
-
-@pytest.fixture
-def kernels(tmp_path: Path, fake) -> Iterator[Any]:
-    env = {
-        **os.environ,
-        "ANTHROPIC_BASE_URL": fake.base_url,
-        "ANTHROPIC_API_KEY": "test-key",
-        "JPY_SESSION_NAME": str(tmp_path / "work.ipynb"),
-    }
-    started: list[Kernel] = []
-
-    def start() -> Kernel:
-        kernel = Kernel(tmp_path, env)
-        started.append(kernel)
-        return kernel
-
-    yield start
-    for kernel in started:
-        if kernel.km.is_alive():
-            kernel.shutdown()
 
 
 def notes(request: Any) -> list[str]:

@@ -29,6 +29,7 @@ from nbagent.errors import LogError, NbagentError, UntrustedLogError
 from reliability.attacker import cloned_notebook_log, dangling_call, markdown_log
 from reliability.payloads import MARKDOWN, start_tags
 from tests.fake_anthropic import FakeAnthropic, text
+from tests.test_export import SAFE_TAGS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -505,26 +506,6 @@ def test_keys_reach_neither_the_snapshot_nor_exports(tmp_path: Path, monkeypatch
 
 
 # Hostile output through the real export path -------------------------------------------------------
-SAFE_TAGS = {
-    "p",
-    "strong",
-    "em",
-    "code",
-    "pre",
-    "a",
-    "h1",
-    "h2",
-    "h3",
-    "ul",
-    "ol",
-    "li",
-    "blockquote",
-    "br",
-    "hr",
-    "img",
-    "details",
-    "summary",
-}  # the last two: a long note, collapsed (render/markdown.py)
 BAD_CHARS = "\t\n\r\x00 "
 SCRIPT_SCHEMES = {"javascript", "vbscript", "data", "file", "blob"}
 
