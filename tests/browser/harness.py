@@ -437,19 +437,21 @@ class Jupyter:
 
     def run_cell(self, path: str, index: int) -> None:
         """Select cell ``index`` and run it (returns at once)."""
+        before = self.state(path)["cells"][index]["prompt"]
         self.activate(path)
         self.page.evaluate(
             f"([path, index]) => {{ const p = ({PANEL_JS})(path); p.content.activeCellIndex = index; }}",
             [path, index],
         )
         self.command("notebook:run-cell", wait=False)
-        self.wait_started(path)
+        self.wait_started(path, index, before)
 
-    def wait_started(self, path: str, timeout: float = 30) -> None:
-        """Wait until a cell is queued or running."""
+    def wait_started(self, path: str, index: int = -1, before: str = "", timeout: float = 30) -> None:
+        """Wait until a cell is queued or running (or cell ``index``'s prompt is no longer ``before``: a quick cell that ran)."""
         self.page.wait_for_function(
-            "([js, path]) => { const s = eval(js)(path); return s.busy || s.status === 'busy'; }",
-            arg=[STATE_JS, path],
+            "([js, path, index, before]) => { const s = eval(js)(path);"
+            " return s.busy || s.status === 'busy' || (index >= 0 && s.cells[index].prompt !== before); }",
+            arg=[STATE_JS, path, index, before],
             timeout=timeout * 1000,
         )
 
