@@ -60,7 +60,9 @@ WATCH_JS = (
     const bar = document.querySelector('#jp-main-statusbar');
     const indicator = document.querySelector('.jp-Notebook-ExecutionIndicator, .jp-KernelStatus');
     const words = [panel.sessionContext.kernelDisplayStatus];
-    if (bar) words.push((bar.innerText.match(/\\|\\s*(\\w+)/) || ['', ''])[1]);
+    // the status bar's kernel item (its text, e.g. 'Python 3 (ipykernel) | Busy'), not the first '|' of the whole bar
+    const item = bar ? [...bar.querySelectorAll('.jp-StatusBar-TextItem')].find((e) => /\\|\\s*\\w+$/.test(e.innerText.trim())) : null;
+    if (item) words.push(item.innerText.trim().split('|').pop().trim());
     if (indicator) words.push(indicator.getAttribute('title') || indicator.innerText || '');
     return words.join(' / ');
   };
