@@ -275,7 +275,7 @@ def _demo_summary(done: list[_DemoCall], missing: list[str]) -> str:
         else:
             parts.append(f"`{call.name}` returned: {_first_line(call.result)}")
     parts += [f"I see no {file} here" for file in missing]
-    found = ("; ".join(parts) + ". ") if parts else "I received your request. "
+    found = ("; ".join(parts).rstrip(".") + ". ") if parts else "I received your request. "
     return (
         found[0].upper()
         + found[1:]
