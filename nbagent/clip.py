@@ -98,6 +98,15 @@ class ByteHeadTail(HeadTail):
         self.write(self._decoder.decode(data, final))
 
 
+def clipped(text: str, limit: int) -> str:
+    """``text``, or its head and tail with a note of how many characters were left out."""
+    if len(text) <= limit:
+        return text
+    kept = HeadTail(limit)
+    kept.write(text)
+    return kept.text()
+
+
 def fit(parts: list[HeadTail], limit: int) -> list[str]:
     """Each part's text, sharing ``limit`` characters: parts shorter than an even share are whole, the rest cut evenly."""
     shares = [0] * len(parts)

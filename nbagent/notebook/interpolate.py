@@ -19,7 +19,7 @@ from typing import Any
 from IPython.core.error import UsageError
 
 from .. import redact
-from ..clip import HeadTail
+from ..clip import clipped
 from .cells import CellLog, CellRun
 from .summaries import summary, type_label
 from .variables import HIDDEN, VariableWatch, hidden
@@ -194,15 +194,6 @@ def block(label: str, text: str, language: str = "") -> str:
 def _lines(text: str) -> str:
     count = text.count("\n") + 1
     return f" ({count} lines)" if count > 1 else ""
-
-
-def clipped(text: str, limit: int) -> str:
-    """``text``, or its head and tail with a note of how much was left out."""
-    if len(text) <= limit:
-        return text
-    kept = HeadTail(limit)
-    kept.write(text)
-    return kept.text()
 
 
 def value_text(name: str, value: object, summary: str, secret: bool) -> tuple[str, str]:

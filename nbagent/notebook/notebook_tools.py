@@ -18,7 +18,7 @@ from typing import Any
 from anthropic.lib.tools import ToolError
 
 from .. import redact
-from ..clip import HeadTail
+from ..clip import clipped
 from ..readfile import open_regular
 from ..tools import Tool
 from . import kernel as nbkernel
@@ -266,12 +266,3 @@ def _joined(value: Any) -> str:
     if isinstance(value, list):
         return "".join(str(v) for v in value)
     return value if isinstance(value, str) else ""
-
-
-def clipped(text: str, limit: int) -> str:
-    """``text``, or its head and tail with a note of how many characters were left out."""
-    if len(text) <= limit:
-        return text
-    part = HeadTail(limit)
-    part.write(text)
-    return part.text()
