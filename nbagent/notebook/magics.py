@@ -36,7 +36,7 @@ class AgentMagics(Magics):
         super().__init__(shell)
         self.settings = settings
         self.tracker = nbkernel.CellTracker(shell)
-        self.context = NotebookContext(shell, settings.notebook_context_exclude, paused=lambda: self.tracker.paused)
+        self.context = NotebookContext(shell, paused=lambda: self.tracker.paused)
         self.sessions: dict[tuple[str, Path], Session] = {}  # by (store URL, path): see Place.key
         self.current: Path | None = None
         self.current_place: tuple[str, Path] | None = None

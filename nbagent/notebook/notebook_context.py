@@ -208,10 +208,11 @@ def excluded(name: str, patterns: Sequence[str]) -> bool:
 class NotebookContext:
     """What the magics keep between turns: the cells run, the variables, and where the last turn left them."""
 
-    def __init__(self, shell: Any, exclude: Sequence[str] = (), paused: Callable[[], bool] | None = None) -> None:
+    def __init__(self, shell: Any, paused: Callable[[], bool] | None = None) -> None:
         self.shell = shell
         self.cells = CellLog(shell, paused)  # paused: while the agent runs code, its runs are not the user's cells
-        self.variables = VariableWatch(shell, exclude)
+        # Agent.notebook_context_exclude is applied where it is read (gather, the tools), as set then, not as at load
+        self.variables = VariableWatch(shell)
         self.last = 0  # the execution count of the last agent turn's cell: cells after it are news
 
     def register(self) -> None:
