@@ -170,6 +170,7 @@ def summary(state: State) -> dict[str, Any]:
         "open_calls": len(state.open_calls),
         "context_tokens": state.context_tokens,
         "window": state.window,
+        **({"fork": state.meta["fork"]} if "fork" in state.meta else {}),  # a fork's lineage (lineage.py), for listings
     }
 
 
