@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from . import events as ev
-from . import fold, rules, snapshot, trust
+from . import fold, lineage, rules, snapshot, trust
 from .errors import LogError
 from .feed import Feed, Subscriber
 from .log import FileOps, FsyncPolicy, Repair
@@ -186,6 +186,27 @@ class Session:
         """Whether :meth:`close` was called."""
         return self._closed
 
+    # Forks -------------------------------------------------------------------------------------
+    @property
+    def lineage(self) -> lineage.Lineage | None:
+        """Where this session was forked from (None: it was not)."""
+        return lineage.of_meta(self.state.meta)
+
+    def fork(self, *, at: int | None = None, turn: int | None = None, name: str | None = None) -> Session:
+        """A new session beside this one whose history is this one's up to event ``at`` or turns 1 to ``turn`` (default: all); opened.
+
+        A point inside a turn raises :class:`~nbagent.lineage.ForkPointError` naming the nearest valid points
+        (see :mod:`nbagent.fork`).  Close the returned session (or use it in a ``with`` block).
+        """
+        from .fork import fork
+
+        with self._lock:
+            self._log.sync()
+            source = getattr(self._log, "store", None)
+        spec: Store | str = source if source is not None else "files"
+        made = fork(self.path, at=at, turn=turn, name=name, store_spec=spec)
+        return Session.open(made.path, store=spec, fsync=self._log.fsync_policy)
+
     # Trust -------------------------------------------------------------------------------------
     @property
     def trust(self) -> trust.Report:
@@ -354,6 +375,12 @@ class Session:
         return self._feed.subscribe(callback, since)
 
 
+def fork_start(summary: object) -> int:
+    """Where the session_start line that names a snapshot's session begins: 0, or a fork's (its lineage's ``offset``)."""
+    found = lineage.of_dict(summary.get("fork")) if isinstance(summary, dict) else None
+    return found.offset if found is not None else 0
+
+
 def _disagreement(log: Log, base: snapshot.Snapshot, user: trust.Signer | None) -> str:
     """Why a snapshot cannot be used with this log ('' if it can)."""
     why = snapshot.disagreement(base.header, log.read, log.size) or snapshot.unauthentic(base.header, base.header_body, user, log.read)
@@ -362,12 +389,13 @@ def _disagreement(log: Log, base: snapshot.Snapshot, user: trust.Signer | None) 
     # The body is checked when the state is first needed (Session._snapshot_state).
     # The header's session id seeds idempotency keys, and a snapshot copied from another log can still
     # pass its own checksum: check the id against line 1.
-    first = log.read(0, min(log.size, 1 << 16)).split(b"\n", 1)[0]
+    summary = base.header.get("summary")
+    start = fork_start(summary)  # a fork's id is on its own session_start line, after the inherited ones
+    first = log.read(start, min(log.size, start + (1 << 16))).split(b"\n", 1)[0]
     try:
         session_id = ev.decode(first).get("session_id")
     except ev.BadLine:
         return "the log's first line could not be checked against the snapshot"
-    summary = base.header.get("summary")
     if not isinstance(summary, dict) or summary.get("session_id") != session_id:
         return "the snapshot names another session than the log"
     return ""

@@ -42,6 +42,8 @@ LOG_V1 = b"nbagent-log-v1\0"
 LOG_V2 = b"nbagent-log-v2\0"
 SNAPSHOT = b"nbagent-snapshot-v3\0"
 _TRUST_TYPE = b'"type":"trust"'
+_START_TYPE = b'"type":"session_start"'
+_HEAD = 96  # a line's v, seq, ts and type come within its first bytes
 _CRC_SUFFIX_LEN = len(',"crc":"00000000"}')
 
 LineTrust = Literal["mine", "legacy", "foreign", "altered", "unsigned"]
@@ -307,6 +309,18 @@ def session_id_of(first_line: bytes) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _start_id(line: bytes) -> str:
+    """The session id of a ``session_start`` line ('' for a line of another type)."""
+    from . import events as ev
+
+    try:
+        event = ev.decode(line)
+    except (ev.BadLine, ValueError):
+        return ""
+    value = event.get("session_id")
+    return value if event.get("type") == ev.SESSION_START and isinstance(value, str) else ""
+
+
 def mac_of(line: bytes) -> bytes:
     """The mac part of a whole line's ``sig`` (b'' if it has none)."""
     body = line[:-_CRC_SUFFIX_LEN] + b"}" if line[-_CRC_SUFFIX_LEN:].startswith(b',"crc":"') else line
@@ -344,8 +358,8 @@ def check_log(
     """
     start = start or Chain()
     report = Report() if before is None else Report(**{**asdict(before), "foreign_keys": set(before.foreign_keys)})
-    if session_id is None:
-        session_id = session_id_of(data.split(b"\n", 1)[0])
+    if session_id is None or start.line == 0:  # from the first line: a fork's first lines are its parent's, of their own id
+        session_id = session_id_of(data.split(b"\n", 1)[0]) or session_id or ""
     chained = user.for_session(session_id) if user is not None else None
     legacy = user.keyed(LOG_V1, session_id) if user is not None else None
     if prefix_sha256 is None:
@@ -358,6 +372,10 @@ def check_log(
     unbroken = report.trusted_upto == start.line  # every line so far is trusted
     for number, (pos, line) in enumerate(whole_lines(data), start=start.line + 1):
         report.lines += 1
+        if number > 1 and line.find(_START_TYPE, 0, _HEAD) >= 0 and user is not None:
+            # A fork's own session_start: its lines, from this one on, are signed for its own session id.
+            session_id = _start_id(line) or session_id
+            chained, legacy = user.for_session(session_id), user.keyed(LOG_V1, session_id)
         body = line[:-_CRC_SUFFIX_LEN] + b"}" if line[-_CRC_SUFFIX_LEN:].startswith(b',"crc":"') else line
         sig = split_sig(body)[1]
         verdict: LineTrust

@@ -10,14 +10,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .. import fold, snapshot, store, trust
-from ..errors import LogCorruptError, LogError, LogVersionError, NotALogError
-from ..reader import iter_events, scan
+from ..errors import LogError
 from ..readfile import open_regular
 from ..render.parts import context_figure, tokens_words
 from ..render.text import shorten, when
-from ..stores import Store
+from ..stores import Listed, Store, file_index
+from ..stores.file_index import snapshot_usable
 from ..usage import Tokens
-from .find import find_logs, notebook_of, session_name
 
 
 @dataclass
@@ -42,6 +41,9 @@ class Summary:
     context_tokens: int = 0  # tokens the last reply's request and reply took (0: no reply yet)
     window: int = 0  # the model's context window in tokens (0: not recorded; shown against the default)
     compacted: bool = False  # compacted locally since the last reply (the context is known again at the next one)
+    parent: str = ""  # a fork's parent session id ('' if it is not a fork)
+    parent_name: str = ""  # the parent's session name when the fork was made
+    forked_at: int = 0  # the parent's event the fork keeps events up to
 
     @property
     def figures(self) -> Tokens:
@@ -100,19 +102,6 @@ def from_state(summary: Summary, state: fold.State) -> Summary:
     return summary
 
 
-def _snapshot_usable(handle: Any, header: dict[str, Any], header_body: bytes, size: int, user: trust.Signer | None) -> bool:
-    """Whether the snapshot's last line is really in this log and it was written by this user for this log (small reads)."""
-
-    def read(start: int, end: int) -> bytes:
-        handle.seek(start)
-        return handle.read(end - start)
-
-    summary = header.get("summary")
-    if header.get("v") != snapshot.VERSION or not isinstance(summary, dict) or "session_id" not in summary:
-        return False
-    return not (snapshot.disagreement(header, read, size) or snapshot.unauthentic(header, header_body, user, read))
-
-
 _NO_USER = object()
 
 
@@ -146,7 +135,7 @@ def trust_of(path: Path, *, user: trust.Signer | None | object = _NO_USER) -> tr
     found = snapshot.read_header_bytes(path)
     with open_regular(path) as handle:
         size = os.fstat(handle.fileno()).st_size
-        if found is not None and _snapshot_usable(handle, *found, size, user) and _prefix_matches(handle, found[0]):
+        if found is not None and snapshot_usable(handle, *found, size, user) and _prefix_matches(handle, found[0]):
             header = found[0]
             chain = trust.Chain(int(header["seq"]), int(header["offset"]), header["line_sig"].encode("ascii"))
             handle.seek(chain.offset)
@@ -174,58 +163,46 @@ def _prefix_matches(handle: Any, header: dict[str, Any]) -> bool:
 
 
 def _summarize(path: Path, user: trust.Signer | None) -> Summary:
-    summary = Summary(session_name(path), str(path), notebook_of(path))
-    try:
-        with open_regular(path) as handle:
-            size = os.fstat(handle.fileno()).st_size
-            found = snapshot.read_header_bytes(path)
-            header = found[0] if found is not None else None
-            if found is not None and header is not None and _snapshot_usable(handle, *found, size, user):
-                offset = int(header["offset"])
-                handle.seek(offset)
-                tail = handle.read()
-                tail_events = list(iter_events(tail, path=str(path), first_seq=int(header["seq"]) + 1))
-                head = header["summary"]
-                if not tail_events:
-                    summary.session_id, summary.title = head["session_id"], head.get("title", "")
-                    summary.created, summary.last_ts = head.get("created", 0.0), head.get("last_ts", 0.0)
-                    summary.turns, summary.events = head.get("turns", 0), int(header["seq"])
-                    summary.usage = dict(head.get("usage") or {})
-                    summary.context_tokens, summary.window = int(head.get("context_tokens") or 0), int(head.get("window") or 0)
-                    summary.complete, summary.pending = _pending(
-                        head.get("status", ""), head.get("frontier", ""), head.get("open_calls", 0)
-                    )
-                    summary.source = "snapshot"
-                    return summary
-                loaded, _why = snapshot.load(path)
-                if loaded is not None:
-                    try:
-                        if tail_events[0]["seq"] == loaded.seq + 1:  # a summary needs only the state line, not the messages
-                            summary.source = "snapshot"
-                            return from_state(summary, fold.fold(tail_events, loaded.state()))
-                    except (OSError, ValueError, TypeError, KeyError):
-                        pass
-            handle.seek(0)
-            data = handle.read()
-        return from_state(summary, fold.fold(scan(data, path=str(path)).events))  # scan: the not-a-log rule too
-    except LogCorruptError as exc:
-        summary.pending = f"damaged log (line {exc.line}, byte {exc.offset}): run nbagent verify"
-    except LogVersionError:
-        summary.pending = "written by a newer nbagent (upgrade to read it)"
-    except NotALogError as exc:
-        summary.pending = f"not an nbagent log ({exc.reason})"
-    except OSError as exc:
-        summary.pending = f"unreadable ({exc.strerror or exc})"
-    except (KeyError, TypeError, ValueError, RecursionError) as exc:
-        summary.pending = f"damaged log ({type(exc).__name__}): run nbagent verify"
+    return from_listed(file_index.describe(path, user))
+
+
+def from_listed(item: Listed) -> Summary:
+    """A listing row of the file store (:func:`nbagent.stores.file_index.describe`) as a summary."""
+    summary = Summary(item.name, item.location, item.notebook, source=item.source)
+    if item.problem:
+        summary.pending = item.problem
+        return summary
+    if item.state is not None:
+        return from_lineage(from_state(summary, item.state), item)
+    head = item.summary
+    summary.session_id, summary.title, summary.created, summary.last_ts = item.session_id, item.title, item.created, item.last_ts
+    summary.turns, summary.events = item.turns, item.events
+    summary.usage = dict(head.get("usage") or {})
+    summary.context_tokens, summary.window = int(head.get("context_tokens") or 0), int(head.get("window") or 0)
+    summary.complete, summary.pending = _pending(head.get("status", ""), head.get("frontier", ""), head.get("open_calls", 0))
+    return from_lineage(summary, item)
+
+
+def from_lineage(summary: Summary, item: Listed) -> Summary:
+    """``summary`` with where ``item`` was forked from, if it was."""
+    if item.lineage is not None:
+        summary.parent, summary.parent_name, summary.forked_at = item.lineage.parent, item.lineage.name, item.lineage.at
     return summary
 
 
 def list_summaries(path: str | os.PathLike[str]) -> list[Summary]:
-    """Summaries of every session under ``path``, oldest activity first."""
+    """Summaries of every session under ``path``, oldest activity first (the file store's listing, with who signed each)."""
     user = trust.user_signer_or_none()
-    summaries = [summarize(p, user=user) for p in find_logs(path)]
-    return sorted(summaries, key=lambda s: (s.last_ts, s.name))
+    summaries = []
+    for item in file_index.list_files(path, user=user):
+        summary = from_listed(item)
+        if summary.session_id:
+            try:
+                summary.trust = trust_of(Path(item.location), user=user).verdict
+            except OSError:
+                pass
+        summaries.append(summary)
+    return summaries
 
 
 UNCHECKED = "unchecked"  # an index row's trust label: its owner and signer are whatever a client wrote there
@@ -273,7 +250,7 @@ def store_summaries(
         else:
             summary.pending = "open, or not closed cleanly"
         summary.trust = UNCHECKED
-        found.append(summary)
+        found.append(from_lineage(summary, item))
     return found
 
 

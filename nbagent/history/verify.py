@@ -13,6 +13,7 @@ from ..errors import HistoryError
 from ..reader import Reader
 from ..readfile import open_regular, read_lines
 from ..stores import FILES, Store, session_url
+from . import forks
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,9 @@ def verify(path: str | os.PathLike[str], source: Store = FILES) -> Report:
                 fold_problem = f"event does not fit schema v{ev.SCHEMA_VERSION}: {type(exc).__name__} {exc}"
                 report.problems.append(Problem(where, event["seq"], reader.last_start, fold_problem))
     report.problems[:0] = [Problem(where, p.line, p.offset, p.message) for p in reader.problems]
+    checked = forks.check(data, good, {seq: start for seq, (start, _crc) in line_starts.items()}, forks.beside(log_path, source))
+    report.problems += [Problem(where, line, offset, message) for line, offset, message in checked.problems]
+    report.notes += checked.notes
     report.problems.sort(key=lambda p: p.line or 0)
     report.events = len(good)
     report.trust = trust.check_log(data, user=trust.user_signer_or_none()).describe()

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from .. import events as ev
 from ..fold import State
+from ..lineage import Lineage
 from ..log import FsyncPolicy, Repair
 from ..reader import Scan
 from ..snapshot import Snapshot
@@ -34,7 +35,11 @@ class Listed:
     events: int = 0
     owner: str = ""  # the database role that created it (file store: '')
     signer: str = ""  # the nbagent key id that signed its first line
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)  # as a snapshot header's (snapshot.summary), with its seq
+    lineage: Lineage | None = None  # where it was forked from (None: it was not, or the index does not know yet)
+    state: State | None = None  # the folded state, when the listing had to fold the log (the file store)
+    source: str = "index"  # what it was described from: index (a database's row), snapshot (header + tail) or log (a fold)
+    problem: str = ""  # why it cannot be read (damaged, not a log, unreadable); '' when it can
 
 
 class Log(Protocol):
@@ -97,3 +102,6 @@ class Store(Protocol):
 
     def list(self, *, notebook: str = "", under: str = "", owner: str = "", text: str = "", limit: int | None = None) -> list[Listed]:
         """Sessions, most recently active last, filtered by notebook, folder (``under``: its notebooks'), owner and title/request text."""
+
+    def family(self, session_id: str, *, under: str = "") -> list[Listed]:
+        """The sessions of ``session_id``'s family (its forks' tree: ancestors, itself, descendants), oldest activity first."""

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import events as ev
-from .. import reader, snapshot
+from .. import lineage, reader, snapshot, trust
 from ..errors import LogError
 from ..fold import State
 from ..log import EventLog, FileOps, FsyncPolicy
+from . import file_index
 from .base import Listed
 
 
@@ -51,15 +52,15 @@ class FileStore:
         return reader.follow(path, since, idle_timeout=idle_timeout)
 
     def list(self, *, notebook: str = "", under: str = "", owner: str = "", text: str = "", limit: int | None = None) -> list[Listed]:
-        """Sessions under :attr:`root` (each log is summarised from its snapshot and tail: there is no index)."""
-        from .. import history
-
-        found = []
-        for s in history.list_summaries(notebook or under or self.root):
-            if owner or (text and text.lower() not in s.title.lower()):
-                continue
-            found.append(Listed(s.name, s.path, s.notebook, s.session_id, s.title, s.created, s.last_ts, s.turns, s.events))
+        """Sessions under :attr:`root` (each log is described from its snapshot and tail: there is no index); files have no owner."""
+        if owner:
+            return []
+        found = file_index.list_files(notebook or under or self.root, text=text, user=trust.user_signer_or_none())
         return found[-limit:] if limit else found
+
+    def family(self, session_id: str, *, under: str = "") -> list[Listed]:
+        """The sessions under ``under`` (default :attr:`root`) in ``session_id``'s family of forks, oldest activity first."""
+        return lineage.family_of(self.list(under=under), session_id)
 
 
 def refuse_links(path: Path) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import events as ev
-from .. import snapshot
+from .. import lineage, snapshot
 from ..errors import LogCorruptError, LogError
 from ..log import FsyncPolicy
 from ..reader import Reader
@@ -279,10 +279,16 @@ class PostgresStore:
             params.append(limit)
         with self.connect() as conn, db_errors(f"listing the sessions of {self.url}"):
             rows = conn.execute(query, params).fetchall()
-        return [
-            Listed(r[0], f"{self.url}#{r[1]}/{r[0]}", r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], dict(r[10] or {}))
-            for r in reversed(rows)
-        ]
+        found = []
+        for r in reversed(rows):
+            summary = dict(r[10] or {})
+            found.append(Listed(r[0], f"{self.url}#{r[1]}/{r[0]}", r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], summary))
+            found[-1].lineage = lineage.of_dict(summary.get("fork"))  # a fork's lineage, from its summary (written with a snapshot)
+        return found
+
+    def family(self, session_id: str, *, under: str = "") -> list[Listed]:
+        """The sessions (under the folder ``under``, if given) in ``session_id``'s family of forks, from the index."""
+        return lineage.family_of(self.list(under=under), session_id)
 
     def snapshot_file(self, path: Path) -> Path | None:
         """The stored snapshot written to a private file beside a stand-in log path (for ``nbagent verify``); None if none."""

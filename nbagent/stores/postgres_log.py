@@ -35,9 +35,9 @@ APPEND = """
 WITH upd AS (
     UPDATE nbagent_sessions SET
         last_seq = %(seq)s, last_ts = %(ts)s, size = %(end)s, turns = turns + %(turn)s,
-        session_id = CASE WHEN %(seq)s = 1 THEN %(session_id)s ELSE session_id END,
-        signer = CASE WHEN %(seq)s = 1 THEN %(signer)s ELSE signer END,
-        created = CASE WHEN %(seq)s = 1 THEN %(ts)s ELSE created END,
+        session_id = CASE WHEN %(type)s = 'session_start' THEN %(session_id)s ELSE session_id END,
+        signer = CASE WHEN %(type)s = 'session_start' THEN %(signer)s ELSE signer END,
+        created = CASE WHEN %(type)s = 'session_start' THEN %(ts)s ELSE created END,
         title = CASE WHEN title = '' THEN %(title)s ELSE title END,
         requests = CASE WHEN %(request)s = '' OR length(requests) > %(limit)s THEN requests ELSE requests || %(request)s || E'\\n' END
     WHERE id = %(id)s AND last_seq = %(seq)s - 1
