@@ -1,0 +1,196 @@
+"""The agent's work as notebook cells, in the magics: the comm's host, the button after a turn, ``Agent.cells``, ``%agent_cells``.
+
+The rules are elsewhere: which calls a turn made (:mod:`nbagent.turn_work`), the cells and the button
+(:mod:`.insert`), the messages (:mod:`.cells_comm`). A session this user did not write never inserts a cell.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from IPython.core.error import UsageError
+
+from .. import __version__
+from .. import events as ev
+from ..session import Session
+from ..turn_work import TurnWork, turns
+from . import insert
+from .cell_edit import Proposals
+from .cells_comm import Bridge, Message
+from .foreign import calls_not_signed_by_user
+
+if TYPE_CHECKING:
+    from .magics import AgentMagics
+
+logger = logging.getLogger("nbagent")
+KIND = "cells_inserted"  # the note recording what was inserted, and where
+NO_EXTENSION = (
+    "nbagent: Agent.cells = {mode!r}, but cells can't be inserted in this front end (the nbagent extension for "
+    "JupyterLab and Notebook 7 is not connected); %agent_cells puts this turn's code into the next cell."
+)
+_loaded: dict[int, AgentCells] = {}  # by id() of the shell: the tools and the panel ask whether the extension is here
+
+
+def cells_for(shell: Any) -> AgentCells | None:
+    """The cells feature of a shell with nbagent loaded (None before ``%load_ext nbagent``)."""
+    return _loaded.get(id(shell))
+
+
+class AgentCells:
+    """The cells feature of one shell's magics (a :class:`~.cells_comm.Host` for its bridge)."""
+
+    def __init__(self, magics: AgentMagics) -> None:
+        self.magics = magics
+        self.bridge = Bridge(self, __version__)
+        self.proposals = Proposals(self.bridge)
+        self._turns: dict[str, int] = {}  # insert id -> the turn it carries
+
+    def register(self) -> None:
+        """Answer the comm target (in a kernel) and add ``%agent_cells``."""
+        _loaded[id(self.magics.shell)] = self
+        self.bridge.register()
+        shell: Any = self.magics.shell  # IPython types register_magic_function through a decorator mypy reads wrongly
+        shell.register_magic_function(self.agent_cells, "line", "agent_cells")
+
+    def unregister(self) -> None:
+        """Undo :meth:`register`."""
+        _loaded.pop(id(self.magics.shell), None)
+        self.bridge.unregister()
+        self.magics.shell.magics_manager.magics["line"].pop("agent_cells", None)
+
+    # Sessions ------------------------------------------------------------------------------------------
+    def _session(self, name: str) -> Session:
+        """This notebook's session ``name``, open; a ValueError for the browser if there is none or it is not the user's."""
+        found = [s for s in self.magics.sessions.values() if s.path.stem == name and not s.closed]
+        if found:
+            session = found[0]
+        else:
+            place = self.magics.place()
+            try:
+                path = place.path(name)
+            except UsageError:
+                raise ValueError(f"{name!r} is not a session name") from None
+            if not place.has(path):
+                raise ValueError(f"this notebook has no session {name!r}")
+            session = self.magics.sessions[(place.source.url, path)] = self.magics._open(place, path)
+        if not session.trusted:
+            raise ValueError(
+                f"the session {name} was not written by you: its calls are never inserted as cells "
+                f"(`nbagent trust {session.where}` in a terminal vouches for it)"
+            )
+        return session
+
+    def _work(self, session: Session, turn: int) -> TurnWork:
+        found = turns(session.events())
+        if not 1 <= turn <= len(found):
+            raise ValueError(f"the session {session.path.stem} has no turn {turn}")
+        work = found[turn - 1]
+        unsigned = calls_not_signed_by_user(session)  # belt and braces: a trusted session has none
+        if unsigned:
+            raise ValueError(f"turn {turn} has calls in lines not written by you: they are never inserted")
+        return work
+
+    # The comm's host -------------------------------------------------------------------------------------
+    def insert_request(self, message: Message) -> None:
+        """The user pressed "Insert as cells" (or one call's button): send the turn's cells to insert."""
+        name, only = message["session"], message.get("tool_use_id")
+        session = self._session(name)
+        work = self._work(session, message["turn"])
+        if only is not None and only not in {c.tool_use_id for c in work.done}:
+            raise ValueError(f"turn {work.number} has no successful python call {only}")
+        self._send(session, work, only=only)
+
+    def _send(self, session: Session, work: TurnWork, *, only: str | None = None) -> str | None:
+        anchor = work.cell_id or (self.magics.tracker.cell_id or "")
+        if not anchor:
+            raise ValueError("the %agent cell of this turn is not known (the front end sent no cell id), so there is nowhere to insert")
+        cells = insert.cells(work, session.path.stem, summary=self.magics.settings.cells == "code+summary", only=only)
+        if not cells:
+            raise ValueError(f"turn {work.number} ran no python call that succeeded: there is nothing to insert")
+        sent = self.bridge.insert(session.path.stem, anchor, cells)
+        if sent is not None:
+            self._turns[sent] = work.number
+        return sent
+
+    def inserted(self, message: Message, sent: Message) -> None:
+        """The browser inserted cells: record which, and where, in the session's log."""
+        offered = {c["tool_use_id"] for c in sent["cells"]}
+        named = [c["tool_use_id"] for c in message["cells"]] + list(message["skipped"])
+        if not set(named) <= offered:
+            raise ValueError("the reply names cells that were not sent")
+        session = self._session(message["session"])
+        turn = self._turns.pop(message["id"], 0)
+        count, skipped = len(message["cells"]), len(message["skipped"])
+        words = f"inserted {count} cell{'s' if count != 1 else ''} of turn {turn} below the %agent cell"
+        session.append(
+            ev.NOTE,
+            kind=KIND,
+            text=words + (f"; {skipped} already in the notebook" if skipped else ""),
+            turn=turn,
+            anchor=sent["anchor_cell_id"],
+            cells=message["cells"],
+            skipped=message["skipped"],
+        )
+
+    # After a cell ----------------------------------------------------------------------------------------
+    def after(self, session: Session, view: Any, *, live: bool) -> None:
+        """After an ``%agent`` cell: the "Insert as cells" output of its turn, and with ``Agent.cells`` 'code' an insert now."""
+        try:
+            self._after(session, view, live=live)
+        except Exception as exc:  # never hides what the cell did
+            logger.warning("nbagent: the cells of this turn could not be offered: %s: %s", type(exc).__name__, exc)
+
+    def _after(self, session: Session, view: Any, *, live: bool) -> None:
+        mode = self.magics.settings.cells
+        if mode == "off" or getattr(self.magics.shell, "kernel", None) is None or not session.trusted:
+            return  # terminal IPython: no outputs to draw in; a foreign session: never inserted
+        seen = [e["seq"] for e in getattr(view, "events", []) if e.get("type") == ev.USER_MSG]
+        found = turns(session.events())
+        work = next((t for t in found if seen and t.seq == seen[0]), found[-1] if found and live else None)
+        if work is None or not work.done:
+            return
+        bundle = insert.button(work, session.path.stem)
+        if bundle is None:
+            return
+        from IPython.display import display
+
+        display(bundle, raw=True)
+        if live and mode in ("code", "code+summary"):
+            if not self.bridge.present:
+                print(NO_EXTENSION.format(mode=mode), flush=True)
+                return
+            try:
+                self._send(session, work)
+            except ValueError as exc:
+                print(f"nbagent: cells not inserted: {exc}.", flush=True)
+
+    # %agent_cells ------------------------------------------------------------------------------------------
+    def agent_cells(self, line: str = "") -> None:
+        """Put the code of the last turn's python calls into the next cell (where the front end supports it).
+
+        For front ends without nbagent's extension (VS Code, Colab, classic Notebook, terminal IPython): the
+        calls that raised are left out; JupyterLab and Notebook 7 with the extension have "Insert as cells".
+        """
+        session = self.magics._current_session()
+        if session is None:
+            latest = self.magics.place().latest()
+            if latest is None:
+                raise UsageError("There is no agent session in this notebook yet: %agent_cells copies the code of its last turn.")
+            session = self._session_or_usage(latest.stem)
+        if not session.trusted:
+            raise UsageError(f"The session {session.path.stem} was not written by you: its code is never put into cells.")
+        work = next((t for t in reversed(turns(session.events())) if t.done), None)
+        if work is None:
+            raise UsageError(f"No turn of {session.path.stem} ran python code that succeeded: there is no code to put in a cell.")
+        code = "\n\n".join(c.code.rstrip("\n") for c in work.done)
+        self.magics.shell.set_next_input(code, replace=False)
+        print(
+            f"nbagent: the code of {len(work.done)} python call(s) of turn {work.number} is in the next cell (where this front end supports it)."
+        )
+
+    def _session_or_usage(self, name: str) -> Session:
+        try:
+            return self._session(name)
+        except ValueError as exc:
+            raise UsageError(f"nbagent: {exc}.") from None

@@ -1,0 +1,162 @@
+"""The live document over the cells comm: ``read_notebook`` of the browser's cells, and ``propose_cell_edit`` with its diff.
+
+Both need nbagent's browser extension (docs/cells.md); without it ``read_notebook`` reads the saved file and
+``propose_cell_edit`` is not offered. A reply the kernel waits for while the ``%agent`` cell runs arrives through
+the comm pump (:mod:`.pump`), as approval clicks do.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from anthropic.lib.tools import ToolError
+
+from .. import redact
+from ..approval import ApprovalRequest
+from ..clip import clipped
+from ..render.parts import esc
+from ..tools import Tool
+from .cells_comm import Bridge, Message
+
+NAME = "propose_cell_edit"
+REPLY_TIMEOUT = 10.0  # seconds the kernel waits for the browser's answer
+MAX_CHARS = 20_000  # characters of one read_notebook answer (as notebook_tools.MAX_CHARS)
+MAX_SOURCE = 4_000  # characters of one cell's source in it
+CHANGED = "the cell changed since the proposal"
+DESCRIPTION = (
+    "Propose new source for one cell of the user's notebook, by its cell id (read_notebook shows each cell's id). "
+    "The user sees a diff of every changed line and approves or declines it; approved, the cell's source is "
+    "replaced in the notebook (an ordinary edit the user can undo) and nothing is run. Use it to fix or improve a "
+    "cell the user wrote rather than re-running its code yourself. Declined, leave that cell alone."
+)
+NO_REPLY = "[The browser did not answer in time, so this is the notebook as last saved: edits not yet saved are not in it.]\n"
+
+
+def read_live(bridge: Bridge | None) -> tuple[str | None, str]:
+    """The notebook as it is in the browser now (None without the extension or a reply), and a note for the saved file's answer."""
+    if bridge is None or not bridge.present:
+        return None, ""
+    reply = bridge.request({"type": "read_request"}, REPLY_TIMEOUT)
+    if reply is None or reply.get("type") != "notebook":
+        return None, NO_REPLY
+    return redact.text(document(reply)), ""
+
+
+def document(reply: Message, *, budget: int = MAX_CHARS) -> str:
+    """A ``notebook`` message as read_notebook's answer: each cell with its id, source and outputs' text, bounded."""
+    cells = reply["cells"]
+    unsaved = sum(1 for c in reply["cells"] if c["dirty"])
+    head = (
+        f"Notebook {reply['path'] or '(untitled)'}, as it is in the browser now (unsaved edits and current outputs "
+        f"included{f'; {unsaved} cell(s) changed since the last save' if unsaved else ''}): {len(cells)} cells."
+    )
+    parts = [head]
+    used = len(head)
+    for number, cell in enumerate(cells, 1):
+        text = _cell(number, cell)
+        if len(parts) > 1 and used + len(text) > budget:
+            parts.append(f"[cells {number} to {len(cells)} left out: over {budget:,} characters]")
+            break
+        parts.append(clipped(text, budget) if used + len(text) > budget else text)
+        used += len(text)
+    return "\n\n".join(parts)
+
+
+def _cell(number: int, cell: Message) -> str:
+    kind = cell["cell_type"]
+    count = cell["execution_count"]
+    ran = "" if kind != "code" else (f" · In [{count}]" if isinstance(count, int) else " · never run")
+    lines = [
+        f"[cell {number} · {kind} · id {cell['id']}{ran}{' · unsaved edits' if cell['dirty'] else ''}]",
+        clipped(cell["source"], MAX_SOURCE),
+    ]
+    if cell["outputs_text"]:
+        lines += ["[output]", clipped(cell["outputs_text"].rstrip("\n"), MAX_SOURCE)]
+    return "\n".join(lines)
+
+
+class Proposals:
+    """propose_cell_edit through one bridge: the cell's source when the diff was shown, then the edit once approved."""
+
+    def __init__(self, bridge: Bridge) -> None:
+        self.bridge = bridge
+        self._shown: dict[tuple[str, str], str] = {}  # (cell_id, new_source) -> the source the diff was made from
+
+    def current_source(self, cell_id: str) -> str:
+        """The cell's source in the browser now; a ToolError if the browser did not answer or has no such cell."""
+        reply = self.bridge.request({"type": "read_request"}, REPLY_TIMEOUT)
+        if reply is None or reply.get("type") != "notebook":
+            raise ToolError("The browser did not answer, so the cell could not be read; nothing was changed.")
+        for cell in reply["cells"]:
+            if cell["id"] == cell_id:
+                return str(cell["source"])
+        raise ToolError(f"The notebook has no cell with id {cell_id!r}; read_notebook shows the cells' ids.")
+
+    def diff_html(self, request: ApprovalRequest) -> str:
+        """What the approval shows of a proposed edit: every changed line, as a unified diff ('' for other tools)."""
+        if request.tool_name != NAME:
+            return ""
+        cell_id, new = str(request.input.get("cell_id", "")), str(request.input.get("new_source", ""))
+        try:
+            old = self.current_source(cell_id)
+        except ToolError as exc:
+            return f'<div class="nbagent-note">{esc(str(exc))}</div>'
+        self._shown[(cell_id, new)] = old
+        return diff_html(old, new, cell_id)
+
+    def apply(self, cell_id: str, new_source: str) -> str:
+        """Send the approved edit; what the model is told."""
+        old = self._shown.pop((cell_id, new_source), None)
+        if old is None:  # approved without the diff (Agent.approval = "auto", or asked as text)
+            old = self.current_source(cell_id)
+        if old == new_source:
+            return f"Cell {cell_id} already has this source; nothing was changed."
+        reply = self.bridge.request({"type": "apply_edit", "cell_id": cell_id, "old_source": old, "new_source": new_source}, REPLY_TIMEOUT)
+        if reply is None:
+            raise ToolError("The browser did not answer: the edit may not have been applied; read_notebook shows the cell now.")
+        if reply.get("type") == "error":
+            raise ToolError(f"The browser refused the edit: {reply.get('error')}")
+        if not reply.get("ok"):
+            raise ToolError(f"The edit was not applied: {reply.get('reason') or CHANGED}.")
+        return f"The user approved the edit; cell {cell_id} now has the new source (it was not run)."
+
+    def tool(self) -> Tool:
+        """The ``propose_cell_edit`` tool (effect "irreversible": it asks before it runs)."""
+
+        def propose_cell_edit(cell_id: str, new_source: str) -> str:
+            """Propose new source for one notebook cell.
+
+            Args:
+                cell_id: The id of the cell to change, as read_notebook shows it.
+                new_source: The cell's whole new source.
+            """
+            return self.apply(cell_id, new_source)
+
+        return Tool(propose_cell_edit, effect="irreversible", name=NAME, description=DESCRIPTION)
+
+
+def diff_lines(old: str, new: str) -> list[str]:
+    """Every changed line of an edit, as a unified diff (lines of context around them): a pure rule."""
+    return list(difflib.unified_diff(old.splitlines(), new.splitlines(), "before", "after", lineterm="", n=3))
+
+
+def diff_html(old: str, new: str, cell_id: str) -> str:
+    """The diff of a proposed edit, each line marked added or removed (escaped: the source is the model's)."""
+    rows = []
+    for line in diff_lines(old, new):
+        kind = (
+            "add"
+            if line.startswith("+") and not line.startswith("+++")
+            else "del"
+            if line.startswith("-") and not line.startswith("---")
+            else "ctx"
+        )
+        rows.append(f'<span class="nbagent-diff-{kind}">{esc(line)}</span>')
+    body = "\n".join(rows) or esc("(no change)")
+    return f'<div class="nbagent-diff"><div class="nbagent-dim">cell {esc(cell_id)}</div><pre class="nbagent-code">{body}</pre></div>'
+
+
+def live_reader(bridge: Bridge | None) -> Any:
+    """The ``live`` reader notebook_tools' read_notebook takes (see :func:`read_live`)."""
+    return lambda: read_live(bridge)
