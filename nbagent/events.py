@@ -166,6 +166,10 @@ class Note(TypedDict):
     action: NotRequired[str]  # kind "stop": what the stop rule decided for the reply before it (stops.py)
     budget: NotRequired[int]  # kind "notebook_context": the note's limit in characters (Agent.notebook_context_budget)
     left_out: NotRequired[dict[str, int]]  # kind "notebook_context": how many cells, variables, names gone did not fit
+    turn: NotRequired[int]  # kind "cells_inserted": the turn (from 1) whose python calls became cells
+    anchor: NotRequired[str]  # kind "cells_inserted": the id of the %agent cell they were inserted below
+    cells: NotRequired[list[dict[str, Any]]]  # kind "cells_inserted": [{tool_use_id, cell_id, index}] the browser inserted
+    skipped: NotRequired[list[str]]  # kind "cells_inserted": tool_use_ids already in the notebook, not inserted again
 
 
 class Trust(TypedDict):

@@ -16,6 +16,7 @@ from ..session import Session
 from ..tools import Tool
 from . import kernel as nbkernel
 from . import python_tool as pytool
+from .agent_cells import cells_for
 from .settings import Agent, context_settings, thinking_setting
 from .usage import usage_errors
 
@@ -39,6 +40,9 @@ def view(shell: Any, title: str, *, live: bool = True, session: Session | None =
 
     notebook = nbkernel.notebook_path(shell)
     panel = Panel(title, link=kernel_page_url(str(notebook), session.path.stem) if notebook and session else "")
+    cells = cells_for(shell)
+    if cells is not None:
+        panel.explain = cells.proposals.diff_html  # a proposed cell edit's approval shows its diff
     panel.show()
     return panel
 
@@ -103,9 +107,14 @@ def tools(shell: Any, settings: Agent, context: NotebookContext | None = None) -
     if pytool.NAME in wanted:
         chosen[pytool.NAME] = pytool.python_tool(shell)
     if context is not None:
+        from .cell_edit import live_reader
         from .notebook_tools import notebook_tools  # imported when first needed: %load_ext stays quick
 
-        offered = notebook_tools(shell, context.cells, context.variables, settings.notebook_context_exclude)
+        cells = cells_for(shell)
+        bridge = cells.bridge if cells is not None else None
+        offered = notebook_tools(shell, context.cells, context.variables, settings.notebook_context_exclude, live_reader(bridge))
+        if cells is not None and cells.bridge.present:  # proposing an edit needs the browser extension (docs/cells.md)
+            offered.append(cells.proposals.tool())
         chosen.update((t.name, t) for t in offered if t.name in wanted)
     notebook = nbkernel.notebook_path(shell)
     root = Path(settings.workspace).expanduser() if settings.workspace else (notebook.parent if notebook else Path.cwd())

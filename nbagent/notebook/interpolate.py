@@ -225,9 +225,15 @@ FIX = (
 NO_ERROR = "No cell has raised an error in this kernel yet: `%agent --fix` has nothing to fix."
 
 
-def fix_request(words: str) -> str:
-    """The template ``%agent --fix`` sends, with the user's own words after it."""
-    return FIX + (f"\n{words}" if words.strip() else "")
+FIX_PROPOSE = (
+    "\n\nThen propose the corrected code as an edit of the failing cell with the propose_cell_edit tool (read_notebook "
+    "gives each cell's id); the user approves or declines it."
+)
+
+
+def fix_request(words: str, *, propose: bool = False) -> str:
+    """The template ``%agent --fix`` sends, with the user's own words after it; ``propose``: the fix is proposed as a cell edit."""
+    return FIX + (FIX_PROPOSE if propose else "") + (f"\n{words}" if words.strip() else "")
 
 
 def prepare(template: str, notebook: Notebook, *, fix: bool = False) -> Expansion:

@@ -18,6 +18,7 @@ from ..render.parts import Start
 from ..session import Session
 from . import build, interpolate, restart, restore
 from . import kernel as nbkernel
+from .agent_cells import AgentCells
 from .foreign import untrusted_warning
 from .notebook_context import NotebookContext
 from .place import Place, place_of, print_sessions, replay_of, unchecked_place_of
@@ -44,6 +45,7 @@ class AgentMagics(Magics):
         self.claims: dict[str, restart.Claims] = {}
         self.restored: dict[str, set[int]] = {}
         self.replay: Any = None  # the last replay shown (its widgets stay live)
+        self.cells = AgentCells(self)  # the turns' work as notebook cells (agent_cells.py)
 
     # Magics ---------------------------------------------------------------------------------------
     @agent_arguments
@@ -63,8 +65,8 @@ class AgentMagics(Magics):
         args = parse_options(self.agent, options, OPTIONS)
         if cell is not None:
             request = (request + "\n" + cell).strip()
-        if args.fix:
-            request = interpolate.fix_request(request)
+        if args.fix:  # with the extension, the fix is proposed as an edit of the failing cell (docs/cells.md)
+            request = interpolate.fix_request(request, propose=self.cells.bridge.present)
         check_agent_line(args, request)
         with usage_errors():
             try:
@@ -233,6 +235,7 @@ class AgentMagics(Magics):
             finish = getattr(view, "finish", None)
             if finish is not None:
                 finish()
+            self.cells.after(session, view, live=live)  # the "Insert as cells" output; Agent.cells 'code' inserts now
 
     def _show(self, session: Session, plan: restart.Plan, view: Any, index: nbkernel.TurnIndex) -> None:
         """Re-render recorded events: all of them, or one turn's (no model call, no tool re-run).
@@ -368,8 +371,8 @@ def load_ipython_extension(ipython: Any) -> None:
     ipython.configurables.append(settings)
     magics = AgentMagics(ipython, settings)
     ipython.register_magics(magics)
-    magics.tracker.register()
-    magics.context.register()
+    for part in (magics.tracker, magics.context, magics.cells):
+        part.register()
     ipython.input_transformers_cleanup.append(keep_question_marks)
     _state[id(ipython)] = magics
 
@@ -383,8 +386,8 @@ def unload_ipython_extension(ipython: Any) -> None:
     if magics.replay is not None:
         magics.replay.pause()
         magics.replay.stop_following()
-    magics.tracker.unregister()
-    magics.context.unregister()
+    for part in (magics.tracker, magics.context, magics.cells):
+        part.unregister()
     if keep_question_marks in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.remove(keep_question_marks)
     if magics.settings in ipython.configurables:

@@ -12,7 +12,7 @@ import datetime
 import difflib
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from anthropic.lib.tools import ToolError
@@ -51,16 +51,27 @@ INSPECT_DESCRIPTION = (
     "Values of secret-looking variables (api_key, token, password...) are hidden."
 )
 READ_DESCRIPTION = (
-    "The notebook document as last saved: its markdown and code cells in document order, with their saved text "
-    "outputs (images appear as [image/png]), including cells never run and cells run in an earlier kernel. Use it to "
-    "understand the notebook's purpose and structure, or what the user wrote in markdown. Edits not yet saved are not "
-    "in it; for what actually ran in this kernel use notebook_history. Where the kernel does not know its notebook "
+    "The notebook document: its markdown and code cells in document order, with their text outputs (images appear as "
+    "[image/png]), including cells never run and cells run in an earlier kernel. Where nbagent's browser extension is "
+    "connected it is the document as it is in the browser now (unsaved edits and current outputs included, with each "
+    "cell's id); elsewhere as last saved (edits not yet saved are not in it); the answer says which. Use it to "
+    "understand the notebook's purpose and structure, or what the user wrote in markdown; for what actually ran in "
+    "this kernel use notebook_history. Where the kernel does not know its notebook "
     f"file (nbclient, papermill, terminal IPython) it says so. At most {MAX_CHARS:,} characters."
 )
 
 
-def notebook_tools(shell: Any, cells: CellLog, variables: VariableWatch, exclude: Sequence[str] = ()) -> list[Tool]:
-    """The three tools bound to this kernel: ``cells`` and ``variables`` are the magics' own; ``exclude``: names never shown."""
+def notebook_tools(
+    shell: Any,
+    cells: CellLog,
+    variables: VariableWatch,
+    exclude: Sequence[str] = (),
+    live: Callable[[], tuple[str | None, str]] | None = None,
+) -> list[Tool]:
+    """The three tools bound to this kernel: ``cells`` and ``variables`` are the magics' own; ``exclude``: names never shown.
+
+    ``live``: the document as the browser has it now, or None and a note to put before the saved file's (cell_edit.read_live).
+    """
 
     def notebook_history(first: int, last: int | None = None) -> str:
         """The user's cells by execution count.
@@ -80,8 +91,9 @@ def notebook_tools(shell: Any, cells: CellLog, variables: VariableWatch, exclude
         return inspect(shell, variables, name, exclude=exclude)
 
     def read_notebook() -> str:
-        """The saved notebook document."""
-        return read(shell)
+        """The notebook document."""
+        text, note = live() if live is not None else (None, "")
+        return text if text is not None else note + read(shell)
 
     return [
         Tool(notebook_history, effect="read", name=HISTORY, description=HISTORY_DESCRIPTION),

@@ -47,6 +47,7 @@ class Panel(CellOutput):
     ) -> None:
         super().__init__(title)
         self.link = link  # the session's live page on the Jupyter server, shown in the header while the turn runs
+        self.explain: Callable[[ApprovalRequest], str] = lambda request: ""  # more for a question, e.g. a cell edit's diff (HTML)
         self.interval = interval
         self.clock = clock
         self.widget_updates = 0  # widget value changes made so far (measures batching)
@@ -244,7 +245,7 @@ class Panel(CellOutput):
                 answer.append(decision)
                 answered.set()
 
-        question = widgets.HTML(value=render.approval_html(request.tool_name, request.input, request.reason))
+        question = widgets.HTML(value=render.approval_html(request.tool_name, request.input, request.reason) + self.explain(request))
         buttons: list[widgets.Button] = []
         asking = False  # the header says so, until the finally block
         try:  # an interrupt may land anywhere from here on: the finally block always closes the question

@@ -24,7 +24,7 @@ DEFAULT_NOTEBOOK_BUDGET, MIN_NOTEBOOK_BUDGET, MAX_NOTEBOOK_BUDGET = 4_000, 1_000
 # The notebook tools' names are notebook_tools.NAMES (not imported here: that module is loaded when a turn first needs it).
 BUILTIN_TOOLS = (
     pytool.NAME,
-    *("notebook_history", "inspect_variable", "read_notebook"),
+    *("notebook_history", "inspect_variable", "read_notebook", "propose_cell_edit"),  # the last only with the extension (docs/cells.md)
     *("read_file", "write_file", "edit_file", "list_files", "shell"),
 )
 
@@ -121,6 +121,13 @@ class Agent(Configurable):
         DEFAULT_NOTEBOOK_BUDGET,
         help=f"Characters of that note at most ({MIN_NOTEBOOK_BUDGET:,} to {MAX_NOTEBOOK_BUDGET:,}); what does not fit is "
         "counted in a line saying so.",
+    ).tag(config=True)
+    cells = Enum(
+        ("off", "ask", "code", "code+summary"),
+        "ask",
+        help="The agent's python calls as notebook cells (docs/cells.md): 'ask' (default: an \"Insert as cells\" button "
+        "under each turn), 'code' (inserted as each turn ends), 'code+summary' (also the final answer as a markdown "
+        "cell), 'off' (no button). Needs nbagent's JupyterLab / Notebook 7 extension; elsewhere %agent_cells.",
     ).tag(config=True)
     notebook_context_exclude = List(
         Unicode(), [], help="Variable names never told to the model, as fnmatch patterns (e.g. ['tmp_*', 'raw'])."
