@@ -101,6 +101,8 @@ class UserMsg(TypedDict):
 class ModelCall(TypedDict):
     model: NotRequired[str | None]
     attempt: NotRequired[int]
+    provider: NotRequired[str]  # where Claude ran: "anthropic", "bedrock", "vertex", "foundry" (providers.py)
+    provider_model: NotRequired[str]  # the provider's own model id, where it is not the table's name
 
 
 class Delta(TypedDict):

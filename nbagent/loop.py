@@ -15,7 +15,7 @@ from typing import Any
 import anthropic
 
 from . import approval as approvals
-from . import binding, models, stops
+from . import binding, models, providers, stops
 from . import context as ctx
 from . import events as ev
 from .deltas import DELTA_INTERVAL, DeltaWriter
@@ -42,7 +42,8 @@ class Loop:
         session: Session,
         *,
         tools: Iterable[Tool | Callable[..., Any]] = (),
-        model: Model,
+        model: Model | str,
+        provider: str | None = None,
         approval: approvals.ApprovalPolicy | str = "ask",
         system: str = "",
         max_tokens: int = 8192,
@@ -54,14 +55,18 @@ class Loop:
         self.session = session
         self.delta_interval = delta_interval
         self.toolbox = tools if isinstance(tools, Toolbox) else Toolbox(tools)
-        self.model = model
+        self.model = _model(model, provider)
+        model = self.model
+        # A cloud without the betas nbagent uses falls back as a model without them does (providers.py).
+        self.offers_betas = providers.lookup(getattr(model, "provider", None)).betas
         self.ask = approvals.resolve(approval)
         self.system = system
         self.max_tokens = max_tokens
         self.retries = retries
         self.context = (context or ctx.ContextSettings()).for_model(model.name)  # the window: the setting's, else the table's
         # Checked before any request is sent; asks the API to drop thinking blocks a rewrite unbound (binding.py).
-        self.thinking = binding.request(models.thinking_request(thinking, model.name, max_tokens), model.name)
+        wanted = models.thinking_request(thinking, model.name, max_tokens)
+        self.thinking = binding.request(wanted, model.name) if self.offers_betas else wanted
 
     def run(self, prompt: str | list[dict[str, Any]] | None = None, *, meta: Mapping[str, Any] | None = None) -> str:
         """Add ``prompt`` as a new turn (if given), then act at the frontier until the model ends its turn."""
@@ -141,7 +146,8 @@ class Loop:
         return request
 
     def _server(self) -> bool:
-        return ctx.uses_server(self.context, self.model.name, self.session.state.server_refused)
+        server = ctx.uses_server(self.context, self.model.name, self.session.state.server_refused)
+        return server and (self.offers_betas or self.context.compact == "server")
 
     def _call_model(self) -> None:
         state = self.session.state
@@ -152,7 +158,7 @@ class Loop:
         attempt = compacted = 0
         while True:
             attempt += 1
-            self.session.append(ev.MODEL_CALL, model=self.model.name, attempt=attempt)
+            self.session.append(ev.MODEL_CALL, model=self.model.name, attempt=attempt, **providers.served(self.model))
             reply = self._stream(request)
             if isinstance(reply, ModelError):
                 err = reply
@@ -367,6 +373,15 @@ class Loop:
             self.session.append(ev.TOOL_RESULT, tool_use_id=tool_use_id, content=text, is_error=True, abandoned=why)
 
 
+def _model(model: Model | str, provider: str | None) -> Model:
+    """A model name becomes Claude through ``provider``'s client; a Model object is used as it is."""
+    if isinstance(model, str):
+        return AnthropicModel(model, provider=provider)
+    if provider is not None and providers.lookup(provider).name != getattr(model, "provider", None):
+        raise NbagentError(f"provider={provider!r} does not apply to the model object given: build it with that provider instead.")
+    return model
+
+
 def run(
     session: Session,
     prompt: str | list[dict[str, Any]] | None = None,
@@ -374,6 +389,7 @@ def run(
     tools: Iterable[Tool | Callable[..., Any]] = (),
     model: str | Model | None = None,
     client: anthropic.Anthropic | None = None,
+    provider: str | None = None,
     approval: approvals.ApprovalPolicy | str = "ask",
     system: str = "",
     max_tokens: int = 8192,
@@ -387,9 +403,13 @@ def run(
     With a ``prompt`` a new turn starts; without one the session resumes from
     its frontier (after a crash, an interrupt or a restart).  ``model`` is a
     Claude model name or any object following the :class:`~nbagent.model.Model`
-    protocol; ``client`` an ``anthropic.Anthropic`` to use.
+    protocol; ``client`` an ``anthropic.Anthropic`` (or a cloud's client) to use; ``provider`` where Claude runs:
+    "anthropic" (default), "bedrock", "vertex" or "foundry" (docs/providers.md).
     """
-    chosen = model if model is not None and not isinstance(model, str) else AnthropicModel(model or DEFAULT_MODEL, client=client)
+    if model is not None and not isinstance(model, str):
+        chosen = _model(model, provider)
+    else:
+        chosen = AnthropicModel(model or DEFAULT_MODEL, client=client, provider=provider)
     loop = Loop(
         session,
         tools=tools,

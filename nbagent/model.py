@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import anthropic
 
-from . import redact
+from . import providers, redact
 from .errors import ModelError, NbagentError
 from .retries import retry_after, should_retry
 
@@ -56,7 +56,10 @@ def has_api_key() -> bool:
 class AnthropicModel:
     """Claude through the official SDK: streaming, prompt caching; one attempt per call (the loop owns retries)."""
 
-    def __init__(self, name: str = DEFAULT_MODEL, *, client: anthropic.Anthropic | None = None) -> None:
+    def __init__(self, name: str = DEFAULT_MODEL, *, client: Any | None = None, provider: str | None = None) -> None:
+        info = providers.lookup(provider)  # the cloud's own SDK client (providers.py): "anthropic" unless asked
+        if client is None and info.name != "anthropic":
+            client = providers.client(info.name)
         if client is None:
             if not has_api_key():
                 raise NbagentError(
@@ -64,7 +67,11 @@ class AnthropicModel:
                     "To try nbagent without a key, use the offline demo model: `nbagent demo`."
                 )
             client = anthropic.Anthropic()  # honours ANTHROPIC_BASE_URL
-        self.name = name
+        self.provider = info.name
+        self.info = info
+        self.name = providers.table_name(info.name, name)  # the model table's name: its limits and thinking rules apply
+        self.model_id = name if name != self.name else providers.model_id(info.name, name)  # what the request names
+        self.auth_errors = providers.auth_errors(info.name)  # a cloud's credential library failing while a request is signed
         # One retry budget: the SDK would retry twice more inside every attempt the loop makes.
         self.client = client.with_options(max_retries=0)
         redact.register(getattr(client, "api_key", None))  # whatever its shape, the key never reaches a log or an error
@@ -73,12 +80,16 @@ class AnthropicModel:
     def stream(self, request: ModelRequest, on_delta: DeltaSink) -> Reply:
         """Stream one reply from the Messages API."""
         params: dict[str, Any] = {
-            "model": self.name,
+            "model": self.model_id,
             "max_tokens": request.max_tokens,
             "messages": list(request.messages),  # a Transcript (a resumed session) is not a list
-            # Automatic prompt caching: a long resumed history is read from cache, not paid in full.
-            "cache_control": {"type": "ephemeral"},
         }
+        # Prompt caching: a long resumed history is read from cache, not paid in full. Automatic (top-level) where the
+        # endpoint takes it, else one breakpoint on the last block, which every platform's prompt caching takes.
+        if self.info.automatic_cache:
+            params["cache_control"] = {"type": "ephemeral"}
+        else:
+            params["messages"] = providers.cache_last_block(params["messages"])
         if request.system:
             params["system"] = request.system
         if request.tools:
@@ -107,13 +118,17 @@ class AnthropicModel:
                             on_delta({"index": event.index, "thinking": delta.thinking})
                 message = stream.get_final_message()
         except anthropic.APIStatusError as exc:
-            raise _model_error(exc) from _scrubbed(exc)
+            providers.register_secrets(self.client)  # a token minted for this request (Vertex) is redacted from its error too
+            raise _model_error(exc, self.info) from _scrubbed(exc)
         except anthropic.APIConnectionError as exc:  # includes timeouts
-            text = redact.text(f"could not reach the Anthropic API: {exc}")
+            text = redact.text(f"could not reach {_where(self.info)}: {exc}")
             raise ModelError(text, kind="connection_error", retryable=True) from _scrubbed(exc)
         except TransportError as exc:
-            text = redact.text(f"the connection to the Anthropic API broke mid-reply: {exc}")
+            text = redact.text(f"the connection to {_where(self.info)} broke mid-reply: {exc}")
             raise ModelError(text, kind="connection_error", retryable=True) from _scrubbed(exc)
+        except self.auth_errors as exc:  # empty for the Claude API
+            text = redact.text(f"{self.info.label} credentials failed: {exc}. Credentials: {self.info.credentials}.")
+            raise ModelError(text, kind="authentication_error", retryable=False) from _scrubbed(exc)
         reply: Reply = {
             "id": message.id,
             "model": message.model,
@@ -133,21 +148,30 @@ def _block(block: Any) -> dict[str, Any]:
     return data
 
 
-def _model_error(exc: anthropic.APIStatusError) -> ModelError:
+def _where(info: providers.ProviderInfo) -> str:
+    """The endpoint a message names: "the Anthropic API", or the cloud ("Amazon Bedrock")."""
+    return "the Anthropic API" if info.name == "anthropic" else info.label
+
+
+def _model_error(exc: anthropic.APIStatusError, info: providers.ProviderInfo = providers.INFO["anthropic"]) -> ModelError:
     body = exc.body if isinstance(exc.body, dict) else {}
     raw = body.get("error")
     error = raw if isinstance(raw, dict) else {}
     kind = str(error.get("type") or "api_error")
     message = str(error.get("message") or exc.message)
+    if not error.get("type") and info.name != "anthropic":  # a cloud's own error shape: the kind the status stands for
+        kind = providers.status_kind(exc.status_code)
+        message = str(error.get("message") or body.get("message") or exc.message)
     status = exc.status_code if exc.status_code != 200 else None  # 200: the error arrived mid-stream
     headers = exc.response.headers if exc.response is not None else {}
     retryable = should_retry(kind, status, headers.get("x-should-retry"))
     hint = ""
     if status == 401:
-        hint = " Check ANTHROPIC_API_KEY."
+        hint = " Check ANTHROPIC_API_KEY." if info.name == "anthropic" else f" Check the credentials: {info.credentials}."
     if status in (400, 413) and "prompt is too long" in message.lower():
         kind = "prompt_too_long"
-    text = redact.text(f"Anthropic API error ({status or 'mid-stream'} {kind}): {message}.{hint}")  # a 401 may echo the key
+    where = "Anthropic API" if info.name == "anthropic" else info.label
+    text = redact.text(f"{where} error ({status or 'mid-stream'} {kind}): {message}.{hint}")  # a 401 may echo the key
     return ModelError(text, status=status, kind=kind, retryable=retryable, retry_after=retry_after(headers) if retryable else None)
 
 

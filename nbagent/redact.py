@@ -44,6 +44,8 @@ ENV_NAMES = (
     "ANTHROPIC_AUTH_TOKEN",
     "AWS_SECRET_ACCESS_KEY",
     "AWS_SESSION_TOKEN",
+    "AWS_BEARER_TOKEN_BEDROCK",  # a Bedrock API key (providers.py)
+    "ANTHROPIC_FOUNDRY_API_KEY",  # a Microsoft Foundry key (providers.py)
     "GITHUB_TOKEN",
     "GH_TOKEN",
     "HF_TOKEN",

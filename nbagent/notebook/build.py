@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 
 from .. import approval as approvals
-from .. import toolkit
+from .. import providers, toolkit
 from ..errors import NbagentError
 from ..model import AnthropicModel, DemoModel, Model, has_api_key
 from ..session import Session
@@ -64,9 +64,9 @@ def model(settings: Agent, args: Any) -> Model:
     if settings.demo:
         return DemoModel()
     try:
-        return AnthropicModel(args.model or settings.model)
-    except NbagentError:
-        raise UsageError(NO_KEY) from None
+        return AnthropicModel(args.model or settings.model, provider=settings.provider)
+    except NbagentError as exc:  # a cloud's: no credentials found, or its libraries missing (providers.py says which)
+        raise UsageError(NO_KEY if settings.provider == "anthropic" else str(exc)) from None
 
 
 def problem(settings: Agent, args: Any) -> UsageError | None:
@@ -74,8 +74,11 @@ def problem(settings: Agent, args: Any) -> UsageError | None:
 
     Checked before a session is opened or created or a panel shown: a request that cannot start shows its error alone.
     """
-    if not settings.demo and not has_api_key():
+    if not settings.demo and settings.provider == "anthropic" and not has_api_key():
         return UsageError(NO_KEY)  # the model itself is made later: a client costs ~30 ms, a re-rendered cell ~2 ms
+    missing = None if settings.demo else providers.problem(settings.provider)  # a cloud's libraries not installed
+    if missing:
+        return UsageError(missing)
     name = DemoModel.name if settings.demo else args.model or settings.model
     try:
         with usage_errors():

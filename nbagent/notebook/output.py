@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import events as ev
+from .. import providers
 from ..fold import Asides, State
 from ..render import html as render
 from ..render.parts import Start, ToolNames, timestamp, when
@@ -28,6 +29,7 @@ class CellOutput:
         self.events: list[ev.Event] = []  # every event shown, for the static transcript
         self.start = Start(ToolNames(), Asides())  # where the session stood before the first event
         self.finished = False
+        self.provider = ""  # where Claude ran, as the last model_call recorded it (the header names a cloud)
         self._tool_names = ToolCalls()  # names and inputs: a result's row says what its call did
         self._asides = Asides()
 
@@ -52,13 +54,19 @@ class CellOutput:
     def _follow(self, event: ev.Event) -> tuple[list[str], str | None]:
         """Note an event; the notes to the model the fold put before it, and the status after it."""
         self.events.append(event)
+        if event.get("type") == ev.MODEL_CALL and isinstance(event.get("provider"), str):
+            self.provider = event["provider"]
         self._tool_names.learn(event)
         notes = self._asides.see(event)
         return notes, status(event, follow(self.state, event))
 
+    def status_line(self) -> str:
+        """The header's status: the status and token figures, then the cloud Claude ran on ("on Amazon Bedrock"), if one."""
+        return " · ".join(part for part in (status_line(self.status, self.state), providers.served_by(self.provider)) if part)
+
     def static_bundle(self) -> dict[str, Any]:
         """The finished output: the transcript as text/html and text/plain, and no widget (a saved notebook shows it as is)."""
-        line = status_line(self.status, self.state)
+        line = self.status_line()
         return {
             "text/html": render.transcript_html(self.events, title=self.title, status=line, origin=self.origin, start=self.start),
             "text/plain": transcript_text(self.events, title=self.title, status=line, start=self.start),

@@ -23,7 +23,7 @@ from ..render import html as render
 from ..render.parts import esc
 from ..render.style import STYLE
 from ..render.text import VIEW_LIMIT, Printer
-from ..render.view import FINAL_STATUSES, status_line, stream_effect
+from ..render.view import FINAL_STATUSES, stream_effect
 from ..server.saving import LIVE
 from ..terminal import safe
 from .output import CellOutput
@@ -152,7 +152,7 @@ class Panel(CellOutput):
         self._set(self.header, self._header_html())
 
     def _header_html(self) -> str:
-        header = render.header_html(self.title, status_line(self.status, self.state), origin=self.origin, link=self.link)
+        header = render.header_html(self.title, self.status_line(), origin=self.origin, link=self.link)
         return STYLE + ("" if self.finished else activity_html(waiting=self._waiting > 0)) + header
 
     def _wait(self, step: int) -> None:

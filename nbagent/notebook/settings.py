@@ -13,6 +13,7 @@ from ..approval import APPROVAL_MODES
 from ..context import COMPACT_MODES, DEFAULT_RESULT_BUDGET, CompactMode, ContextSettings
 from ..errors import NbagentError
 from ..model import DEFAULT_MODEL
+from ..providers import PROVIDERS
 from . import python_tool as pytool
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -33,6 +34,14 @@ class Agent(Configurable):
     """Settings of the notebook agent: ``%config Agent.<name> = ...`` or ``c.Agent.<name> = ...`` in a config file."""
 
     model = Unicode(DEFAULT_MODEL, help="Claude model name to use (overridden per cell by --model).").tag(config=True)
+    provider = Enum(
+        PROVIDERS,
+        "anthropic",
+        help="Where Claude runs: 'anthropic' (the Claude API, ANTHROPIC_API_KEY), 'bedrock' (Amazon Bedrock: AWS credentials "
+        "and region as the AWS CLI takes them), 'vertex' (Google Vertex AI: Application Default Credentials, CLOUD_ML_REGION, "
+        "ANTHROPIC_VERTEX_PROJECT_ID) or 'foundry' (Microsoft Foundry: ANTHROPIC_FOUNDRY_API_KEY or Entra ID, "
+        "ANTHROPIC_FOUNDRY_RESOURCE). See docs/providers.md.",
+    ).tag(config=True)
     max_tokens = Int(8192, help="Maximum tokens in one model reply.").tag(config=True)
     system_prompt = Unicode(DEFAULT_SYSTEM_PROMPT, help="System prompt sent with every model call.").tag(config=True)
     approval = Enum(
