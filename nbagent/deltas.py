@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import re
@@ -48,6 +49,7 @@ class DeltaWriter:
         self.scheduled = False
         self.closed = False
         self._lock = threading.Lock()
+        self.context = contextvars.copy_context()  # the flusher writes in it: see nbagent.threads
 
     def __call__(self, delta: dict[str, Any]) -> None:
         index = delta.get("index", 0)
@@ -118,7 +120,7 @@ class _Flusher:
         """Call ``writer.flush_due()`` at ``deadline`` (a ``time.monotonic()`` value)."""
         with self._cond:
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="nbagent-delta-flusher", daemon=True)
+                self._thread = threading.Thread(target=self._run, name="nbagent-delta-flusher", daemon=True)  # shared: no one context
                 self._thread.start()
             if not self._due or deadline < min(self._due.values()):  # otherwise the thread wakes early enough
                 self._cond.notify()
@@ -156,7 +158,7 @@ class _Flusher:
                     continue
                 del self._due[writer]
             try:
-                writer.flush_due()
+                writer.context.run(writer.flush_due)
             except BaseException:  # a closed session, a full disk, a raising subscriber: the loop's next write reports it
                 logger.debug("nbagent: flushing stream deltas failed", exc_info=True)
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import events as ev
+from .. import threads
 from ..errors import NbagentError
 from ..stores import Store
 
@@ -44,7 +45,7 @@ class Follower:
         self._pending: list[ev.Event] = []
         self._timer: threading.Timer | None = None
         self._spent = 0.0  # seconds the view took with the last batch
-        self._thread = threading.Thread(target=self._run, name="nbagent-follow", daemon=True)
+        self._thread = threads.thread(self._run, name="nbagent-follow")
         self._thread.start()
 
     @property
@@ -78,8 +79,7 @@ class Follower:
         with self._lock:
             self._pending.append(event)
             if self._timer is None:
-                self._timer = threading.Timer(max(self.frame, 4 * self._spent), self._hand_on)
-                self._timer.daemon = True
+                self._timer = threads.timer(max(self.frame, 4 * self._spent), self._hand_on)
                 self._timer.start()
 
     def _hand_on(self, *, last: bool = False) -> None:

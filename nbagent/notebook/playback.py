@@ -14,6 +14,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from .. import threads
 from ..render.timeline import Timeline
 
 FRAME = 0.05  # seconds: playback changes the widgets at most this often (20 updates a second)
@@ -65,7 +66,7 @@ class Playback:
                 self.go(last)
                 return
             self._stop = threading.Event()
-            self._thread = threading.Thread(target=self._run, args=(self._stop,), name="nbagent-replay", daemon=True)
+            self._thread = threads.thread(self._run, args=(self._stop,), name="nbagent-replay")
             self._label_play(playing=True)
             self._thread.start()
 

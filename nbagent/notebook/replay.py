@@ -23,7 +23,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from .. import events as ev
-from .. import trust
+from .. import threads, trust
 from ..errors import LogError, NbagentError
 from ..reader import read_events
 from ..render import html
@@ -300,9 +300,7 @@ class Replay(Playback):
             with self._lock:
                 due, self._summary_due = self._summary_due, True
             if not due:
-                timer = threading.Timer(SUMMARY_EVERY, self._send_summary)
-                timer.daemon = True
-                timer.start()
+                threads.timer(SUMMARY_EVERY, self._send_summary).start()
         return len(fresh)
 
     def _send_summary(self) -> None:
