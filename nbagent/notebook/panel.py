@@ -18,6 +18,7 @@ from typing import Any, TextIO
 import ipywidgets as widgets
 
 from .. import events as ev
+from .. import threads
 from ..approval import ApprovalRequest, Decision
 from ..render import html as render
 from ..render.parts import esc
@@ -104,8 +105,7 @@ class Panel(CellOutput):
             self._flush()
         elif self._timer is None:
             # Whatever arrives before the timer fires goes out with it: a stalled stream still shows its tail.
-            self._timer = threading.Timer(wait, self._timer_flush)
-            self._timer.daemon = True
+            self._timer = threads.timer(wait, self._timer_flush)
             self._timer.start()
 
     def _timer_flush(self) -> None:
