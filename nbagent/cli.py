@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from . import __version__, history, redact, terminal
+from . import __version__, fork_command, history, redact, terminal
 from .errors import LogCorruptError, LogError, LogVersionError, ModelError, NbagentError
-from .history import stored
+from .history import family, stored
 
 EXIT_OK, EXIT_DATA, EXIT_USAGE = 0, 1, 2
 SESSION_HELP = (
@@ -69,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sessions.add_argument("--owner", metavar="ROLE", default="", help="with --store: only sessions of this database role")
     sessions.add_argument("--limit", type=_positive, metavar="N", help="with --store: only the N most recently active (N >= 1)")
+    sessions.add_argument("--tree", action="store_true", help="show each fork below the session it was forked from")
     sessions.add_argument(
         "--check", action="store_true", help="label database sessions by their lines' signatures (reads each; else TRUST says unchecked)"
     )
@@ -112,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     trust.add_argument("session", help=SESSION_HELP)
     trust.add_argument("--yes", action="store_true", help="do not ask for confirmation (for scripts)")
 
+    fork_command.add_parser(commands)
+
     demo = commands.add_parser("demo", help="run the end-to-end demo (offline without ANTHROPIC_API_KEY, Claude with it)")
     demo.add_argument("--folder", default="nbagent-demo", metavar="DIR", help="the demo's workspace (default: ./nbagent-demo)")
     demo.add_argument("--fresh", action="store_true", help="delete the previous demo's sessions and notes first")
@@ -141,9 +144,10 @@ def cmd_sessions(args: argparse.Namespace, out: TextIO) -> int:
     else:
         summaries, failed = stored.sessions_under(args.path, source, check=args.check)
         if args.json:
-            out.write(terminal.json_dumps([s.to_dict() for s in summaries], indent=2) + "\n")
+            rows = family.tree_json(summaries) if args.tree else [s.to_dict() for s in summaries]
+            out.write(terminal.json_dumps(rows, indent=2) + "\n")
         elif summaries:
-            history.write_table(summaries, out)
+            (family.write_tree if args.tree else history.write_table)(summaries, out)
         elif failed is None:
             out.write(f"no sessions under {args.path}" + (f" (nor in {source.url})" if source else "") + "\n")
     if failed is not None:
@@ -160,11 +164,12 @@ def _store_sessions(args: argparse.Namespace, out: TextIO) -> int:
     if args.check:
         history.checked(source, summaries)
     if args.json:
-        out.write(terminal.json_dumps([s.to_dict() for s in summaries], indent=2) + "\n")
+        rows = family.tree_json(summaries) if args.tree else [s.to_dict() for s in summaries]
+        out.write(terminal.json_dumps(rows, indent=2) + "\n")
     elif not summaries:
         out.write(f"no sessions in {get_store(args.store).url}\n")
     else:
-        history.write_table(summaries, out)
+        (family.write_tree if args.tree else history.write_table)(summaries, out)
     return EXIT_OK
 
 
@@ -184,6 +189,9 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     source, path = history.resolve_session(args.session)
     out.write(f"session {history.session_name(path)}  ({session_url(source, path)})\n")
     read = history.read_log(path, source)
+    forked = family.of_events(read.events)
+    if forked is not None:
+        out.write(f"{forked.words}: events 1-{forked.at} are its parent's, byte for byte\n")
     history.transcript(read.events, out, result_limit=10**9 if args.full else 600)
     if read.torn:
         out.write(
@@ -336,6 +344,7 @@ COMMANDS = {
     "snapshot": cmd_snapshot,
     "compact": cmd_snapshot,
     "trust": cmd_trust,
+    "fork": fork_command.cmd_fork,
     "demo": cmd_demo,
 }
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, TextIO
 
 from .. import events as ev
-from .. import redact, terminal
+from .. import lineage, redact, terminal
 from ..fold import Asides, to_model
 from .parts import (
     Start,
@@ -77,6 +77,9 @@ class Context:
 
 
 def _session_start(e: Mapping[str, Any], c: Context) -> Shown:
+    forked = lineage.of_meta(e.get("meta"))
+    if forked is not None:  # a fork's own first event: what came before it is its parent's
+        return Shown(f"session {e.get('session_id', '')} started, {forked.words} (the events above are its parent's)")
     return Shown(f"session {e.get('session_id', '')} started")
 
 
