@@ -69,7 +69,8 @@ def fork(
     read = scan(data, path=where)  # damage raises; a torn tail is left out, as opening would cut it
     if not read.events:
         raise NbagentError(f"{where} has no events to fork")
-    point = lineage.choose(lineage.points(read.events), read.events[-1]["seq"], at=at, turn=turn)
+    valid, turns = lineage.survey(read.events)
+    point = lineage.choose(valid, read.events[-1]["seq"], at=at, turn=turn, turns=turns)
     end = 0
     for number, (offset, line) in enumerate(whole_lines(data), start=1):
         if number == point.seq:

@@ -75,13 +75,18 @@ def at_rest(state: fold.State) -> bool:
 
 def points(events: Iterable[ev.Event]) -> list[Point]:
     """Every seq of ``events`` (a whole log, in order) at which a fork may start."""
+    return survey(events)[0]
+
+
+def survey(events: Iterable[ev.Event]) -> tuple[list[Point], int]:
+    """The points at rest of ``events`` (a whole log, in order), and how many turns it holds in all."""
     state = fold.State()
     found = []
     for event in events:
         fold.apply(state, event)
         if at_rest(state):
             found.append(Point(event["seq"], state.turns))
-    return found
+    return found, state.turns
 
 
 class ForkPointError(ValueError):
@@ -100,8 +105,11 @@ def _nearest(valid: Sequence[Point], seq: int) -> str:
     )
 
 
-def choose(valid: Sequence[Point], last_seq: int, *, at: int | None = None, turn: int | None = None) -> Point:
-    """The fork point ``at`` (a seq) or ``turn`` (keep turns 1 to N) names, or the latest one; ForkPointError says why not."""
+def choose(valid: Sequence[Point], last_seq: int, *, at: int | None = None, turn: int | None = None, turns: int = 0) -> Point:
+    """The fork point ``at`` (a seq) or ``turn`` (keep turns 1 to N) names, or the latest one; ForkPointError says why not.
+
+    ``turns``: how many turns the session holds (a turn past the last one at rest may exist, unfinished).
+    """
     if at is not None and turn is not None:
         raise ForkPointError("give either a seq (--at) or a turn (--turn), not both")
     if turn is not None:
@@ -110,11 +118,10 @@ def choose(valid: Sequence[Point], last_seq: int, *, at: int | None = None, turn
         kept = [p for p in valid if p.turns == turn]
         if kept:
             return kept[-1]
-        turns = max((p.turns for p in valid), default=0)
-        later = [p for p in valid if p.turns > turn]
-        if later or turn <= turns:
+        turns = max(turns, *(p.turns for p in valid), 0)
+        if turn <= turns:
             return _unfinished_turn(valid, turn)
-        raise ForkPointError(f"the session has {turns} finished turn(s); there is no turn {turn} to keep")
+        raise ForkPointError(f"the session has {turns} turn(s); there is no turn {turn} to keep")
     if at is None:
         if valid and valid[-1].seq == last_seq:
             return valid[-1]

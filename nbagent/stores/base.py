@@ -7,6 +7,7 @@ checksums, signatures, snapshots and trust checks mean the same on every store.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,5 +104,5 @@ class Store(Protocol):
     def list(self, *, notebook: str = "", under: str = "", owner: str = "", text: str = "", limit: int | None = None) -> list[Listed]:
         """Sessions, most recently active last, filtered by notebook, folder (``under``: its notebooks'), owner and title/request text."""
 
-    def family(self, session_id: str, *, under: str = "") -> list[Listed]:
+    def family(self, session_id: str, *, under: str = "") -> builtins.list[Listed]:
         """The sessions of ``session_id``'s family (its forks' tree: ancestors, itself, descendants), oldest activity first."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,7 +59,7 @@ class FileStore:
         found = file_index.list_files(notebook or under or self.root, text=text, user=trust.user_signer_or_none())
         return found[-limit:] if limit else found
 
-    def family(self, session_id: str, *, under: str = "") -> list[Listed]:
+    def family(self, session_id: str, *, under: str = "") -> builtins.list[Listed]:
         """The sessions under ``under`` (default :attr:`root`) in ``session_id``'s family of forks, oldest activity first."""
         return lineage.family_of(self.list(under=under), session_id)
 

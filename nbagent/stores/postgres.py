@@ -11,6 +11,7 @@ the log, so the log read back from the table is byte for byte the file the file 
 from __future__ import annotations
 
 import atexit
+import builtins
 import contextlib
 import os
 import re
@@ -286,7 +287,7 @@ class PostgresStore:
             found[-1].lineage = lineage.of_dict(summary.get("fork"))  # a fork's lineage, from its summary (written with a snapshot)
         return found
 
-    def family(self, session_id: str, *, under: str = "") -> list[Listed]:
+    def family(self, session_id: str, *, under: str = "") -> builtins.list[Listed]:
         """The sessions (under the folder ``under``, if given) in ``session_id``'s family of forks, from the index."""
         return lineage.family_of(self.list(under=under), session_id)
 

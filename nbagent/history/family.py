@@ -1,0 +1,58 @@
+"""Families of forks in listings: ``nbagent sessions --tree`` and the "forked from" words every view shows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, TextIO
+
+from .. import events as ev
+from .. import lineage
+from ..render.text import shorten, when
+from .summary import Summary
+
+
+def forked_from(summary: Summary) -> str:
+    """``forked from <parent> at event N`` for a fork's summary, '' for any other."""
+    if not summary.parent:
+        return ""
+    return f"forked from {summary.parent_name or summary.parent[:8]} at event {summary.forked_at}"
+
+
+def of_events(events: Iterable[ev.Event]) -> lineage.Lineage | None:
+    """The lineage of the session whose events these are: its own (last) session_start's."""
+    found = None
+    for event in events:
+        if event["type"] == ev.SESSION_START:
+            found = lineage.of_meta(event.get("meta"))
+    return found
+
+
+def tree_rows(summaries: Sequence[Summary]) -> list[tuple[int, Summary]]:
+    """The summaries in family order (each fork below its parent, indented by depth); a fork whose parent is not listed is a root."""
+    members = [lineage.Member(s.session_id or s.path, s.parent, s) for s in summaries]
+    return [(depth, member.item) for depth, member in lineage.tree(members)]
+
+
+def write_tree(summaries: Sequence[Summary], out: TextIO) -> None:
+    """``nbagent sessions --tree``: one row per session, forks indented below the session they were forked from."""
+    rows = [
+        [
+            ("   " * (depth - 1) + "└─ " if depth else "") + s.name,
+            f"event {s.forked_at}" if s.parent else "-",
+            str(s.turns),
+            when(s.last_ts),
+            s.trust or "?",
+            s.status,
+            shorten(s.title, 40) if s.title else "-",
+        ]
+        for depth, s in tree_rows(summaries)
+    ]
+    header = ["SESSION", "FORKED AT", "TURNS", "LAST ACTIVITY", "TRUST", "STATUS", "TITLE"]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    for cells in [header, *rows]:
+        out.write("  ".join(c.ljust(w) if i < len(cells) - 1 else c for i, (c, w) in enumerate(zip(cells, widths))) + "\n")
+
+
+def tree_json(summaries: Sequence[Summary]) -> list[dict[str, Any]]:
+    """``--tree --json``: each summary's dict with its ``depth`` in the family tree, in tree order."""
+    return [{**s.to_dict(), "depth": depth} for depth, s in tree_rows(summaries)]
