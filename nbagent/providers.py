@@ -372,6 +372,23 @@ def served(model: Any) -> dict[str, str]:
     return {"provider": provider, **({"provider_model": their} if isinstance(their, str) and their != model.name else {})}
 
 
+def billed(model: Any) -> dict[str, str]:
+    """What a reply's ``assistant_msg`` (or a compaction) records of who bills it: a cloud's name; nothing for the Claude API."""
+    provider = getattr(model, "provider", None)
+    return {"provider": provider} if isinstance(provider, str) and provider != "anthropic" else {}
+
+
+def price_key(model: str | None, provider: str | None) -> str | None:
+    """The name a reply's tokens are priced under: the model on the Claude API, "bedrock:<model>" on a cloud.
+
+    A cloud's prices are its own (regional and global rates, its own units), so its replies are never priced as the
+    Claude API's: the key is in no built-in table ("cost unknown") until a price override names it.
+    """
+    if not provider or provider == "anthropic" or model is None:
+        return model
+    return f"{provider}:{model}"
+
+
 def served_by(provider: str | None) -> str:
     """Words for a view's header: "on Amazon Bedrock" for a cloud, "" for the Claude API (or nothing recorded)."""
     if not provider or provider == "anthropic" or provider not in INFO:

@@ -115,6 +115,32 @@ def test_what_each_provider_offers() -> None:
 
 
 @pytest.mark.parametrize(
+    ("model", "provider", "key"),
+    [
+        ("claude-sonnet-4-6", None, "claude-sonnet-4-6"),
+        ("claude-sonnet-4-6", "anthropic", "claude-sonnet-4-6"),
+        ("claude-sonnet-4-6", "bedrock", "bedrock:claude-sonnet-4-6"),  # in no built-in table: "cost unknown"
+        ("claude-haiku-4-5@20251001", "vertex", "vertex:claude-haiku-4-5@20251001"),
+        (None, "foundry", None),
+    ],
+)
+def test_a_clouds_replies_are_priced_under_their_own_key(model: str | None, provider: str | None, key: str | None) -> None:
+    assert providers.price_key(model, provider) == key
+
+
+def test_a_claude_api_reply_records_no_provider_beside_its_model_call(api: FakeAnthropic, tmp_path: Path) -> None:
+    import anthropic
+
+    api.script(text("hi"))
+    with nbagent.Session.open(tmp_path / "s.jsonl") as session:
+        nbagent.run(session, "hi", model="claude-sonnet-4-6", client=anthropic.Anthropic(base_url=api.base_url, api_key="test-key"))
+        (call,) = model_calls(session)
+        (reply,) = [e for e in session.events() if e["type"] == "assistant_msg"]
+        assert call["provider"] == "anthropic" and "provider_model" not in call and "provider" not in reply
+        assert api.requests[0].body["cache_control"] == {"type": "ephemeral"}  # automatic caching, as before
+
+
+@pytest.mark.parametrize(
     ("content", "marked"),
     [
         ("hi", [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]),
@@ -179,6 +205,8 @@ def test_bedrock_turn_is_signed_with_sigv4_and_streams_into_the_log(
             calls = model_calls(session)
             assert [c["provider"] for c in calls] == ["bedrock", "bedrock"] and calls[0]["model"] == "claude-sonnet-4-5"
             assert calls[0]["provider_model"] == "anthropic.claude-sonnet-4-5-20250929-v1:0"  # the id the request named
+            replies = [e for e in session.events() if e["type"] == "assistant_msg"]
+            assert [r["provider"] for r in replies] == ["bedrock", "bedrock"]  # who bills each reply: priced as Bedrock's, not the API's
             deltas = "".join(e.get("text", "") for e in session.events() if e["type"] == "delta")
             assert "The sum is 5." in deltas  # the AWS event stream's chunks arrived as streamed deltas
             logged = log_text(session)
