@@ -119,6 +119,7 @@ class AssistantMsg(TypedDict):
     stop_reason: NotRequired[str | None]
     stop_details: NotRequired[dict[str, Any] | None]  # a refusal's category and explanation, as the API gave them
     usage: NotRequired[Usage | None]
+    provider: NotRequired[str]  # the cloud that served and bills it (providers.py); absent: the Claude API
 
 
 class ModelErrorEvent(TypedDict):
@@ -203,6 +204,7 @@ class Compaction(TypedDict):
     final: NotRequired[bool]  # the compaction is complete (a long prefix is summarised in several parts)
     model: NotRequired[str | None]
     usage: NotRequired[Usage | None]
+    provider: NotRequired[str]  # the cloud that served and bills it (providers.py); absent: the Claude API
 
 
 def _tool_uses_named(event: Event) -> bool:

@@ -202,6 +202,7 @@ class Loop:
                 stop_reason=reply.get("stop_reason"),
                 usage=reply.get("usage") or {},
                 **({"stop_details": reply["stop_details"]} if reply.get("stop_details") else {}),
+                **providers.billed(self.model),
             )
             return
 
@@ -272,6 +273,7 @@ class Loop:
                 final=end >= len(prefix),
                 model=reply.get("model") or self.model.name,
                 usage=reply.get("usage") or {},
+                **providers.billed(self.model),
             )
         return True
 
