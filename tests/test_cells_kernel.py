@@ -165,6 +165,35 @@ def test_code_mode_inserts_as_the_turn_ends_with_the_summary(kernels, fake, tmp_
     insert = browser.wait("insert")
     assert [c["cell_type"] for c in insert["cells"]] == ["code", "code", "markdown"] and insert["cells"][2]["source"] == "b is 42."
     assert button_of(messages)[MIME]["turn"] == 1
+    kernel.shutdown()
+
+    # Restart and Run All: the %agent cell is re-rendered with no model call and inserts nothing again; the inserted
+    # cells run as ordinary cells, so the variables are back without --restore and without a tool re-run.
+    from nbclient import NotebookClient
+
+    made = [nbformat.from_dict({**c, "execution_count": None}) for c in insert["cells"] if c["cell_type"] == "code"]
+    for cell in made:
+        del cell["tool_use_id"]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(SETUP + "\n%config Agent.cells = 'code+summary'"),
+        nbformat.v4.new_code_cell("%agent make a and b"),
+        *made,
+        nbformat.v4.new_code_cell("print('b =', b)"),
+    ]
+    requests = len(fake.requests)
+    env = {
+        **os.environ,
+        "ANTHROPIC_BASE_URL": fake.base_url,
+        "ANTHROPIC_API_KEY": "test-key",
+        "JPY_SESSION_NAME": str(tmp_path / "work.ipynb"),
+    }
+    NotebookClient(
+        nb, timeout=120, kernel_name="python3", shutdown_kernel="immediate", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute(env=env)
+    assert len(fake.requests) == requests  # no model call
+    assert "b = 42" in "".join(o.get("text", "") for o in nb.cells[-1].outputs)
+    assert "cells can't be inserted" not in "".join(o.get("text", "") for o in nb.cells[1].outputs)  # a re-rendered turn never inserts
 
 
 def test_without_the_extension_the_button_says_so_and_agent_cells_fills_the_next_cell(kernels, fake, tmp_path: Path) -> None:
