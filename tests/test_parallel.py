@@ -1,0 +1,262 @@
+"""Parallel tool calls (issue 25, item 1): the grouping rule as a table, then the loop with the real SDK against the fake API.
+
+Reads of one reply are shown to run side by side by a barrier each must reach with the others (a timeout
+breaks it, and the call fails); a write between reads runs alone, in order; the request is the same bytes
+whichever call finished first; an interrupt while calls run logs nothing after it, and a resume re-runs the reads.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import pytest
+
+import nbagent
+from nbagent import events as ev
+from nbagent.parallel import DEFAULT_BOUND, Slot, bound, groups
+from tests.fake_anthropic import FakeAnthropic, text, tool_uses
+
+MODEL = "claude-test"
+WAIT = 20.0  # seconds a barrier waits for the others on a loaded machine (a sequential run breaks it at once, see below)
+
+R, W = True, False  # a read that runs without asking; anything else (a write, a call to ask about, a refusal)
+
+
+@pytest.mark.parametrize(
+    ("slots", "limit", "expected"),
+    [
+        ([], 4, []),
+        ([("a", "read_file", R)], 4, [["a"]]),
+        ([("a", "read_file", R), ("b", "read_file", R), ("c", "lookup", R)], 4, [["a", "b", "c"]]),
+        # the bound is the pool's: a group of 6 reads runs 2 at a time, still one group
+        ([(x, "lookup", R) for x in "abcdef"], 2, [list("abcdef")]),
+        # one at a time: every call alone, in the reply's order (what parallel=False does)
+        ([("a", "lookup", R), ("b", "lookup", R)], 1, [["a"], ["b"]]),
+        # a write is a barrier: the reads before it, then it alone, then the reads after it
+        ([("a", "lookup", R), ("b", "lookup", R), ("w", "write_file", W), ("c", "lookup", R)], 4, [["a", "b"], ["w"], ["c"]]),
+        ([("w", "write_file", W), ("x", "shell", W)], 4, [["w"], ["x"]]),
+        ([("w", "write_file", W), ("a", "lookup", R), ("b", "lookup", R)], 4, [["w"], ["a", "b"]]),
+        # a read that must be asked about (or is refused) runs alone, after the reads before it
+        ([("a", "read_file", R), ("b", "read_file", W), ("c", "read_file", R)], 4, [["a"], ["b"], ["c"]]),
+        # python never beside python, even declared a read: its twin starts a new group
+        ([("p", "python", R), ("a", "lookup", R), ("q", "python", R), ("b", "lookup", R)], 4, [["p", "a"], ["q", "b"]]),
+        ([("p", "python", W), ("q", "python", W)], 4, [["p"], ["q"]]),
+    ],
+)
+def test_groups(slots: Sequence[tuple[str, str, bool]], limit: int, expected: list[list[str]]) -> None:
+    assert groups([Slot(*s) for s in slots], limit) == expected
+
+
+@pytest.mark.parametrize(("parallel", "expected"), [(True, DEFAULT_BOUND), (False, 1), (1, 1), (16, 16)])
+def test_bound(parallel: int | bool, expected: int) -> None:
+    assert bound(parallel) == expected
+
+
+@pytest.mark.parametrize("parallel", [0, -2, 2.5, "4", None])
+def test_bound_refuses_what_is_not_a_count(parallel: Any) -> None:
+    with pytest.raises(ValueError, match="parallel must be True, False or a number"):
+        bound(parallel)
+
+
+# The loop --------------------------------------------------------------------------------------------------
+class Trace:
+    """What the tools did, in order, from every thread: ("start" | "end", name)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.steps: list[tuple[str, str]] = []
+
+    def add(self, step: str, name: str) -> None:
+        with self.lock:
+            self.steps.append((step, name))
+
+    def index(self, step: str, name: str) -> int:
+        return self.steps.index((step, name))
+
+
+def meeting_tools(trace: Trace, barriers: dict[str, threading.Barrier]) -> list[nbagent.Tool]:
+    """A read that waits at its group's barrier until the other reads of that group reach it, and a write."""
+
+    @nbagent.tool(effect="read")
+    def meet(name: str, group: str) -> str:
+        """Wait for the other calls of a group.
+
+        Args:
+            name: This call's name.
+            group: The group it meets.
+        """
+        trace.add("start", name)
+        barriers[group].wait()  # BrokenBarrierError if the others never come: the call fails
+        trace.add("end", name)
+        return f"{name} met {group}"
+
+    @nbagent.tool
+    def note(text: str) -> str:
+        """Write a note (a side effect).
+
+        Args:
+            text: The note.
+        """
+        trace.add("start", text)
+        trace.add("end", text)
+        return f"noted {text}"
+
+    return [meet, note]
+
+
+def go(session: nbagent.Session, client: anthropic.Anthropic, prompt: str | None, tools: list[nbagent.Tool], **kw: Any) -> str:
+    model = nbagent.AnthropicModel(MODEL, client=client)
+    return nbagent.Loop(session, tools=tools, model=model, approval="deny", **kw).run(prompt)
+
+
+def results(session: nbagent.Session) -> list[ev.Event]:
+    return [e for e in session.events() if e["type"] == ev.TOOL_RESULT]
+
+
+def test_three_reads_of_one_reply_run_side_by_side(fake: FakeAnthropic, client: anthropic.Anthropic, log_path: Path) -> None:
+    trace = Trace()
+    tools = meeting_tools(trace, {"g": threading.Barrier(3, timeout=WAIT)})
+    calls = [("meet", {"name": n, "group": "g"}, f"toolu_{n}") for n in "abc"]
+    fake.script(tool_uses(calls, "Three at once."), text("All met."))
+    with nbagent.Session.open(log_path) as session:
+        assert go(session, client, "meet", tools) == "All met."
+        done = results(session)
+    assert [e.get("is_error", False) for e in done] == [False] * 3, done  # each met the other two at the barrier
+    assert {e["content"] for e in done} == {"a met g", "b met g", "c met g"}
+    # the request carries the results in the reply's order, whichever finished first
+    sent = [b["tool_use_id"] for b in fake.requests[1].body["messages"][-1]["content"]]
+    assert sent == ["toolu_a", "toolu_b", "toolu_c"]
+
+
+def test_the_barrier_breaks_when_the_reads_run_one_at_a_time(fake: FakeAnthropic, client: anthropic.Anthropic, log_path: Path) -> None:
+    """The check above can fail: with parallel=False the first read waits alone at the barrier and fails."""
+    tools = meeting_tools(Trace(), {"g": threading.Barrier(3, timeout=0.3)})
+    fake.script(tool_uses([("meet", {"name": n, "group": "g"}, f"toolu_{n}") for n in "abc"]), text("no"))
+    with nbagent.Session.open(log_path) as session:
+        go(session, client, "meet", tools, parallel=False)
+        assert all(e.get("is_error") for e in results(session))
+
+
+def test_a_write_between_reads_runs_alone_and_in_order(fake: FakeAnthropic, client: anthropic.Anthropic, log_path: Path) -> None:
+    trace = Trace()
+    tools = meeting_tools(trace, {"before": threading.Barrier(2, timeout=WAIT), "after": threading.Barrier(2, timeout=WAIT)})
+    calls = [
+        ("meet", {"name": "r1", "group": "before"}, "toolu_1"),
+        ("meet", {"name": "r2", "group": "before"}, "toolu_2"),
+        ("note", {"text": "w"}, "toolu_3"),
+        ("meet", {"name": "r3", "group": "after"}, "toolu_4"),
+        ("meet", {"name": "r4", "group": "after"}, "toolu_5"),
+    ]
+    fake.script(tool_uses(calls), text("done"))
+    with nbagent.Session.open(log_path) as session:
+        go(session, client, "go", tools)
+        logged = [e for e in session.events() if e["type"] in (ev.TOOL_STARTED, ev.TOOL_RESULT)]
+    assert not any(e.get("is_error") for e in logged)  # the reads of each side met: they ran side by side
+    # the write started after both reads before it ended, and ended before the reads after it started
+    assert max(trace.index("end", "r1"), trace.index("end", "r2")) < trace.index("start", "w")
+    assert trace.index("end", "w") < min(trace.index("start", "r3"), trace.index("start", "r4"))
+    # so in the log too: the write's start follows the first two results, and its result precedes the next starts
+    at = {(e["type"], e["tool_use_id"]): i for i, e in enumerate(logged)}
+    assert max(at[(ev.TOOL_RESULT, "toolu_1")], at[(ev.TOOL_RESULT, "toolu_2")]) < at[(ev.TOOL_STARTED, "toolu_3")]
+    assert at[(ev.TOOL_RESULT, "toolu_3")] < min(at[(ev.TOOL_STARTED, "toolu_4")], at[(ev.TOOL_STARTED, "toolu_5")])
+    # every start is logged before its result, and the write's start is durable (effect write)
+    assert all(at[(ev.TOOL_STARTED, t)] < at[(ev.TOOL_RESULT, t)] for _, _, t in calls)
+    assert [b["tool_use_id"] for b in fake.requests[1].body["messages"][-1]["content"]] == [t for _, _, t in calls]
+
+
+def finishing_in(order: str, session: nbagent.Session) -> list[nbagent.Tool]:
+    """A read whose calls all start, then finish in ``order``: each returns once the results before it are logged."""
+    turn = threading.Condition()
+    logged: list[str] = []
+
+    def seen(event: ev.Event) -> None:
+        if event["type"] == ev.TOOL_RESULT:
+            with turn:
+                logged.append(event["tool_use_id"])
+                turn.notify_all()
+
+    session.subscribe(seen, since=session.seq)
+
+    @nbagent.tool(effect="read")
+    def fetch(name: str) -> str:
+        """Fetch a value.
+
+        Args:
+            name: Which value.
+        """
+        with turn:
+            if not turn.wait_for(lambda: len(logged) == order.index(name), timeout=WAIT):
+                raise TimeoutError(f"{name} waited for its turn to finish")
+        return f"value of {name}"
+
+    return [fetch]
+
+
+def test_the_request_is_the_same_bytes_whichever_call_finished_first(
+    fake: FakeAnthropic, client: anthropic.Anthropic, tmp_path: Path
+) -> None:
+    calls = [("fetch", {"name": n}, f"toolu_{n}") for n in "abc"]
+    logged: dict[str, list[str]] = {}
+    for order in ("abc", "cba", "bca"):
+        fake.script(tool_uses(calls, "Fetching."), text("Fetched."))
+        log = tmp_path / f"{order}.jsonl"
+        with nbagent.Session.open(log) as session:
+            go(session, client, "fetch them", finishing_in(order, session))
+            logged[order] = [e["tool_use_id"][-1] for e in results(session)]
+        log.with_name(log.name + ".snapshot").unlink()
+        with nbagent.Session.open(log) as reopened:  # a resume folds the log again: the same messages
+            assert json.dumps(reopened.messages[:-1]) == json.dumps(fake.requests[-1].body["messages"])
+    assert logged == {"abc": list("abc"), "cba": list("cba"), "bca": list("bca")}  # logged as they finished
+    sent = [r.raw for r in fake.requests[1::2]]
+    assert sent[0] == sent[1] == sent[2]
+
+
+@pytest.fixture
+def sigint_raises() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt in the main thread during the test, as in a kernel."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_an_interrupt_while_reads_run_logs_nothing_after_it_and_a_resume_runs_them_again(
+    fake: FakeAnthropic, client: anthropic.Anthropic, log_path: Path, sigint_raises: None
+) -> None:
+    release = threading.Event()
+    runs: list[str] = []
+
+    @nbagent.tool(effect="read")
+    def slow(name: str) -> str:
+        """A read that takes its time.
+
+        Args:
+            name: Which.
+        """
+        runs.append(name)
+        if name == "a" and runs.count("a") == 1:
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)  # the user interrupts the cell
+        if not release.is_set():
+            release.wait(WAIT)
+        return f"{name} read"
+
+    fake.script(tool_uses([("slow", {"name": n}, f"toolu_{n}") for n in "ab"]), text("Both read."))
+    with nbagent.Session.open(log_path) as session:
+        with pytest.raises(nbagent.Interrupted):
+            go(session, client, "read both", [slow])
+        release.set()
+        for thread in threading.enumerate():  # the bodies still running end; what they return is not logged
+            if thread.name.startswith("nbagent-tool-"):
+                thread.join(WAIT)
+        kinds = [e["type"] for e in session.events()]
+        assert kinds[-1] == ev.INTERRUPTED and ev.TOOL_RESULT not in kinds
+        assert go(session, client, None, [slow]) == "Both read."  # the reads run again, each answered once
+        assert sorted(e["tool_use_id"] for e in results(session)) == ["toolu_a", "toolu_b"]
+    assert [b["content"] for b in fake.requests[1].body["messages"][-1]["content"]] == ["a read", "b read"]
