@@ -41,6 +41,10 @@ class State:
     messages: list[dict[str, Any]] | Transcript = field(default_factory=list)
     # Tool calls of the last assistant message that have no result yet, in order.
     open_calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Parallel calls (parallel.py): results go into messages in the reply's order, whichever finished first. The ids
+    # of the last reply's calls whose results are not in messages yet, in order, and results held for an earlier one.
+    awaiting: list[str] = field(default_factory=list)
+    held: dict[str, Any] = field(default_factory=dict)
     usage: dict[str, int] = field(default_factory=lambda: dict.fromkeys(USAGE_KEYS, 0))
     turns: int = 0
     title: str = ""
@@ -245,7 +249,7 @@ def _assistant_msg(state: State, event: ev.Event) -> None:
         state.asked_again += stop.action in ("again", "compact")
         if stop.action == "refused":
             rewrites.drop_turn(state)
-        state.open_calls = {}
+        state.open_calls, state.awaiting = {}, []
         state.status = "done" if stop.ends_turn else "model"
         return
     state.asked_again = 0
@@ -260,6 +264,7 @@ def _assistant_msg(state: State, event: ev.Event) -> None:
         if stop.runs_calls
         else {}
     )
+    state.awaiting = list(state.open_calls)
     state.status = "tools" if state.open_calls else ("model" if stop.action == "continue" else "done")
 
 
@@ -286,6 +291,18 @@ def _tool_started(state: State, event: ev.Event) -> None:
 
 
 def _tool_result(state: State, event: ev.Event) -> None:
+    tool_use_id = event["tool_use_id"]
+    state.open_calls.pop(tool_use_id, None)
+    state.status = "tools" if state.open_calls else "model"
+    if tool_use_id not in state.awaiting:
+        _add_result(state, event)
+        return
+    state.held[tool_use_id] = event  # logged as it finished; it goes in once the calls before it in the reply are in
+    while state.awaiting and state.awaiting[0] in state.held:
+        _add_result(state, state.held.pop(state.awaiting.pop(0)))
+
+
+def _add_result(state: State, event: ev.Event) -> None:
     # The log keeps it whole; the request gets it clipped, without an image the API would refuse (logged by earlier versions).
     content = sendable(clip_result(event["content"], state.result_budget, event["seq"]), event["seq"])
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": event["tool_use_id"], "content": content}
@@ -297,8 +314,6 @@ def _tool_result(state: State, event: ev.Event) -> None:
     images = image_count(content)
     if images:  # after clearing: a cleared result's images no longer count
         rewrites.keep_images(state, event["seq"], images)
-    state.open_calls.pop(event["tool_use_id"], None)
-    state.status = "tools" if state.open_calls else "model"
 
 
 def _interrupted(state: State, event: ev.Event) -> None:

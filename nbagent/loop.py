@@ -18,13 +18,14 @@ from . import approval as approvals
 from . import binding, models, providers, stops
 from . import context as ctx
 from . import events as ev
+from . import parallel as parallel_calls
 from .deltas import DELTA_INTERVAL, DeltaWriter
 from .errors import Interrupted, ModelError, NbagentError, RefusedRequestError, UntrustedLogError
 from .fold import DROP_THINKING, SERVER_REFUSED
 from .images import fit_images
 from .model import DEFAULT_MODEL, AnthropicModel, Model, ModelRequest, Reply
 from .retries import back_off
-from .rules import NOT_APPROVED, UNKNOWN_OUTCOME, Ask, Call, Offered, Refuse, changed, decide
+from .rules import NOT_APPROVED, UNKNOWN_OUTCOME, Ask, Call, Offered, Refuse, Run, changed, decide
 from .rules import UNTRUSTED as UNTRUSTED  # re-exported: callers import the refusals from the loop
 from .session import Session
 from .tools import Tool, Toolbox, fit_content, idempotency_key
@@ -51,8 +52,10 @@ class Loop:
         delta_interval: float = DELTA_INTERVAL,
         context: ctx.ContextSettings | None = None,
         thinking: int | str | None = None,
+        parallel: int | bool = True,
     ) -> None:
         self.session = session
+        self.parallel = parallel_calls.bound(parallel)  # read calls of one reply run side by side, this many at most (parallel.py)
         self.delta_interval = delta_interval
         self.toolbox = tools if isinstance(tools, Toolbox) else Toolbox(tools)
         self.model = _model(model, provider)
@@ -87,8 +90,7 @@ class Loop:
                 if state.stop_note and not state.stop_noted:  # the stop rule's decision, for people (once, even across a crash)
                     self.session.append(ev.NOTE, kind="stop", action=state.stop_action, text=state.stop_note)
                 if state.frontier == "tools":
-                    for tool_use_id, call in list(state.open_calls.items()):
-                        self._run_call(tool_use_id, call)
+                    self._run_calls()
                 elif state.frontier == "model":
                     if state.refused:  # never the same refused request again: something must change first
                         raise RefusedRequestError.of(state.refused)
@@ -303,14 +305,30 @@ class Loop:
             deltas.close(complete=complete)
 
     # Tools ---------------------------------------------------------------------------------------
-    def _run_call(self, tool_use_id: str, call: dict[str, Any]) -> None:
+    def _run_calls(self) -> None:
+        """The open calls of the last reply, in its order: reads that need no asking side by side, each other call alone."""
+        calls = list(self.session.state.open_calls.items())
+        checked = {tool_use_id: self._check(tool_use_id, call) for tool_use_id, call in calls}
+        slots = [parallel_calls.Slot(i, c["name"], _runs_beside(*checked[i][2:])) for i, c in calls]
+        for group in parallel_calls.groups(slots, self.parallel):
+            if len(group) == 1:
+                self._run_call(group[0], *checked[group[0]])
+                continue
+            jobs = []
+            for tool_use_id in group:
+                recorded, warning, tool, _ = checked[tool_use_id]
+                if warning:
+                    self._warn(tool_use_id, warning)
+                assert tool is not None  # only a read offered now runs side by side
+                jobs.append(self._job(recorded, tool, self.session.state.open_calls[tool_use_id]["input"]))
+            parallel_calls.run_group(jobs, self.parallel)
+
+    def _check(self, tool_use_id: str, call: dict[str, Any]) -> tuple[Call, str | None, Tool | None, Run | Ask | Refuse]:
+        """The call as recorded, the warning if its tool changed kind, the tool of its name offered now, and the rule's verdict."""
         name, arguments = call["name"], call["input"]
         recorded = Call(tool_use_id, name, call["started"], call.get("read"), call.get("keyed"))
         tool = self.toolbox.get(name)
         offered = None if tool is None else Offered(tool.effect, tool.takes_key)
-        warning = changed(recorded, offered)
-        if warning:
-            self._warn(tool_use_id, warning)
         verdict = decide(
             recorded,
             offered,
@@ -318,23 +336,16 @@ class Loop:
             trusted=self.session.call_trusted(tool_use_id),
             guard=tool.guard(arguments) if tool is not None and tool.guard is not None else None,
         )
-        if isinstance(verdict, Refuse):
-            self._warn(tool_use_id, verdict.warning)
-            self._result(tool_use_id, verdict.text, is_error=True)
-            return
-        assert tool is not None  # only a missing tool is refused
-        if isinstance(verdict, Ask):
-            decision = self._approve(tool_use_id, tool, arguments, verdict.reason)
-            if not decision.approved:
-                self._result(tool_use_id, f"{verdict.refusal} {decision.note}".strip() or NOT_APPROVED, is_error=True)
-                return
+        return recorded, changed(recorded, offered), tool, verdict
+
+    def _job(self, recorded: Call, tool: Tool, arguments: dict[str, Any]) -> parallel_calls.Job:
+        """A read call run beside others: its start and result are logged from the thread that runs it."""
+        tool_use_id = recorded.id
         key = idempotency_key(self.session.id, tool_use_id)
-        started: dict[str, Any] = {"tool_use_id": tool_use_id, "name": name, "effect": tool.effect, "attempt": recorded.attempts + 1}
-        if tool.takes_key:
-            started["idempotency_key"] = key
-        self.session.append(ev.TOOL_STARTED, **started)  # durable (for non-read tools) before the body runs
-        content, is_error = tool.invoke(arguments, key)
-        self._result(tool_use_id, content, is_error=is_error, effect=tool.effect)
+
+        def finish(outcome: tuple[Any, bool]) -> None:
+            content, is_error = outcome
+            self._result(tool_use_id, content, is_error=is_error, effect=tool.effect)
 
     def _warn(self, tool_use_id: str, text: str) -> None:
         """Tell the user (a note in the log, a logged warning) that the code's tools disagree with the record."""
@@ -373,6 +384,38 @@ class Loop:
                 text, why = "Not run: the user moved on to a new request before this call started.", "not_started"
             # abandoned: views show it as a note of the request it belonged to, not as this one's tool error
             self.session.append(ev.TOOL_RESULT, tool_use_id=tool_use_id, content=text, is_error=True, abandoned=why)
+
+
+def _model(model: Model | str, provider: str | None) -> Model:
+    """A model name becomes Claude through ``provider``'s client; a Model object is used as it is."""
+    if isinstance(model, str):
+        return AnthropicModel(model, provider=provider)
+    if provider is not None and providers.lookup(provider).name != getattr(model, "provider", None):
+        raise NbagentError(f"provider={provider!r} does not apply to the model object given: build it with that provider instead.")
+    return model
+
+
+def _runs_beside(tool: Tool | None, verdict: Run | Ask | Refuse) -> bool:
+    """Whether a call may run beside others: a read offered now that runs without asking."""
+    return tool is not None and tool.effect == "read" and isinstance(verdict, Run)
+
+
+class ToolSource(Protocol):
+    """Tools that come and go during a run (MCP servers: nbagent.mcp.McpServers): read before each request."""
+
+    def tools(self) -> list[Tool]: ...
+    def notes(self) -> list[str]: ...
+
+
+def _tool_source(servers: Mapping[str, Any] | ToolSource | None) -> ToolSource | None:
+    """``mcp_servers`` as a tool source: a mapping in Claude's format is parsed (McpConfigError if it cannot be used)."""
+    if servers is None or (isinstance(servers, Mapping) and not servers):
+        return None
+    if isinstance(servers, Mapping):
+        from .mcp import McpServers
+
+        return McpServers(servers)
+    return servers
 
 
 def _model(model: Model | str, provider: str | None) -> Model:

@@ -32,7 +32,7 @@ from .readfile import NotRegularFile, _kind, open_regular
 from .transcript import Message, Prefix, Transcript
 
 KIND = "nbagent.snapshot"
-VERSION = 6  # v6: State.images entries carry their base64 size (v5: the stop rule's state); an older snapshot is ignored once
+VERSION = 7  # v7: State.awaiting and held (parallel calls); v6: State.images entries carry their base64 size; an older one is ignored once
 MAX_HEADER = 1 << 20  # a header is a few hundred bytes; a longer first line is not a snapshot
 _STATE_KEYS = frozenset(f.name for f in fields(State)) - {"messages"}
 

@@ -692,8 +692,8 @@ def test_replay_rules_hold_after_reopening_from_a_snapshot(
     with nbagent.Session.open(log_path) as session:
         go(session, client, tools=tools, approval="deny")
     assert effects.calls == [("charge", {"amount": 2}, key)]  # the write is not repeated, the read not re-run
-    # Results stand in the order they were logged (the recorded one first); the API matches them by id.
-    recorded, note, charge = results(fake.requests[0].body["messages"][-1])
+    # Results stand in the reply's order, whichever was logged first (parallel calls log them as they finish).
+    note, charge, recorded = results(fake.requests[0].body["messages"][-1])
     assert recorded == {"type": "tool_result", "tool_use_id": "toolu_c", "content": "z was recorded"}
     assert note["tool_use_id"] == "toolu_a" and note["is_error"] and UNKNOWN_OUTCOME in note["content"]
     assert charge == {"type": "tool_result", "tool_use_id": "toolu_b", "content": "charged 2"}
