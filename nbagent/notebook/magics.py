@@ -295,6 +295,7 @@ class AgentMagics(Magics):
             system=self.settings.system_prompt,
             max_tokens=self.settings.max_tokens,
             retries=self.settings.retries,
+            parallel=self.settings.parallel_tools,
             context=context_settings(self.settings, model.name),
             thinking=thinking_setting(self.settings, model.name),
         )

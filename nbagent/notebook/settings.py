@@ -13,6 +13,7 @@ from ..approval import APPROVAL_MODES
 from ..context import COMPACT_MODES, DEFAULT_RESULT_BUDGET, CompactMode, ContextSettings
 from ..errors import NbagentError
 from ..model import DEFAULT_MODEL
+from ..parallel import DEFAULT_BOUND
 from ..providers import PROVIDERS
 from . import python_tool as pytool
 
@@ -88,6 +89,11 @@ class Agent(Configurable):
     retries = Int(
         4, help="Extra attempts for a model call that fails with a retryable error (nbagent's only retries: the SDK client does none)."
     ).tag(config=True)
+    parallel_tools = Int(
+        DEFAULT_BOUND,
+        help="Read-only tool calls of one reply run side by side, at most this many at once; the calls that change things run "
+        "one at a time, in the reply's order (docs/notebook.md). 1: every call one at a time.",
+    ).tag(config=True)
     # The context window (docs/notebook.md, "Long sessions"): the log keeps everything; only the request is compacted.
     compact = Enum(
         COMPACT_MODES,
@@ -148,6 +154,14 @@ class Agent(Configurable):
         if unknown:
             raise TraitError(f"Agent.tools has unknown names {unknown}; choose from {', '.join(BUILTIN_TOOLS)}.")
         return proposal["value"]
+
+    @validate("parallel_tools")
+    def _parallel(self, proposal: Any) -> int:
+        if proposal["value"] < 1:
+            raise TraitError(
+                f"Agent.parallel_tools is how many read calls run at once: 1 or more, not {proposal['value']} (1: one at a time)."
+            )
+        return int(proposal["value"])
 
     @validate("compact_trigger", "tool_result_budget", "clear_tool_results")
     def _not_negative(self, proposal: Any) -> int:
