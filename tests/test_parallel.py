@@ -260,3 +260,19 @@ def test_an_interrupt_while_reads_run_logs_nothing_after_it_and_a_resume_runs_th
         assert go(session, client, None, [slow]) == "Both read."  # the reads run again, each answered once
         assert sorted(e["tool_use_id"] for e in results(session)) == ["toolu_a", "toolu_b"]
     assert [b["content"] for b in fake.requests[1].body["messages"][-1]["content"]] == ["a read", "b read"]
+
+
+@pytest.mark.parametrize(("value", "error"), [(4, None), (1, None), (16, None), (0, "1 or more, not 0"), (-1, "1 or more, not -1")])
+def test_the_notebook_setting(value: int, error: str | None) -> None:
+    from traitlets import TraitError
+
+    from nbagent.notebook.settings import Agent
+
+    agent = Agent()
+    assert agent.parallel_tools == DEFAULT_BOUND
+    if error is None:
+        agent.parallel_tools = value
+        assert agent.parallel_tools == value
+    else:
+        with pytest.raises(TraitError, match=error):
+            agent.parallel_tools = value
