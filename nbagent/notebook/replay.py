@@ -33,6 +33,7 @@ from ..render.style import STYLE, sibling_style
 from ..render.timeline import MAX_GAP, REPLAY_STYLE, Timeline
 from ..server.saving import LIVE
 from ..stores import FILES, Store, session_url
+from .comm_route import keep_on_main_shell
 from .follow import Follower
 from .matchlist import MatchList
 from .panel import close_all
@@ -169,6 +170,7 @@ class Replay(Playback):
         self.search.observe(lambda change: self.find(change["new"]), "value")
         self.turns.observe(self._on_turn, "value")
         self.times.observe(lambda _: self._show(self.index), "value")
+        keep_on_main_shell(self.widget)
         self._list_turns()
         self._show(0)
 
