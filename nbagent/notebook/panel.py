@@ -27,6 +27,7 @@ from ..render.text import VIEW_LIMIT, Printer
 from ..render.view import FINAL_STATUSES, stream_effect
 from ..server.saving import LIVE
 from ..terminal import safe
+from .comm_route import keep_on_main_shell
 from .output import CellOutput
 from .pump import CommPump, current_kernel
 
@@ -257,6 +258,7 @@ class Panel(CellOutput):
             approve.on_click(lambda _: choose(Decision(True, "panel")))
             decline.on_click(lambda _: choose(Decision(False, "panel", DECLINED_NOTE)))
             box = widgets.VBox([question, widgets.HBox([approve, decline])])
+            keep_on_main_shell(box)
             with self._lock:
                 self._flush()
                 self._place(request.tool_use_id, box)
