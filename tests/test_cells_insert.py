@@ -196,3 +196,20 @@ def test_the_live_document_names_ids_and_unsaved_cells_and_is_bounded() -> None:
     many = {**GOOD_NOTEBOOK, "cells": [{**GOOD_NOTEBOOK["cells"][0], "id": f"c{i}", "source": "x" * 3_000} for i in range(20)]}
     bounded = cell_edit.document(many, budget=10_000)
     assert len(bounded) < 11_000 and "left out" in bounded
+
+
+# In terminal IPython (no kernel, no comm): nothing breaks, and %agent_cells fills the next prompt ----------------------
+def test_terminal_ipython_has_no_button_and_agent_cells_fills_the_next_input(shell: Any, fake: Any, capsys: Any) -> None:
+    from tests.fake_anthropic import text, tool_use
+
+    fake.script(tool_use("python", {"code": "t = 3"}), tool_use("python", {"code": "raise ValueError"}), text("t is 3."))
+    assert shell.run_cell("%agent make t").success
+    assert insert.MIME not in capsys.readouterr().out and shell.user_ns["t"] == 3
+    shell.rl_next_input = None
+    assert shell.run_cell("%agent_cells").success
+    assert shell.rl_next_input == "t = 3" and "1 python call(s) of turn 1" in capsys.readouterr().out
+
+
+def test_agent_cells_before_any_session_says_what_to_do(shell: Any) -> None:
+    result = shell.run_cell("%agent_cells")
+    assert not result.success and "no agent session in this notebook yet" in str(result.error_in_exec)
