@@ -1,0 +1,132 @@
+"""MCP servers in the notebook: ``Agent.mcp_servers``, a project ``.mcp.json`` approved in the panel, and ``%agent_mcp``.
+
+The user's own ``Agent.mcp_servers`` run. A ``.mcp.json`` beside the notebook is used only once this user approved its
+exact content (nbagent/mcp/project.py): the panel asks with Approve/Decline, a decline holds for the kernel (the same
+content is not asked about again), and where nobody can answer (nbclient, papermill) none of its servers start and
+the panel says so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_magic, magics_class
+
+from ..approval import ApprovalRequest
+from . import kernel as nbkernel
+from .settings import Agent
+
+PROJECT_QUESTION = "start_project_mcp_servers"  # the panel's question about a .mcp.json (render/rows.py words it)
+_declined: set[str] = set()  # .mcp.json contents declined in this kernel, by hash
+
+
+def _folder(shell: Any) -> Path:
+    notebook = nbkernel.notebook_path(shell)
+    return notebook.parent if notebook else Path.cwd()
+
+
+def source(shell: Any, settings: Agent, view: Any, *, ask: bool = True) -> Any:
+    """The run's MCP servers (an McpServers, nothing started), or None when there are none; UsageError for a bad setting."""
+    from ..mcp import McpConfigError, McpServers, project
+    from ..mcp.config import parse
+
+    try:
+        configs = parse(settings.mcp_servers, origin="Agent.mcp_servers")
+    except McpConfigError as exc:
+        raise UsageError(str(exc)) from None
+    notes: list[str] = []
+    path = project.find(_folder(shell))
+    if path is not None:
+        found = None
+        try:
+            found = project.load(path)
+        except McpConfigError as exc:
+            notes.append(str(exc))
+        if found is not None and found.servers:
+            use = _decide(found, settings, view, notes) if ask else project.approved(found)
+            if use:
+                mine = {c.name for c in configs}
+                for config in found.servers:
+                    if config.name in mine:
+                        notes.append(f"MCP server {config.name!r} of {found.path} is not used: Agent.mcp_servers has one of that name.")
+                    else:
+                        configs.append(config)
+    if not configs and not notes:
+        return None
+    return McpServers(configs, skipped=notes)
+
+
+def _decide(found: Any, settings: Agent, view: Any, notes: list[str]) -> bool:
+    """Whether this .mcp.json's servers may start: approved before, or approved now in the panel."""
+    from ..mcp import project
+
+    if project.approved(found):
+        return True
+    if found.digest in _declined:
+        notes.append(project.not_approved_note(found, "you declined it in this kernel"))
+        return False
+    asker = getattr(view, "ask", None)
+    if asker is None or settings.approval == "deny":
+        notes.append(project.not_approved_note(found, "nobody can approve it here" if asker is None else "Agent.approval is 'deny'"))
+        return False
+    entries = found.raw.get("mcpServers", found.raw)
+    request = ApprovalRequest(
+        f"mcp-project-{found.digest[:12]}",
+        PROJECT_QUESTION,
+        {"file": str(found.path), "mcpServers": entries},
+        "irreversible",
+        "irreversible",
+        f"This .mcp.json beside the notebook starts these commands with your rights. Approving records its exact content "
+        f"(sha256 {found.digest[:16]}) for you; a changed file asks again.",
+    )
+    decision = asker(request)
+    if decision.approved:
+        project.approve(found)
+        return True
+    if decision.by != "nobody":
+        _declined.add(found.digest)
+    notes.append(project.not_approved_note(found, "nobody could approve it here" if decision.by == "nobody" else "you declined it"))
+    return False
+
+
+def status(settings: Agent, shell: Any, *, start: bool = False) -> str:
+    """``%agent_mcp``: each server, where it is configured, its state and tools (``start``: start them first)."""
+    servers = source(shell, settings, None, ask=False)
+    if servers is None:
+        return "No MCP servers: set Agent.mcp_servers, or approve a .mcp.json beside the notebook (docs/mcp.md)."
+    lines = [f"note: {text}" for text in servers.notes()]
+    if start:
+        servers.tools()
+        lines += [f"note: {text}" for text in servers.notes()]
+    for connection in servers.connections():
+        config = connection.config
+        state = connection.state + (f" ({connection.error})" if connection.error else "")
+        restarts = f", restarted {connection.starts - 1}x" if connection.starts > 1 else ""
+        lines.append(f"{config.name}  [{config.origin}]  {config.describe()}\n  state: {state}{restarts}")
+        from ..mcp.adapter import McpTool
+
+        for listed in connection.tools:
+            tool = McpTool(config, listed, connection, [])
+            lines.append(f"    {tool.name}  ({tool.effect})")
+        if connection.state == "not started":
+            lines.append("    (tools listed once it starts: at the next %agent turn, or %agent_mcp start)")
+    return "\n".join(lines)
+
+
+@magics_class
+class McpMagics(Magics):
+    """``%agent_mcp``: the MCP servers, their state and tools."""
+
+    def __init__(self, shell: Any, settings: Agent) -> None:
+        super().__init__(shell)
+        self.settings = settings
+
+    @line_magic
+    def agent_mcp(self, line: str = "") -> None:
+        """List the MCP servers (Agent.mcp_servers and an approved .mcp.json), their state and tools; `%agent_mcp start` starts them first."""
+        word = line.strip()
+        if word not in ("", "start"):
+            raise UsageError(f"%agent_mcp takes nothing or 'start', not {word!r}.")
+        print(status(self.settings, self.shell, start=word == "start"))
