@@ -47,10 +47,12 @@ class ApprovalRequest:
     input: dict[str, Any]
     effect: str
     reason: Reason
+    claims: str = ""  # what the tool's provider says of it (an MCP server's own annotations), shown with the question
 
     def describe(self) -> str:
-        """The question, one sentence; the call's full arguments are :meth:`arguments`."""
-        return _QUESTIONS[self.reason].format(call=self.tool_name, effect=self.effect)
+        """The question, one sentence (and the tool provider's claims, if any); the call's full arguments are :meth:`arguments`."""
+        question = _QUESTIONS[self.reason].format(call=self.tool_name, effect=self.effect)
+        return f"{question} {self.claims}" if self.claims else question
 
     def arguments(self) -> str:
         """Every argument of the call, in full, as indented JSON (never shortened: the user must see what will run)."""

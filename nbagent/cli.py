@@ -18,6 +18,7 @@ from typing import TextIO
 from . import __version__, fork_command, history, redact, terminal
 from .errors import LogCorruptError, LogError, LogVersionError, ModelError, NbagentError
 from .history import family, stored
+from .mcp import command as mcp_command
 
 EXIT_OK, EXIT_DATA, EXIT_USAGE = 0, 1, 2
 SESSION_HELP = (
@@ -114,6 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     trust.add_argument("--yes", action="store_true", help="do not ask for confirmation (for scripts)")
 
     fork_command.add_parser(commands)
+
+    mcp_command.add_parser(commands)
 
     demo = commands.add_parser("demo", help="run the end-to-end demo (offline without ANTHROPIC_API_KEY, Claude with it)")
     demo.add_argument("--folder", default="nbagent-demo", metavar="DIR", help="the demo's workspace (default: ./nbagent-demo)")
@@ -344,6 +347,7 @@ COMMANDS = {
     "snapshot": cmd_snapshot,
     "compact": cmd_snapshot,
     "trust": cmd_trust,
+    "mcp": mcp_command.cmd_mcp,
     "fork": fork_command.cmd_fork,
     "demo": cmd_demo,
 }

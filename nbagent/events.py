@@ -146,6 +146,7 @@ class ToolStarted(TypedDict):
     effect: NotRequired[str]
     attempt: NotRequired[int]
     idempotency_key: NotRequired[str]
+    mcp: NotRequired[dict[str, str]]  # an MCP tool's call: {"server": its name in the settings, "tool": the server's tool name}
 
 
 class ToolResult(TypedDict):

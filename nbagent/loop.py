@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import anthropic
 
@@ -53,11 +53,15 @@ class Loop:
         context: ctx.ContextSettings | None = None,
         thinking: int | str | None = None,
         parallel: int | bool = True,
+        mcp_servers: Mapping[str, Any] | ToolSource | None = None,
     ) -> None:
         self.session = session
+        # MCP servers' tools (nbagent/mcp): read before each request, started when first needed, after the trust check.
+        self.mcp = _tool_source(mcp_servers)
+        self._own_tools = tools if isinstance(tools, Toolbox) else Toolbox(tools)
         self.parallel = parallel_calls.bound(parallel)  # read calls of one reply run side by side, this many at most (parallel.py)
         self.delta_interval = delta_interval
-        self.toolbox = tools if isinstance(tools, Toolbox) else Toolbox(tools)
+        self.toolbox = self._own_tools
         self.model = _model(model, provider)
         model = self.model
         # A cloud without the betas nbagent uses falls back as a model without them does (providers.py).
@@ -78,6 +82,7 @@ class Loop:
                 raise NbagentError("The request is empty: say what you want the agent to do.")
         self._check_trusted()
         self._drop_foreign_thinking()
+        self._refresh_tools()  # never before the trust check: a log this user did not write starts no server
         try:
             if prompt is not None:
                 self._settle_abandoned_calls()
@@ -119,6 +124,19 @@ class Loop:
                 text = "thinking blocks written under another user's key are left out of later requests; the log keeps them"
                 self.session.append(ev.NOTE, kind=DROP_THINKING, reason="foreign", text=text)
 
+    def _refresh_tools(self) -> None:
+        """The run's tools with its MCP servers' as they are now; a changed list is logged (a new request prefix: binding.py)."""
+        if self.mcp is None:
+            return
+        offered = self.mcp.tools()
+        for text in self.mcp.notes():
+            self.session.append(ev.NOTE, kind="mcp", text=text)
+        toolbox = Toolbox([*self._own_tools.tools.values(), *offered])
+        if toolbox.definitions() != self.toolbox.definitions():
+            self.toolbox = toolbox
+            if self.session.state.messages:  # mid-session: the next request starts differently (a new turn logs it anyway)
+                self._record_context()
+
     def _check_trusted(self) -> None:
         """The notebook's rule: a session this user did not write is not continued (nothing sent, nothing run) until trusted."""
         refusal = self.session.continue_refusal()
@@ -156,6 +174,7 @@ class Loop:
         if state.thinking_dropped > state.thinking_noted:  # the fold left unbound thinking blocks out: say so, once
             left = state.thinking_dropped - state.thinking_noted
             self.session.append(ev.NOTE, kind=binding.NOTE_KIND, dropped=state.thinking_dropped, text=binding.note(left))
+        self._refresh_tools()
         request = self._request()
         attempt = compacted = 0
         while True:
@@ -353,7 +372,7 @@ class Loop:
         self.session.append(ev.NOTE, kind="replay_mismatch", tool_use_id=tool_use_id, text=text)
 
     def _approve(self, tool_use_id: str, tool: Tool, arguments: dict[str, Any], reason: approvals.Reason) -> approvals.Decision:
-        request = approvals.ApprovalRequest(tool_use_id, tool.name, arguments, tool.effect, reason)
+        request = approvals.ApprovalRequest(tool_use_id, tool.name, arguments, tool.effect, reason, tool.claims)
         # The arguments are in the assistant_msg that made the call: the event names it by its id.
         self.session.append(ev.APPROVAL, tool_use_id=tool_use_id, reason=reason, decision="pending", question=request.describe())
         decision = self.ask(request)
@@ -442,6 +461,7 @@ def run(
     meta: Mapping[str, Any] | None = None,
     context: ctx.ContextSettings | None = None,
     thinking: int | str | None = None,
+    mcp_servers: Mapping[str, Any] | ToolSource | None = None,
 ) -> str:
     """Run the agent on ``session`` until the model ends its turn; return its final text.
 
@@ -465,5 +485,6 @@ def run(
         retries=retries,
         context=context,
         thinking=thinking,
+        mcp_servers=mcp_servers,
     )
     return loop.run(prompt, meta=meta)

@@ -39,6 +39,9 @@ def idempotency_key(session_id: str, tool_use_id: str) -> str:
 class Tool:
     """A function the model may call, with its schema (from type hints and docstring) and effect."""
 
+    claims: str = ""  # what the tool's provider says of it (an MCP server's annotations), shown in the approval question
+    origin: dict[str, str] | None = None  # where its calls go ({"server", "tool"} for an MCP tool), logged with tool_started
+
     def __init__(
         self,
         func: Callable[..., Any],

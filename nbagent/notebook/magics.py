@@ -16,7 +16,7 @@ from ..log import FsyncPolicy, make_folder
 from ..loop import Loop
 from ..render.parts import Start
 from ..session import Session
-from . import build, interpolate, restart, restore
+from . import build, interpolate, mcp_servers, restart, restore
 from . import kernel as nbkernel
 from .agent_cells import AgentCells
 from .foreign import untrusted_warning
@@ -298,6 +298,7 @@ class AgentMagics(Magics):
             parallel=self.settings.parallel_tools,
             context=context_settings(self.settings, model.name),
             thinking=thinking_setting(self.settings, model.name),
+            mcp_servers=mcp_servers.source(self.shell, self.settings, view),  # a project .mcp.json is asked about in the panel
         )
 
     def _compact(self, args: Any) -> None:
@@ -375,6 +376,7 @@ def load_ipython_extension(ipython: Any) -> None:
     for part in (magics.tracker, magics.context, magics.cells):
         part.register()
     ipython.input_transformers_cleanup.append(keep_question_marks)
+    ipython.register_magics(mcp_servers.McpMagics(ipython, settings))  # %agent_mcp
     _state[id(ipython)] = magics
 
 
@@ -393,7 +395,7 @@ def unload_ipython_extension(ipython: Any) -> None:
         ipython.input_transformers_cleanup.remove(keep_question_marks)
     if magics.settings in ipython.configurables:
         ipython.configurables.remove(magics.settings)
-    for kind, names in (("line", ("agent", "agent_sessions", "agent_replay")), ("cell", ("agent",))):
+    for kind, names in (("line", ("agent", "agent_sessions", "agent_replay", "agent_mcp")), ("cell", ("agent",))):
         for name in names:
             ipython.magics_manager.magics[kind].pop(name, None)
 

@@ -246,7 +246,10 @@ class Panel(CellOutput):
                 answer.append(decision)
                 answered.set()
 
-        question = widgets.HTML(value=render.approval_html(request.tool_name, request.input, request.reason) + self.explain(request))
+        claims = render.note_html(request.claims, label="it says") if request.claims else ""  # e.g. an MCP server's annotations
+        question = widgets.HTML(
+            value=render.approval_html(request.tool_name, request.input, request.reason) + claims + self.explain(request)
+        )
         buttons: list[widgets.Button] = []
         asking = False  # the header says so, until the finally block
         try:  # an interrupt may land anywhere from here on: the finally block always closes the question

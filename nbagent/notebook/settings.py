@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from IPython.core.error import UsageError
-from traitlets import Bool, Enum, Int, List, TraitError, Unicode, Union, validate
+from traitlets import Bool, Dict, Enum, Int, List, TraitError, Unicode, Union, validate
 from traitlets.config import Configurable
 
 from .. import models
@@ -147,6 +147,12 @@ class Agent(Configurable):
     notebook_context_exclude = List(
         Unicode(), [], help="Variable names never told to the model, as fnmatch patterns (e.g. ['tmp_*', 'raw'])."
     ).tag(config=True)
+    mcp_servers = Dict(
+        {},
+        help="MCP servers whose tools the agent may call, in Claude's format: {'name': {'command': ..., 'args': [...], 'env': "
+        "{...}}} (stdio) or {'name': {'type': 'http', 'url': ..., 'headers': {...}}}; per server 'effects' overrides a tool's "
+        "effect. A .mcp.json beside the notebook is used once you approve it. See docs/mcp.md.",
+    ).tag(config=True)
 
     @validate("tools")
     def _known_tools(self, proposal: Any) -> list[str]:
@@ -198,6 +204,16 @@ class Agent(Configurable):
     @validate("thinking")
     def _thinking(self, proposal: Any) -> int | str:
         return thinking_value(proposal["value"])
+
+    @validate("mcp_servers")
+    def _mcp_servers(self, proposal: Any) -> dict[str, Any]:
+        from ..mcp.config import McpConfigError, parse  # no SDK import: the servers start when a turn needs them
+
+        try:
+            parse(proposal["value"], origin="Agent.mcp_servers")
+        except McpConfigError as exc:
+            raise TraitError(str(exc)) from None
+        return dict(proposal["value"])
 
 
 MIN_WINDOW = 1_000

@@ -310,6 +310,9 @@ WHY = {
 }
 
 
+MCP_PROJECT = "start_project_mcp_servers"  # nbagent/notebook/mcp_servers.py's question about a .mcp.json
+
+
 def question(name: str, arguments: Any, reason: Any, logged: str = "") -> Question:
     """What an approval asks, in plain words: 'Run this shell command?' with the command; ``logged``: the log's own question."""
     args = arguments if isinstance(arguments, dict) else None
@@ -320,6 +323,8 @@ def question(name: str, arguments: Any, reason: Any, logged: str = "") -> Questi
         return Question(f"Run this shell command{again}?", args["command"], "shell", why)
     if name == PYTHON and args is not None and isinstance(args.get("code"), str):
         return Question(f"Run this Python code{again}?", args["code"], "python", why.format(name=name))
+    if name == MCP_PROJECT and args is not None:  # not a call: the notebook asks before a project's .mcp.json starts anything
+        return Question("Start the MCP servers of this project's .mcp.json?", json.dumps(args, ensure_ascii=False, indent=2), "json", "")
     if args is None and logged:  # the call's input is not known here: the log's own words
         return Question(logged, "", "json", "")
     arguments_json = json.dumps(args if args is not None else arguments, ensure_ascii=False, indent=2, sort_keys=True, default=str)
