@@ -428,3 +428,35 @@ def test_the_header_names_the_cloud_the_turn_ran_on() -> None:
     assert "on Amazon Bedrock" in panel.static_bundle()["text/html"]
     panel({"type": "model_call", "seq": 3, "model": "claude-sonnet-4-6", "provider": "anthropic", "attempt": 1})
     assert "on " not in panel.status_line()
+
+
+# In a notebook: %config Agent.provider --------------------------------------------------------------------------------
+def test_agent_provider_runs_a_notebook_turn_on_the_cloud(
+    shell: Any, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    key = "fake-foundry-key-0123456789abcdef0123"
+    with FakeCloud("foundry", fake, api_keys=frozenset({key})) as cloud:
+        monkeypatch.delenv("ANTHROPIC_API_KEY")  # no Claude API key: the cloud's own is enough
+        monkeypatch.setenv("ANTHROPIC_FOUNDRY_API_KEY", key)
+        monkeypatch.setenv("ANTHROPIC_FOUNDRY_BASE_URL", f"{cloud.base_url}/anthropic/")
+        fake.script(text("Hello from Foundry in a notebook."))
+        assert shell.run_cell('%config Agent.provider = "foundry"').success
+        assert shell.run_cell("%agent say hello").success
+        out = capsys.readouterr().out
+        assert "Hello from Foundry in a notebook." in out
+        assert len(cloud.requests) == 1 and cloud.requests[0].headers["x-api-key"] == key
+
+
+def test_agent_provider_problems_are_one_line_usage_errors(shell: Any, monkeypatch: pytest.MonkeyPatch, caplog: Any) -> None:
+    from IPython.core.error import UsageError
+
+    from nbagent.notebook.magics import magics_for
+
+    shell.run_cell('%config Agent.provider = "azure"')  # %config logs a refused value, and keeps the setting
+    assert "expected any of ['anthropic', 'bedrock', 'vertex', 'foundry']" in caplog.text
+    assert magics_for(shell).settings.provider == "anthropic"
+    assert shell.run_cell('%config Agent.provider = "vertex"').success
+    monkeypatch.setenv("CLOUD_ML_REGION", "us-east5")
+    result = shell.run_cell("%agent hi")  # no Application Default Credentials on this machine (the fixture hides them)
+    assert isinstance(result.error_in_exec, UsageError)
+    assert str(result.error_in_exec).startswith("No Google credentials for Google Vertex AI")
