@@ -112,6 +112,7 @@ def test_insert_as_cells_over_the_comm_and_the_log_records_it(kernels, fake, tmp
 
     browser.send({"v": 1, "type": "insert_request", "id": "r1", "session": session, "turn": 1})
     insert = browser.wait("insert")
+    assert insert["id"] == "r1"  # the browser matches its click by the request's id
     assert insert["anchor_cell_id"] == "agent-cell" and insert["session"] == session
     first, second = insert["cells"]
     assert first["source"] == "a = 21\nprint('a is', a)" and first["outputs"] == [

@@ -99,16 +99,16 @@ class AgentCells:
         work = self._work(session, message["turn"])
         if only is not None and only not in {c.tool_use_id for c in work.done}:
             raise ValueError(f"turn {work.number} has no successful python call {only}")
-        self._send(session, work, only=only)
+        self._send(session, work, only=only, request_id=message["id"])
 
-    def _send(self, session: Session, work: TurnWork, *, only: str | None = None) -> str | None:
+    def _send(self, session: Session, work: TurnWork, *, only: str | None = None, request_id: str | None = None) -> str | None:
         anchor = work.cell_id or (self.magics.tracker.cell_id or "")
         if not anchor:
             raise ValueError("the %agent cell of this turn is not known (the front end sent no cell id), so there is nowhere to insert")
         cells = insert.cells(work, session.path.stem, summary=self.magics.settings.cells == "code+summary", only=only)
         if not cells:
             raise ValueError(f"turn {work.number} ran no python call that succeeded: there is nothing to insert")
-        sent = self.bridge.insert(session.path.stem, anchor, cells)
+        sent = self.bridge.insert(session.path.stem, anchor, cells, request_id)
         if sent is not None:
             self._turns[sent] = work.number
         return sent

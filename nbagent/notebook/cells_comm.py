@@ -262,14 +262,14 @@ class Bridge:
         return True
 
     # Requests --------------------------------------------------------------------------------------------
-    def insert(self, session: str, anchor: str, cells: list[Message]) -> str | None:
-        """Send ``insert`` (below the cell ``anchor``); its id, or None without an extension."""
+    def insert(self, session: str, anchor: str, cells: list[Message], request_id: str | None = None) -> str | None:
+        """Send ``insert`` (below the cell ``anchor``); its id (``request_id``, the insert_request's, or a new one), or None without an extension."""
         if not self.present:
             return None
         message: Message = {
             "v": VERSION,
             "type": "insert",
-            "id": uuid.uuid4().hex,
+            "id": request_id or uuid.uuid4().hex,  # the browser matches its click by the request's id
             "session": session,
             "anchor_cell_id": anchor,
             "cells": cells,
