@@ -16,7 +16,7 @@ from ..log import FsyncPolicy, make_folder
 from ..loop import Loop
 from ..render.parts import Start
 from ..session import Session
-from . import build, interpolate, mcp_servers, restart, restore
+from . import build, interpolate, mcp_servers, restart, restore, rewind
 from . import kernel as nbkernel
 from .agent_cells import AgentCells
 from .foreign import untrusted_warning
@@ -75,9 +75,15 @@ class AgentMagics(Magics):
                 elif args.drop_thinking:
                     self._drop_thinking(args)
                 else:
+                    if rewind.asked(args):
+                        rewind.switch(self, args)  # a fork becomes current (after a restart: the one this cell made)
+                        if not request:
+                            return
                     problem = build.problem(self.settings, args)  # no key, settings that do not fit: before anything is created
                     prompt = interpolate.prepare(request, interpolate.of_magics(self), fix=args.fix)
-                    self._serve(self._session(args, problem or prompt.problem), args, request, problem, prompt)
+                    session = self._session(args, problem or prompt.problem)
+                    if not rewind.show_rewound(self, session, args, request):  # after a restart: a turn a rewind left out
+                        self._serve(session, args, request, problem, prompt)
             except Interrupted:
                 pass  # the panel shows the interruption; the next %agent continues the session
 

@@ -12,7 +12,8 @@ from IPython.core.magic_arguments import argument, magic_arguments
 
 from ..approval import APPROVAL_MODES
 
-_VALUE_OPTIONS = ("--session", "--model", "--approval", "--resume")
+_VALUE_OPTIONS = ("--session", "--model", "--approval", "--resume", "--rewind")
+_NUMBER_OPTIONS = ("--fork",)  # an option whose value, a number, may be left out
 
 # The options of %agent, in the order its help lists them (IPython's magic_arguments).
 AGENT_ARGUMENTS = (
@@ -39,6 +40,22 @@ AGENT_ARGUMENTS = (
         action="store_true",
         help="Leave every thinking block so far out of the session's later requests (the log keeps them), with no request: "
         "the way out when the API refused the session's history as malformed.",
+    ),
+    argument(
+        "--fork",
+        nargs="?",
+        const=-1,
+        type=int,
+        metavar="N",
+        help="Continue in a fork of the current session that keeps its turns 1 to N (default: all); later cells use the fork. "
+        "Run again after a kernel restart, the cell reuses the fork it made.",
+    ),
+    argument(
+        "--rewind",
+        type=int,
+        metavar="N",
+        help="Go back to the end of turn N: continue in a fork of the current session that keeps turns 1 to N. The kernel's "
+        "variables, the files the agent changed and the cells it inserted are not rewound (the model is told).",
     ),
     argument(
         "--fix",
@@ -89,7 +106,10 @@ def check_agent_line(args: Any, request: str) -> None:
             raise UsageError(f"{flag} changes a session and takes no request (nor --new or --restore): run `%agent {flag}` alone.")
     if args.compact or args.drop_thinking:
         return
-    if not request and not (args.resume or args.restore):
+    forking = args.fork is not None or args.rewind is not None
+    if forking and (args.new or args.resume or args.fix or (args.fork is not None and args.rewind is not None)):
+        raise UsageError("--fork and --rewind continue the current session in a fork: run one alone (no --new, --resume or --fix).")
+    if not request and not (args.resume or args.restore or forking):
         raise UsageError("The request is empty: write what you want the agent to do, e.g. `%agent summarize data.csv`.")
     if args.new and (args.session or args.resume):
         raise UsageError("--new starts a fresh session; it cannot be combined with --session or --resume.")
@@ -101,15 +121,15 @@ def split_request(line: str) -> tuple[str, str]:
     The request is kept verbatim (quotes, apostrophes and all); ``--`` ends the options.
     """
     position = 0
-    expect_value = False
+    expect_value = expect_number = False
     for match in re.finditer(r"\S+", line):
         token = match.group()
-        if expect_value:
-            expect_value = False
+        if expect_value or (expect_number and token.isdigit()):
+            expect_value = expect_number = False
         elif token == "--":
             return line[: match.start()], line[match.end() :].strip()
         elif token.startswith("-") and len(token) > 1:
-            expect_value = token in _VALUE_OPTIONS
+            expect_value, expect_number = token in _VALUE_OPTIONS, token in _NUMBER_OPTIONS
         else:
             return line[: match.start()], line[match.start() :].strip()
         position = match.end()
