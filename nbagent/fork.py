@@ -34,11 +34,16 @@ class Forked:
     turns: int
 
 
-def start_line(prefix: bytes, at: int, parent_meta: dict[str, Any], found: lineage.Lineage, user: trust.Signer | None) -> tuple[bytes, str]:
-    """The fork's own session_start line (seq ``at + 1``), signed for a new session id after the prefix's last line; and that id."""
+def start_line(
+    prefix: bytes, at: int, parent_meta: dict[str, Any], found: lineage.Lineage, user: trust.Signer | None, by: dict[str, Any] | None = None
+) -> tuple[bytes, str]:
+    """The fork's own session_start line (seq ``at + 1``), signed for a new session id after the prefix's last line; and that id.
+
+    ``by``: who made the fork (e.g. the notebook cell), kept in ``meta.fork.by`` for listings.
+    """
     session_id = uuid.uuid4().hex
     meta = {k: v for k, v in parent_meta.items() if k != lineage.FORK_KEY}
-    meta[lineage.FORK_KEY] = found.to_dict()
+    meta[lineage.FORK_KEY] = {**found.to_dict(), **({"by": by} if by else {})}
     signer = user.for_session(session_id) if user is not None else None
     if signer is not None:
         last = prefix[: len(prefix) - 1].rsplit(b"\n", 1)[-1]
@@ -56,6 +61,7 @@ def fork(
     turn: int | None = None,
     name: str | None = None,
     store_spec: Store | str | None = None,
+    by: dict[str, Any] | None = None,
 ) -> Forked:
     """Make a fork of the session at ``parent`` beside it (same store, same notebook), keeping events up to ``at`` or turns 1 to ``turn``.
 
@@ -84,7 +90,7 @@ def fork(
     found = lineage.Lineage(parent_id, point.seq, hashlib.sha256(prefix).hexdigest(), len(prefix), store.check_name(path.stem))
     target = path.with_name(store.check_name(name or store.new_name()) + store.LOG_SUFFIX)
     target_where = session_url(source, target)
-    first, session_id = start_line(prefix, point.seq, parent_meta, found, trust_signer())
+    first, session_id = start_line(prefix, point.seq, parent_meta, found, trust_signer(), by)
     log = source.open_log(target)
     try:
         if log.size:

@@ -192,11 +192,12 @@ class Session:
         """Where this session was forked from (None: it was not)."""
         return lineage.of_meta(self.state.meta)
 
-    def fork(self, *, at: int | None = None, turn: int | None = None, name: str | None = None) -> Session:
+    def fork(self, *, at: int | None = None, turn: int | None = None, name: str | None = None, by: dict[str, Any] | None = None) -> Session:
         """A new session beside this one whose history is this one's up to event ``at`` or turns 1 to ``turn`` (default: all); opened.
 
         A point inside a turn raises :class:`~nbagent.lineage.ForkPointError` naming the nearest valid points
-        (see :mod:`nbagent.fork`).  Close the returned session (or use it in a ``with`` block).
+        (see :mod:`nbagent.fork`).  ``by`` (JSON) says who made it, in the fork's lineage record.
+        Close the returned session (or use it in a ``with`` block).
         """
         from .fork import fork
 
@@ -204,7 +205,7 @@ class Session:
             self._log.sync()
             source = getattr(self._log, "store", None)
         spec: Store | str = source if source is not None else "files"
-        made = fork(self.path, at=at, turn=turn, name=name, store_spec=spec)
+        made = fork(self.path, at=at, turn=turn, name=name, store_spec=spec, by=by)
         return Session.open(made.path, store=spec, fsync=self._log.fsync_policy)
 
     # Trust -------------------------------------------------------------------------------------

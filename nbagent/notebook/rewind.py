@@ -1,0 +1,175 @@
+"""``%agent --fork [N]`` and ``%agent --rewind N``: continue this notebook's conversation in a fork; the restart rule for them.
+
+A fork records the cell that made it (its id, the kernel, the option) in its lineage, so a
+cell run again after a kernel restart reuses the fork it made instead of making a second one
+(:func:`reuse`, a pure rule; table: tests/test_rewind.py).  A rewind is honest about the kernel:
+its variables, the files the agent changed and the cells it inserted are not rewound, and the
+next request's note says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence, Set
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import UsageError
+
+from .. import events as ev
+from ..history.summary import notebook_key
+from ..lineage import ForkPointError
+from ..session import Session
+from . import build, restart
+from . import kernel as nbkernel
+from .foreign import untrusted_warning
+from .place import Place
+from .usage import usage_errors
+
+REWOUND_NOTE = (
+    "[nbagent note: the conversation was rewound to the end of turn {turn}; turns {first}-{last} are left out of it. "
+    "The Jupyter kernel was not rewound: it still holds the variables, imports and functions those turns made or changed. "
+    "Files changed in those turns were not restored, and cells inserted into the notebook then are still there (they are "
+    "the user's cells now).]"
+)
+REWOUND_TEXT = "rewound to turn {turn}: the kernel, files and inserted cells of turns {first}-{last} are not rewound"
+_claimed: dict[int, set[str]] = {}  # by id(magics): the forks this kernel has reused (each at most once)
+
+
+@dataclass(frozen=True)
+class Made:
+    """A fork a cell made: where it is, and the cell, kernel and option (``rewind 2``, ``fork -1``) that made it."""
+
+    path: Path
+    cell_id: str | None
+    kernel: str
+    option: str
+
+
+def reuse(made: Sequence[Made], *, cell_id: str | None, option: str, kernel: str, claimed: Set[str]) -> Made | None:
+    """The fork this cell made under an earlier kernel (reuse it), or None (make a new one).
+
+    As the restart rule matches a request: same option, made by another kernel, not yet reused;
+    the same cell id first, else (a cell without one, or copied) the first fork made without one.
+    """
+    candidates = [m for m in made if m.kernel != kernel and m.option == option and str(m.path) not in claimed]
+    if cell_id:
+        same = [m for m in candidates if m.cell_id == cell_id]
+        if same:
+            return same[-1]
+    unnamed = [m for m in candidates if not m.cell_id]
+    return unnamed[-1] if unnamed else None
+
+
+def asked(args: Any) -> bool:
+    """Whether the cell asks for a fork (``--fork`` or ``--rewind``)."""
+    return args.fork is not None or args.rewind is not None
+
+
+def option_of(args: Any) -> tuple[str, int | None]:
+    """What a cell asks: its option as recorded (``rewind 2``, ``fork -1``), and the turn to keep (None: all)."""
+    if args.rewind is not None:
+        return f"rewind {args.rewind}", int(args.rewind)
+    return f"fork {args.fork}", None if args.fork < 0 else int(args.fork)
+
+
+def forks_made(place: Place) -> list[Made]:
+    """The forks of this notebook's sessions that record the cell that made them, oldest activity first."""
+    with usage_errors():
+        if place.source.url:
+            key = notebook_key(place.folder)
+            items = [item for item in place.source.list(notebook=key) if item.notebook == key]
+        else:
+            items = place.source.list(notebook=str(place.folder)) if place.folder.is_dir() else []
+    found = []
+    for item in items:
+        by = (item.summary.get("fork") or {}).get("by") if isinstance(item.summary.get("fork"), dict) else None
+        if isinstance(by, dict) and isinstance(by.get("option"), str) and isinstance(by.get("kernel"), str):
+            path = place.path(item.name)
+            cell = by.get("cell_id")
+            found.append(Made(path, cell if isinstance(cell, str) else None, by["kernel"], by["option"]))
+    return found
+
+
+def switch(magics: Any, args: Any) -> None:
+    """Make the fork this cell asks for the notebook's current session: the one it made before a restart, or a new one."""
+    option, turn = option_of(args)
+    place: Place = magics.place()
+    cell_id = magics.tracker.cell_id
+    claimed = _claimed.setdefault(id(magics), set())
+    found = reuse(forks_made(place), cell_id=cell_id, option=option, kernel=nbkernel.KERNEL_ID, claimed=claimed)
+    if found is not None:
+        claimed.add(str(found.path))
+        magics.current, magics.current_place = found.path, place.key
+        print(
+            f"nbagent: continuing in {found.path.stem}, the fork this cell made before the kernel restart (not a second one).", flush=True
+        )
+        return
+    if magics.current is None and place.latest() is None:
+        raise UsageError("There is no session to fork yet in this notebook: ask something first, then --fork or --rewind it.")
+    parent = magics._session(args)
+    if not parent.trusted:
+        raise UsageError(f"{untrusted_warning(parent)} A fork of it would not be yours to run either; trust it first.")
+    had = parent.state.turns
+    try:
+        with usage_errors():
+            child = parent.fork(turn=turn, by={"cell_id": cell_id, "kernel": nbkernel.KERNEL_ID, "option": option})
+    except ForkPointError as exc:
+        raise UsageError(f"Cannot fork {parent.path.stem} there: {exc}.") from None
+    kept = child.state.turns
+    if kept < had:
+        words = {"turn": kept, "first": kept + 1, "last": had}
+        child.append(ev.NOTE, kind="rewound", text=REWOUND_TEXT.format(**words), to_model=REWOUND_NOTE.format(**words))
+    magics.sessions[(place.source.url, child.path)] = child
+    magics.current, magics.current_place = child.path, place.key
+    claimed.add(str(child.path))
+    dropped = (
+        f"; turns {kept + 1}-{had} are left out (the kernel's variables, files and inserted cells are not rewound)" if kept < had else ""
+    )
+    print(f"nbagent: continuing in {child.path.stem}, a fork of {parent.path.stem} keeping turns 1-{kept}{dropped}.", flush=True)
+
+
+def show_rewound(magics: Any, session: Session, args: Any, request: str) -> bool:
+    """After a restart, a request cell whose turn the current fork left out (rewound): show that turn from the parent; True if shown.
+
+    Only a recorded turn of an earlier kernel after the fork point, matched as the restart rule matches
+    (the cell's id and request), and only if the fork holds no turn of that cell.  Nothing is sent, run
+    or restored: the kernel is rebuilt from the fork's own history only.
+    """
+    found = session.lineage
+    if found is None or not request or args.new or args.resume or args.session:
+        return False
+    own = magics.indexes.setdefault(session.where, nbkernel.TurnIndex())
+    claims = magics.claims.get(session.where, restart.Claims())
+    if restart.match(own.update(session), request, magics.tracker.cell_id, nbkernel.KERNEL_ID, claims, own.positions)[0] is not None:
+        return False
+    place: Place = magics.place()
+    path = place.path(found.name)
+    if not place.has(path):
+        return False
+    parent = magics.sessions.get((place.source.url, path))
+    if parent is None or parent.closed:
+        parent = magics.sessions[(place.source.url, path)] = magics._open(place, path)
+    if parent.id != found.parent:
+        return False
+    index = magics.indexes.setdefault(parent.where, nbkernel.TurnIndex())
+    later = [t for t in index.update(parent) if t.seq > found.at]
+    key = parent.where
+    matched, magics.claims[key] = restart.match(
+        later, request, magics.tracker.cell_id, nbkernel.KERNEL_ID, magics.claims.get(key, restart.Claims())
+    )
+    if matched is None:
+        return False
+    view = build.view(magics.shell, request, live=False, session=parent)
+    if hasattr(view, "begin"):
+        view.begin(index.start(matched.seq))
+    for event in parent.events(since=matched.seq - 1):
+        if event["seq"] > matched.end:
+            break
+        view(event)
+    recorded = getattr(view, "recorded", None)
+    if recorded is not None:
+        recorded(f"rewound: this turn is in {parent.path.stem}, not in the current session {session.path.stem}; not run again")
+    view.finish()
+    print(f"nbagent: this turn was rewound: it is in {parent.path.stem}, not in the current session {session.path.stem}.", flush=True)
+    return True
