@@ -276,3 +276,12 @@ def test_the_notebook_setting(value: int, error: str | None) -> None:
     else:
         with pytest.raises(TraitError, match=error):
             agent.parallel_tools = value
+
+
+@pytest.mark.slow  # the SDK's first requests in a process take seconds
+def test_the_benchmark_runs_on_tiny_sizes() -> None:
+    from benchmarks.parallel_tools import MODES, measure, report
+
+    found = measure([2], delay=0.0, runs=1)
+    assert set(found) == {(2, name) for name, _ in MODES}
+    assert report(found, [2], 0.0).count("\n") == 1 + len(MODES)
