@@ -26,7 +26,7 @@ import nh3
 from markdown_it import MarkdownIt
 
 from .. import events as ev
-from .. import redact
+from .. import lineage, redact
 from ..fold import Asides, to_model
 from .code import MAX_TOOL_TEXT, TOKEN_CLASSES, highlight_block, python_html
 from .hosts import local_link
@@ -309,6 +309,11 @@ def _nothing(e: Event, c: Context) -> str:
     return ""  # shown only as the panel's status
 
 
+def _session_start(e: Event, c: Context) -> str:
+    forked = lineage.of_meta(e.get("meta"))  # a fork's own first event: the events before it are its parent's
+    return note_html(f"{forked.words}: the events above are its parent's, this session goes on from here", label="fork") if forked else ""
+
+
 def _user_msg(e: Event, c: Context) -> str:
     legacy, content = request_parts(e.get("content"))
     text = esc(text_of(content, only_text=True))
@@ -368,7 +373,7 @@ def _compaction(e: Event, c: Context) -> str:
 
 
 HTML: dict[str, Callable[[Event, Context], str]] = {
-    ev.SESSION_START: _nothing,
+    ev.SESSION_START: _session_start,
     ev.USER_MSG: _user_msg,
     ev.MODEL_CALL: _nothing,
     ev.DELTA: _nothing,  # the panel streams deltas itself (see notebook/panel.py)

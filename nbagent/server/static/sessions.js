@@ -135,7 +135,8 @@
       const link = el("a", "nbagent-session-link", s.name);
       link.href = "?notebook=" + enc(s.notebook) + "&session=" + enc(s.name);
       row.insertCell().appendChild(link);
-      row.insertCell().textContent = s.title || "-";
+      const fork = s.parent ? "(fork of " + (s.parent_name || s.parent.slice(0, 8)) + " at event " + s.forked_at + ") " : "";
+      row.insertCell().textContent = fork + (s.title || "-"); // where a fork came from (nbagent/lineage.py)
       row.insertCell().textContent = s.turns;
       row.insertCell().textContent = s.tokens_text || "-"; // the words every view says them in (render/parts.tokens_words)
       row.insertCell().textContent = s.context;
