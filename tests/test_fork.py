@@ -209,3 +209,16 @@ def test_verify_fails_a_fork_whose_inherited_lines_or_parent_were_changed(tmp_pa
     assert "altered" in report.trust
     with Session.open(kid) as opened:  # and the fork is not continued: its history is no longer what you forked
         assert not opened.trusted and opened.continue_refusal()
+
+
+def test_the_panel_replay_and_server_views_say_where_a_fork_came_from(tmp_path: Path) -> None:
+    from nbagent.render import html
+
+    path = parent_session(tmp_path)
+    with Session.open(path) as parent, parent.fork(turn=1, name="kid"):
+        pass
+    kid = path.with_name("kid.jsonl")
+    shown = html.transcript_html(history.read_all(kid))  # what the panel, the replay widget and the server's live view render
+    assert "forked from parent at event 4" in shown
+    rows = {s.name: s.to_dict() for s in history.list_summaries(tmp_path)}  # the server's session list is these rows
+    assert (rows["kid"]["parent_name"], rows["kid"]["forked_at"], rows["parent"]["parent"]) == ("parent", 4, "")
