@@ -231,12 +231,15 @@ def _bedrock(info: ProviderInfo) -> Any:
     if os.environ.get("AWS_BEARER_TOKEN_BEDROCK"):  # a Bedrock API key: no signing, no boto3 session needed
         return anthropic.AnthropicBedrock()
     import boto3  # the SDK signs with boto3's credential chain (env, profile, SSO, container or instance role)
+    from botocore.exceptions import BotoCoreError, ClientError
 
-    session = boto3.Session()
-    credentials = session.get_credentials()
-    if credentials is None:
+    try:
+        credentials = boto3.Session().get_credentials()
+        frozen = credentials.get_frozen_credentials() if credentials is not None else None
+    except (BotoCoreError, ClientError) as exc:  # a profile that does not exist, an expired SSO sign-in, ...
+        raise NbagentError(redact.text(f"AWS credentials for {info.label} could not be loaded: {exc}. {info.credentials}.")) from None
+    if frozen is None:
         raise NbagentError(f"No AWS credentials for {info.label}: {info.credentials}.")
-    frozen = credentials.get_frozen_credentials()
     redact.register(frozen.secret_key)
     redact.register(frozen.token)
     return anthropic.AnthropicBedrock()  # signs each request itself, from the same chain
@@ -330,6 +333,8 @@ def problem(provider: str | None) -> str | None:
     if info.name == "foundry" and os.environ.get("ANTHROPIC_FOUNDRY_API_KEY"):
         needed = None  # a key needs no Azure library
     if needed and not _importable(needed):
+        if info.name == "foundry":
+            return f"No key for {info.label}: set ANTHROPIC_FOUNDRY_API_KEY, or pip install '{info.extra}' to sign in with Entra ID."
         return f"Claude on {info.label} needs {needed}: pip install '{info.extra}'."
     return None
 

@@ -263,6 +263,14 @@ def test_bedrock_without_credentials_says_how_to_give_them(tmp_path: Path, monke
         AnthropicModel("claude-sonnet-4-6", provider="bedrock")
 
 
+def test_bedrock_unknown_profile_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_REGION", "us-west-2")
+    monkeypatch.setenv("AWS_PROFILE", "no-such-profile")
+    with pytest.raises(NbagentError, match="Amazon Bedrock") as raised:
+        AnthropicModel("claude-sonnet-4-6", provider="bedrock")
+    assert "no-such-profile" in str(raised.value)
+
+
 def test_bedrock_profile_from_the_aws_config_files(api: FakeAnthropic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with FakeCloud("bedrock", api, aws_keys={ACCESS_KEY: SECRET_KEY}, region="eu-central-1") as cloud:
         (tmp_path / "credentials").write_text(f"[analytics]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n")
