@@ -315,3 +315,11 @@ def test_nbclient_runs_a_notebook_with_the_button_and_agent_cells(fake, tmp_path
     assert len(shown) == 1 and "%agent_cells" in shown[0]["data"]["text/plain"]
     assert "python call(s) of turn 1 is in the next cell" in "".join(o.get("text", "") for o in nb.cells[2].outputs)
     nbformat.validate(nb)
+
+
+def test_the_benchmark_runs_at_a_tiny_size() -> None:
+    from benchmarks import cells
+
+    found = cells.measure(counts=(1, 2), runs=1)
+    assert found["hello"] > 0 and set(found["insert"]) == {1, 2} and found["chars"][2] > found["chars"][1]
+    assert "2 python call(s)" in cells.report(found)
