@@ -293,3 +293,10 @@ def test_the_log_line_is_plain_json_with_server_and_tool(
     session.close()
     with nbagent.Session.open(session.path) as again:  # it reads back
         assert again.state.frontier == "done"
+
+
+def test_the_overhead_benchmark_runs_on_tiny_sizes() -> None:
+    from benchmarks.mcp_overhead import report
+
+    table = report(calls=3, rounds=1)
+    assert "| direct" in table and "McpTool.invoke" in table and "Client.call_tool" in table
