@@ -105,17 +105,25 @@ def run_group(jobs: Sequence[Job], limit: int) -> None:
     done = threading.Semaphore(0)
     failures: list[BaseException] = []
 
-    def worker() -> None:
-        while True:
-            with lock:
-                if not pending or gate.closed:
-                    return
+    def next_job() -> Job | None:
+        """The next job with its start logged (so starts are logged in the reply's order); None once none is left or the gate closed."""
+        with lock:
+            while pending and not gate.closed:
                 job = pending.pop()
+                try:
+                    if gate.log(job.start):
+                        return job
+                except BaseException as exc:  # a failed log write: stop the group and tell the caller
+                    failures.append(exc)
+                    gate.close()
+                done.release()  # not started: done
+            return None
+
+    def worker() -> None:
+        while (job := next_job()) is not None:
             try:
-                if gate.log(job.start):
-                    outcome = job.body()
-                    gate.log(functools.partial(job.finish, outcome))
-            except BaseException as exc:  # a failed log write: stop the group and tell the caller
+                gate.log(functools.partial(job.finish, job.body()))
+            except BaseException as exc:
                 failures.append(exc)
                 gate.close()
             finally:
