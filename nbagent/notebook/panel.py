@@ -63,6 +63,7 @@ class Panel(CellOutput):
         self._timer: threading.Timer | None = None
         self._pending: dict[str, widgets.HTML] = {}  # a logged approval question, until the panel asks it itself
         self._asked: set[str] = set()  # calls whose approval the panel's own widget shows, decision included
+        self._working: dict[str, widgets.HTML] = {}  # calls running now (several side by side): their result takes the row's place
         self._waiting = 0  # approvals the panel is asking now (the header says so until each is answered)
         self.header = widgets.HTML(value=self._header_html())
         self.items = widgets.VBox([])
@@ -93,10 +94,17 @@ class Panel(CellOutput):
             call = str(event.get("tool_use_id"))
             if event["type"] == ev.APPROVAL and call in self._asked:
                 return  # the panel's own question shows the decision
+            if event["type"] == ev.TOOL_STARTED:
+                self._show_working(call, event.get("attempt"))
+                return
             fragment = render.event_html(event, tool_names=self._tool_names, notes=notes)
+            working = self._working.pop(call, None) if event["type"] == ev.TOOL_RESULT else None
             if fragment:
                 child = widgets.HTML(value=fragment)
-                self._add(child)
+                if working is not None and working in self.items.children:
+                    self._swap(working, child)
+                else:
+                    self._add(child)
                 if event["type"] == ev.APPROVAL and event.get("decision") == "pending":
                     self._pending[call] = child
 
@@ -138,6 +146,21 @@ class Panel(CellOutput):
             self.widget_updates += 1
             close_all(self._stream_widget)
         self._stream_widget, self._stream_text, self._dirty = None, [], False
+
+    def _show_working(self, call: str, attempt: Any) -> None:
+        """A row saying the call is running (one per call: a call run again reuses it)."""
+        html = render.working_html(self._tool_names, call, attempt)
+        row = self._working.get(call)
+        if row is None:
+            self._working[call] = row = widgets.HTML(value=html)
+            self._add(row)
+        else:
+            self._set(row, html)
+
+    def _swap(self, old: widgets.Widget, new: widgets.Widget) -> None:
+        self.items.children = tuple(new if c is old else c for c in self.items.children)
+        self.widget_updates += 1
+        close_all(old)
 
     def _add(self, child: widgets.Widget) -> None:
         self.items.children = (*self.items.children, child)

@@ -217,6 +217,13 @@ def tool_result_html(name: str, content: Any, *, is_error: bool = False, argumen
     return f'<div class="nbagent-result{" nbagent-result-error" if row.error else ""}">{head}{work_html(shown)}</div>'
 
 
+def working_html(names: Mapping[str, str] | None, tool_use_id: Any, attempt: Any = 1) -> str:
+    """A call running now, in the live panel until its result takes its place: its row, then "working…"."""
+    again = f" (attempt {attempt})" if isinstance(attempt, int) and attempt > 1 else ""
+    row = row_html(call_row(tool_name(names, tool_use_id), input_of(names, tool_use_id)))
+    return f'<div class="nbagent-result nbagent-working"><div class="nbagent-row">{row} <span class="nbagent-dim">· working…{again}</span></div></div>'
+
+
 def approval_html(name: str, arguments: Any, reason: Any, *, logged: str = "", label: str = "approval needed") -> str:
     """An approval question in plain words ("Run this shell command?"), with all of what will run shown as code.
 

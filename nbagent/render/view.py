@@ -45,7 +45,8 @@ def _approval(e: Event, state: State) -> str:
 
 
 def _tool_started(e: Event, state: State) -> str:
-    return f"running tool {e.get('name', '?')}"
+    running = sum(1 for call in state.open_calls.values() if call.get("started"))  # side by side: several (parallel.py)
+    return f"running {running} tools" if running > 1 else f"running tool {e.get('name', '?')}"
 
 
 def _compaction_started(e: Event, state: State) -> str:
