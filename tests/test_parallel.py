@@ -127,6 +127,8 @@ def test_three_reads_of_one_reply_run_side_by_side(fake: FakeAnthropic, client: 
     with nbagent.Session.open(log_path) as session:
         assert go(session, client, "meet", tools) == "All met."
         done = results(session)
+        starts = [e["tool_use_id"] for e in session.events() if e["type"] == ev.TOOL_STARTED]
+    assert starts == ["toolu_a", "toolu_b", "toolu_c"]  # starts are logged in the reply's order, each before its body
     assert [e.get("is_error", False) for e in done] == [False] * 3, done  # each met the other two at the barrier
     assert {e["content"] for e in done} == {"a met g", "b met g", "c met g"}
     # the request carries the results in the reply's order, whichever finished first
@@ -285,3 +287,42 @@ def test_the_benchmark_runs_on_tiny_sizes() -> None:
     found = measure([2], delay=0.0, runs=1)
     assert set(found) == {(2, name) for name, _ in MODES}
     assert report(found, [2], 0.0).count("\n") == 1 + len(MODES)
+
+
+# The panel ------------------------------------------------------------------------------------------------
+def working_rows(panel: Any) -> list[str]:
+    return [c.value for c in panel.items.children if "nbagent-working" in c.value]
+
+
+def test_the_panel_shows_calls_running_side_by_side(fake: FakeAnthropic, client: anthropic.Anthropic, log_path: Path) -> None:
+    from nbagent.notebook.panel import Panel
+
+    panel = Panel("side by side")
+    seen: list[list[str]] = []
+    barrier = threading.Barrier(3, timeout=WAIT)
+
+    @nbagent.tool(effect="read")
+    def lookup(name: str) -> str:
+        """Look a value up.
+
+        Args:
+            name: Which value.
+        """
+        barrier.wait()  # all three bodies started, so all three starts are logged and shown
+        if name == "a":
+            seen.append([*working_rows(panel), panel.status])
+        barrier.wait()
+        return f"value of {name}"
+
+    fake.script(tool_uses([("lookup", {"name": n}, f"toolu_{n}") for n in "abc"]), text("Looked."))
+    with nbagent.Session.open(log_path) as session:
+        session.subscribe(panel, since=session.seq)
+        go(session, client, "look them up", [lookup])
+    [[*rows, status]] = seen
+    assert len(rows) == 3 and all("working…" in row for row in rows)  # three rows working at once, in the reply's order
+    assert [f"lookup(name=&#x27;{n}&#x27;)" in row for n, row in zip("abc", rows)] == [True] * 3
+    assert status == "running 3 tools"
+    assert working_rows(panel) == []  # each result took its row's place
+    shown = [c.value for c in panel.items.children if "nbagent-result" in c.value]
+    assert [next(n for n in "abc" if f"value of {n}" in row) for row in shown] == list("abc")  # in the reply's order
+    panel.close()
