@@ -14,7 +14,7 @@ from ..errors import LogError
 from ..readfile import open_regular
 from ..render.parts import context_figure, tokens_words
 from ..render.text import shorten, when
-from ..stores import Listed, Store, file_index
+from ..stores import FileStore, Listed, Store, file_index
 from ..stores.file_index import snapshot_usable
 from ..usage import Tokens
 
@@ -194,7 +194,7 @@ def list_summaries(path: str | os.PathLike[str]) -> list[Summary]:
     """Summaries of every session under ``path``, oldest activity first (the file store's listing, with who signed each)."""
     user = trust.user_signer_or_none()
     summaries = []
-    for item in file_index.list_files(path, user=user):
+    for item in FileStore(path).list():  # the store's listing; who signed each is checked here
         summary = from_listed(item)
         if summary.session_id:
             try:
