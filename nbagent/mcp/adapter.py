@@ -158,7 +158,10 @@ class McpServers:
             return
         self._said[name] = said
         if state == "failed":
-            self._notes.append(f"MCP server {name!r} is not available: {connection.error}. Its tools are not offered.")
+            self._notes.append(
+                f"MCP server {name!r} is not available: {connection.error}. Its tools are not offered "
+                "(change its settings, or restart the kernel, to try again)."
+            )
         elif state == "running" and connection.starts > 1:
             self._notes.append(f"MCP server {name!r} stopped ({connection.last_death}) and was restarted once.")
 

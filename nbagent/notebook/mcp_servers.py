@@ -46,6 +46,8 @@ def source(shell: Any, settings: Agent, view: Any, *, ask: bool = True) -> Any:
             notes.append(str(exc))
         if found is not None and found.servers:
             use = _decide(found, settings, view, notes) if ask else project.approved(found)
+            if not ask and not use:
+                notes.append(project.not_approved_note(found, "it is not approved"))
             if use:
                 mine = {c.name for c in configs}
                 for config in found.servers:
