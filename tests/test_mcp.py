@@ -300,3 +300,13 @@ def test_the_overhead_benchmark_runs_on_tiny_sizes() -> None:
 
     table = report(calls=3, rounds=1)
     assert "| direct" in table and "McpTool.invoke" in table and "Client.call_tool" in table
+
+
+def test_a_call_past_its_timeout_is_an_error_of_unknown_outcome(
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, manager: Manager, server: Server
+) -> None:
+    fake.script(tool_use("mcp__t__slow", {"seconds": 30}), text("too slow"))
+    assert go(session, client, McpServers({"t": server.config(timeout=1)}, manager=manager)) == "too slow"
+    result = of_type(session, ev.TOOL_RESULT)[0]
+    assert result["is_error"] and "did not answer within 1 s" in result["content"] and "outcome is unknown" in result["content"]
+    assert any("did not answer within 1 s" in n for n in notes(session))
