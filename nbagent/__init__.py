@@ -6,6 +6,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .approval import ApprovalPolicy, ApprovalRequest, Decision
+from .budget import BudgetError, BudgetReached
 from .context import ContextSettings
 from .errors import (
     Interrupted,
@@ -48,6 +49,8 @@ __all__ = [
     "Loop",
     "ApprovalPolicy",
     "ApprovalRequest",
+    "BudgetError",
+    "BudgetReached",
     "ContextSettings",
     "Decision",
     "DemoModel",

@@ -196,6 +196,16 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     if forked is not None:
         out.write(f"{forked.words}: events 1-{forked.at} are its parent's, byte for byte\n")
     history.transcript(read.events, out, result_limit=10**9 if args.full else 600)
+    from functools import reduce
+
+    from .fold import State
+    from .render.parts import tokens_line
+    from .render.view import follow
+    from .usage import Tokens
+
+    figures = Tokens.of_state(reduce(follow, read.events, State()))  # a hostile line changes nothing more
+    if figures.used:
+        out.write(f"in all: {tokens_line(figures)}\n")  # the tokens and the cost, as every view says them
     if read.torn:
         out.write(
             f"(not shown: a torn last line of {len(read.torn)} bytes at byte offset {read.end}: {read.torn_reason}; "

@@ -9,7 +9,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
-from . import binding, models, rewrites, stops
+from . import binding, models, prices, rewrites, stops
+from . import budget as budgets
 from . import events as ev
 from .context import (
     SUMMARY_PREFIX,
@@ -18,6 +19,7 @@ from .context import (
     image_count,
 )
 from .images import sendable
+from .providers import price_key
 from .transcript import Transcript
 from .usage import totals
 
@@ -90,6 +92,14 @@ class State:
     thinking_dropped: int = 0  # thinking blocks the fold left out so far for that reason
     thinking_noted: int = 0  # of which a note told people
     prefix: str = ""  # the fingerprint of the requests' system prompt and tools, as the last context event logged it
+    # What it cost (prices.py): tokens by price key for the session and for the current request (the dollars are
+    # priced when shown); the request's model replies; the budgets last logged (budget.py) and whether the loop
+    # logged that one was reached here.
+    spend: dict[str, list[int]] = field(default_factory=dict)
+    turn_spend: dict[str, list[int]] = field(default_factory=dict)
+    turn_replies: int = 0
+    budget: dict[str, Any] = field(default_factory=dict)
+    budget_stopped: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy, with the messages as a plain list."""
@@ -221,6 +231,7 @@ def _user_msg(state: State, event: ev.Event) -> None:
     state.status, state.stop_reason = "model", None
     state.stop_action, state.stop_note, state.asked_again = "", "", 0
     state.refused = ""
+    state.turn_spend, state.turn_replies, state.budget_stopped = {}, 0, False  # budgets of one request start again
 
 
 def _model_call(state: State, event: ev.Event) -> None:
@@ -239,6 +250,8 @@ def _assistant_msg(state: State, event: ev.Event) -> None:
     content = event["content"]
     for key, count in totals(event.get("usage")).items():  # server compactions' tokens included
         state.usage[key] += count
+    _spent(state, event)
+    state.turn_replies += 1
     state.context_tokens = context_tokens(event.get("usage") or {}) or state.context_tokens
     state.stop_reason, state.refused = event.get("stop_reason"), ""
     state.partial, state.unanswered_interrupt = [], False
@@ -266,6 +279,13 @@ def _assistant_msg(state: State, event: ev.Event) -> None:
     )
     state.awaiting = list(state.open_calls)
     state.status = "tools" if state.open_calls else ("model" if stop.action == "continue" else "done")
+
+
+def _spent(state: State, event: ev.Event) -> None:
+    """A reply's or summary's tokens, by price key: the model, named by its cloud where one served it (providers.price_key)."""
+    model = price_key(event.get("model") or state.model, event.get("provider"))
+    prices.record(state.spend, model, event.get("usage"))
+    prices.record(state.turn_spend, model, event.get("usage"))
 
 
 def _model_error(state: State, event: ev.Event) -> None:
@@ -330,6 +350,10 @@ def _note(state: State, event: ev.Event) -> None:
         state.thinking_noted = int(event.get("dropped") or state.thinking_dropped)
     elif event.get("kind") == "stop":
         state.stop_noted = True
+    elif event.get("kind") == budgets.BUDGET:
+        state.budget, state.budget_stopped = budgets.recorded(event), False
+    elif event.get("kind") == budgets.REACHED:
+        state.budget_stopped = True
     elif event.get("kind") == DROP_THINKING:
         state.messages = [rewrites.without_thinking(m) for m in state.messages]
         state.foreign_thinking_dropped = state.foreign_thinking_dropped or event.get("reason") == "foreign"
@@ -362,6 +386,7 @@ def _compaction_started(state: State, event: ev.Event) -> None:
 
 def _compaction(state: State, event: ev.Event) -> None:
     """A local summary replaces the first ``messages`` messages: it goes first, as a note, into the next user message."""
+    _spent(state, event)  # a summary is a model call: paid for too
     replaced = event["messages"]
     rest = list(state.messages)[replaced:]
     summary = {"type": "text", "text": SUMMARY_PREFIX + event["summary"]}

@@ -16,6 +16,7 @@ import anthropic
 
 from . import approval as approvals
 from . import binding, models, providers, stops
+from . import budget as budgets
 from . import context as ctx
 from . import events as ev
 from . import parallel as parallel_calls
@@ -49,6 +50,9 @@ class Loop:
         system: str = "",
         max_tokens: int = 8192,
         retries: int = 4,
+        max_turns: int | None | budgets.Keep = budgets.KEEP,
+        max_cost: float | None | budgets.Keep = budgets.KEEP,
+        max_session_cost: float | None | budgets.Keep = budgets.KEEP,
         delta_interval: float = DELTA_INTERVAL,
         context: ctx.ContextSettings | None = None,
         thinking: int | str | None = None,
@@ -70,6 +74,9 @@ class Loop:
         self.system = system
         self.max_tokens = max_tokens
         self.retries = retries
+        # Budgets (budget.py): an option left out keeps the one the session last logged; None lifts it.
+        self.budgets = {"max_turns": max_turns, "max_cost": max_cost, "max_session_cost": max_session_cost}
+        self.setting_names = "{name}"  # how the errors name a budget option (the notebook: "Agent.{name}")
         self.context = (context or ctx.ContextSettings()).for_model(model.name)  # the window: the setting's, else the table's
         # Checked before any request is sent; asks the API to drop thinking blocks a rewrite unbound (binding.py).
         wanted = models.thinking_request(thinking, model.name, max_tokens)
@@ -81,6 +88,7 @@ class Loop:
             if isinstance(prompt, str) and not prompt.strip():
                 raise NbagentError("The request is empty: say what you want the agent to do.")
         self._check_trusted()
+        self._set_budget()
         self._drop_foreign_thinking()
         self._refresh_tools()  # never before the trust check: a log this user did not write starts no server
         try:
@@ -97,6 +105,7 @@ class Loop:
                 if state.frontier == "tools":
                     self._run_calls()
                 elif state.frontier == "model":
+                    self._check_budget()  # a safe point: every call of the last reply has its result
                     if state.refused:  # never the same refused request again: something must change first
                         raise RefusedRequestError.of(state.refused)
                     if state.stop_action == "compact":  # the last reply filled the context window
@@ -112,6 +121,26 @@ class Loop:
             state = self.session.state
             self.session.append(ev.INTERRUPTED, during=state.status, open_calls=list(state.open_calls))
             raise Interrupted("interrupted; the session is saved and the next run continues it") from None
+
+    def _set_budget(self) -> None:
+        """The run's budgets, logged when they change; BudgetError (nothing sent or logged) if one can't be kept."""
+        state = self.session.state
+        budget = budgets.chosen(budgets.of_state(state.budget), **self.budgets)
+        refusal = budgets.refusal(budget, self.model.name, budgets.prices.table(), setting=self.setting_names)
+        if refusal:
+            raise budgets.BudgetError(refusal)
+        if budget != budgets.of_state(state.budget):
+            self.session.append(ev.NOTE, **budget.event())
+
+    def _check_budget(self) -> None:
+        """Stop before the next model call if a budget is reached: logged once (a crash after it stops here again)."""
+        state = self.session.state
+        hit = budgets.check(state.budget, state.turn_replies, state.turn_spend, state.spend)
+        if hit is None:
+            return
+        if not state.budget_stopped:
+            self.session.append(ev.NOTE, kind=budgets.REACHED, reached=hit.name, text=hit.text)
+        raise budgets.BudgetReached(f"{hit.text}. {budgets.advice(hit, setting=self.setting_names)}", hit.name)
 
     def _drop_foreign_thinking(self) -> None:
         """Leave out thinking another user's key wrote where the model binds it to that account and requests can't say so."""
@@ -458,6 +487,9 @@ def run(
     system: str = "",
     max_tokens: int = 8192,
     retries: int = 4,
+    max_turns: int | None | budgets.Keep = budgets.KEEP,
+    max_cost: float | None | budgets.Keep = budgets.KEEP,
+    max_session_cost: float | None | budgets.Keep = budgets.KEEP,
     meta: Mapping[str, Any] | None = None,
     context: ctx.ContextSettings | None = None,
     thinking: int | str | None = None,
@@ -483,6 +515,9 @@ def run(
         system=system,
         max_tokens=max_tokens,
         retries=retries,
+        max_turns=max_turns,
+        max_cost=max_cost,
+        max_session_cost=max_session_cost,
         context=context,
         thinking=thinking,
         mcp_servers=mcp_servers,

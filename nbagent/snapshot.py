@@ -165,6 +165,7 @@ def summary(state: State) -> dict[str, Any]:
         "last_ts": state.last_ts,
         "turns": state.turns,
         "usage": dict(state.usage),
+        "spend": {key: list(counts) for key, counts in state.spend.items()},  # tokens by price key: a listing's cost (prices.py)
         "status": state.status,
         "frontier": state.frontier,
         "open_calls": len(state.open_calls),

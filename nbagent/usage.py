@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from . import prices
 from .events import USAGE_KEYS
 from .models import DEFAULT_WINDOW
 
@@ -47,7 +48,8 @@ class Tokens:
     ``input``: every input token, cached or not (uncached + written to the cache + read from it);
     ``from_cache`` and ``to_cache``: the parts of ``input`` read from and written to the cache; ``output``: the
     replies' tokens; ``context``: what the conversation takes of the model's ``window`` after the last reply (that
-    reply's whole input and the reply itself; 0 before any reply, or after a local compaction: ``compacted``).
+    reply's whole input and the reply itself; 0 before any reply, or after a local compaction: ``compacted``);
+    ``cost`` and ``turn_cost``: the session's and the current request's dollars (prices.py; None: not shown).
     """
 
     input: int = 0
@@ -57,9 +59,20 @@ class Tokens:
     context: int = 0
     window: int = DEFAULT_WINDOW
     compacted: bool = False
+    cost: prices.Cost | None = None
+    turn_cost: prices.Cost | None = None
 
     @classmethod
-    def of(cls, usage: Any, *, context: Any = 0, window: Any = 0, compacted: bool = False) -> Tokens:
+    def of(
+        cls,
+        usage: Any,
+        *,
+        context: Any = 0,
+        window: Any = 0,
+        compacted: bool = False,
+        cost: prices.Cost | None = None,
+        turn_cost: prices.Cost | None = None,
+    ) -> Tokens:
         """The figures from a ``usage`` (a reply's, or a session's summed counts), the context in use and the window (0: the default)."""
         counts = totals(usage)
         read, written = counts["cache_read_input_tokens"], counts["cache_creation_input_tokens"]
@@ -71,12 +84,22 @@ class Tokens:
             context=_count(context),
             window=_count(window) or DEFAULT_WINDOW,
             compacted=compacted and not _count(context),
+            cost=cost,
+            turn_cost=turn_cost,
         )
 
     @classmethod
     def of_state(cls, state: Any) -> Tokens:
-        """The figures of a folded session (fold.State): its summed usage, its context after the last reply and its window."""
-        return cls.of(state.usage, context=state.context_tokens, window=state.window, compacted=bool(state.compactions))
+        """The figures of a folded session (fold.State): its summed usage, its context after the last reply, its window and cost."""
+        table = prices.table()
+        return cls.of(
+            state.usage,
+            context=state.context_tokens,
+            window=state.window,
+            compacted=bool(state.compactions),
+            cost=prices.cost(state.spend, table),
+            turn_cost=prices.cost(state.turn_spend, table) if state.turn_replies or state.turn_spend else None,
+        )
 
     @property
     def total(self) -> int:

@@ -143,8 +143,9 @@ def test_the_replay_shows_the_in_progress_line_until_the_compaction_lands() -> N
     assert STARTED_WORDS in timeline.transcript_at(started) and LOCAL_WORDS not in timeline.transcript_at(started)
     assert STARTED_WORDS not in timeline.transcript_at(done) and LOCAL_WORDS in timeline.transcript_at(done)
     assert timeline.statuses[started].startswith("compacting the context")
-    assert timeline.statuses[done - 2] == "done · 143,000 tokens in · 400 out · context 143k / 200k"
-    assert timeline.statuses[done] == "done · 143,000 tokens in · 400 out · context compacted"  # known again at the next reply
+    assert timeline.statuses[done - 2] == "done · 143,000 tokens in · 400 out · context 143k / 200k · cost unknown"
+    # known again at the next reply
+    assert timeline.statuses[done] == "done · 143,000 tokens in · 400 out · context compacted · cost unknown"
 
 
 @pytest.mark.parametrize(

@@ -42,11 +42,11 @@ FRAMES = [
     (3, ["Turn 1 · add 2 and 3"], "now streaming", "Let me", "add."),  # the text streamed so far
     (4, ["Turn 1 · add 2 and 3"], "now streaming", "Let me add.", "The sum"),
     (6, ["Turn 1 · add 2 and 3"], "now running tool add", "Let me add.", "The sum"),
-    (10, ["Turn 1 · add 2 and 3"], "now done · 0 tokens in · 7 out · context 7 / 200k", "The sum is 5", "and now?"),
+    (10, ["Turn 1 · add 2 and 3"], "now done · 0 tokens in · 7 out · context 7 / 200k · cost unknown", "The sum is 5", "and now?"),
     (11, ["Turn 1 · add 2 and 3", "Turn 2 · and now?"], "now waiting for the model", "You: and now?", "Half"),
     (12, ["Turn 1 · add 2 and 3", "Turn 2 · and now?"], "now streaming", "You: and now?", "Half"),
     (13, ["Turn 1 · add 2 and 3", "Turn 2 · and now?"], "now streaming", "Half an ans", "interrupted"),
-    (14, ["Turn 1 · add 2 and 3", "Turn 2 · and now?"], "now interrupted · 0 tokens in · 7 out · context 7 / 200k", "interrupted", "#"),
+    (14, ["Turn 1 · add 2 and 3", "Turn 2 · and now?"], "now interrupted · 0 tokens in · 7 out · context 7 / 200k · cost unknown", "interrupted", "#"),
 ]  # fmt: skip
 
 

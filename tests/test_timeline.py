@@ -138,8 +138,8 @@ def test_statuses_follow_the_panel_and_add_the_tokens() -> None:
         "running tool add",
         "waiting for the model",
     ]
-    assert timeline.statuses[10] == "done · 0 tokens in · 7 out · context 7 / 200k"
-    assert timeline.statuses[-1] == "interrupted · 0 tokens in · 7 out · context 7 / 200k"
+    assert timeline.statuses[10] == "done · 0 tokens in · 7 out · context 7 / 200k · cost unknown"
+    assert timeline.statuses[-1] == "interrupted · 0 tokens in · 7 out · context 7 / 200k · cost unknown"
     assert timeline.title == "add 2 and 3"
 
 

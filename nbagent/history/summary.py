@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .. import fold, snapshot, store, trust
+from .. import fold, prices, snapshot, store, trust
 from ..errors import LogError
 from ..readfile import open_regular
 from ..render.parts import context_figure, tokens_words
@@ -41,6 +41,7 @@ class Summary:
     context_tokens: int = 0  # tokens the last reply's request and reply took (0: no reply yet)
     window: int = 0  # the model's context window in tokens (0: not recorded; shown against the default)
     compacted: bool = False  # compacted locally since the last reply (the context is known again at the next one)
+    spend: dict[str, list[int]] | None = None  # tokens by price key (prices.py); None: not recorded (an older header)
     parent: str = ""  # a fork's parent session id ('' if it is not a fork)
     parent_name: str = ""  # the parent's session name when the fork was made
     forked_at: int = 0  # the parent's event the fork keeps events up to
@@ -48,7 +49,14 @@ class Summary:
     @property
     def figures(self) -> Tokens:
         """The session's token figures, as every view shows them (usage.Tokens)."""
-        return Tokens.of(self.usage, context=self.context_tokens, window=self.window, compacted=self.compacted)
+        return Tokens.of(self.usage, context=self.context_tokens, window=self.window, compacted=self.compacted, cost=self.cost)
+
+    @property
+    def cost(self) -> prices.Cost:
+        """What the session cost in dollars at the prices in force (unknown where a model has no price, or not recorded)."""
+        if self.spend is None:
+            return prices.Cost(0.0) if not any(self.usage.values()) else prices.Cost(None)
+        return prices.cost(self.spend)
 
     @property
     def context(self) -> str:
@@ -75,6 +83,8 @@ class Summary:
         data["tokens_in"], data["tokens_out"] = figures.input, figures.output
         data["tokens_from_cache"], data["tokens_to_cache"] = figures.from_cache, figures.to_cache
         data["tokens_text"] = tokens_words(figures)
+        cost = self.cost
+        data["cost_usd"], data["cost_text"], data["cost_why"] = cost.dollars, cost.words() if figures.used else "", cost.why()
         return data
 
 
@@ -99,7 +109,19 @@ def from_state(summary: Summary, state: fold.State) -> Summary:
     summary.last_ts, summary.turns, summary.events, summary.usage = state.last_ts, state.turns, state.seq, dict(state.usage)
     summary.complete, summary.pending = _pending(state.status, state.frontier, len(state.open_calls), state.status == "error")
     summary.context_tokens, summary.window, summary.compacted = state.context_tokens, state.window, bool(state.compactions)
+    summary.spend = {key: list(counts) for key, counts in state.spend.items()}
+    if state.budget_stopped and not summary.complete:
+        summary.pending = "stopped at its budget"
     return summary
+
+
+def _spend(head: Mapping[str, Any]) -> dict[str, list[int]] | None:
+    """The tokens by price key a listing record holds (None: it has none: an older nbagent wrote it)."""
+    spend = head.get("spend")
+    if not isinstance(spend, dict):
+        return None
+    kept = {str(key): counts for key, counts in spend.items() if isinstance(counts, list)}
+    return {key: [c if isinstance(c, int) else 0 for c in counts][:5] for key, counts in kept.items()}
 
 
 _NO_USER = object()
@@ -178,6 +200,7 @@ def from_listed(item: Listed) -> Summary:
     summary.session_id, summary.title, summary.created, summary.last_ts = item.session_id, item.title, item.created, item.last_ts
     summary.turns, summary.events = item.turns, item.events
     summary.usage = dict(head.get("usage") or {})
+    summary.spend = _spend(head)
     summary.context_tokens, summary.window = int(head.get("context_tokens") or 0), int(head.get("window") or 0)
     summary.complete, summary.pending = _pending(head.get("status", ""), head.get("frontier", ""), head.get("open_calls", 0))
     return from_lineage(summary, item)
@@ -242,6 +265,7 @@ def store_summaries(
         summary.events, summary.owner, summary.source = item.events, item.owner, "index"
         head = item.summary
         summary.usage = {k: int(v) for k, v in (head.get("usage") or {}).items()}
+        summary.spend = _spend(head)
         summary.context_tokens, summary.window = int(head.get("context_tokens") or 0), int(head.get("window") or 0)
         if head.get("seq") == item.events:
             summary.complete, summary.pending = _pending(
@@ -299,7 +323,7 @@ def notebook_summaries(source: Store, folder: Path, *, open_states: Mapping[str,
 
 def write_table(summaries: Sequence[Summary], out: TextIO, *, current: str | None = None) -> None:
     """The session listing of the CLI and ``%agent_sessions``: a row per session, grouped by notebook; ``current`` is starred."""
-    header: tuple[str, ...] = ("SESSION", "TITLE", "CREATED", "LAST ACTIVITY", "TURNS", "TOKENS", "CONTEXT", "TRUST", "STATUS")
+    header: tuple[str, ...] = ("SESSION", "TITLE", "CREATED", "LAST ACTIVITY", "TURNS", "TOKENS", "COST", "CONTEXT", "TRUST", "STATUS")
     by_notebook: dict[tuple[str, str], list[Summary]] = {}
     for summary in summaries:  # a database's sessions apart from the files' (their path is the store URL with #...)
         where = summary.path.partition("#")[0] if summary.source == "index" else ""
@@ -313,6 +337,7 @@ def write_table(summaries: Sequence[Summary], out: TextIO, *, current: str | Non
             when(s.last_ts),
             str(s.turns),
             tokens_words(s.figures) or "-",
+            s.cost.words() if s.figures.used else "-",
             s.context,
             s.trust or "?",
             s.status,

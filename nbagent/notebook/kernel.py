@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import events as ev
+from .. import prices
 from ..fold import Asides
+from ..providers import price_key
 from ..render.parts import Start, ToolNames
 from ..session import Session
 from ..usage import totals
@@ -108,6 +110,7 @@ class TurnIndex:
         self._open = ToolNames()  # calls not answered yet
         self._asides = Asides()
         self._usage = dict.fromkeys(ev.USAGE_KEYS, 0)  # the session's tokens so far: a re-rendered turn shows them as its panel did
+        self._spend: dict[str, list[int]] = {}  # and its tokens by price key, for its cost (prices.py)
 
     def start(self, seq: int) -> Start:
         """Where the session stood just before the request of the turn ``seq``: the calls still open, the notes to the model."""
@@ -124,7 +127,8 @@ class TurnIndex:
                 self.positions.setdefault(request_key(turn.request), []).append(len(self.turns))
                 self.turns.append(turn)
                 if self._open or self._asides != Asides() or any(self._usage.values()):
-                    self._starts[turn.seq] = Start(self._open, self._asides, usage=tuple(self._usage.items())).fresh()
+                    spend = tuple((key, tuple(counts)) for key, counts in self._spend.items())
+                    self._starts[turn.seq] = Start(self._open, self._asides, usage=tuple(self._usage.items()), spend=spend).fresh()
             elif self.turns and kind == ev.ASSISTANT_MSG:
                 calls = [(b["id"], b["input"]["code"]) for b in event.get("content") or [] if _python_call(b)]
                 if calls:
@@ -134,6 +138,8 @@ class TurnIndex:
             if kind == ev.ASSISTANT_MSG:  # as the fold counts them (server compactions' tokens included)
                 for key, count in totals(event.get("usage")).items():
                     self._usage[key] += count
+            if kind in (ev.ASSISTANT_MSG, ev.COMPACTION):  # as the fold prices them
+                prices.record(self._spend, price_key(event.get("model"), event.get("provider")), event.get("usage"))
             self._open.learn(event)
             if kind == ev.TOOL_RESULT:
                 self._open.pop(str(event["tool_use_id"]), None)

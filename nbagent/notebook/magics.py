@@ -19,6 +19,7 @@ from ..session import Session
 from . import build, interpolate, mcp_servers, restart, restore, rewind
 from . import kernel as nbkernel
 from .agent_cells import AgentCells
+from .budget_settings import options as budget_options
 from .foreign import untrusted_warning
 from .notebook_context import NotebookContext
 from .place import Place, place_of, print_sessions, replay_of, unchecked_place_of
@@ -343,6 +344,8 @@ class AgentMagics(Magics):
     def _run(self, session: Session, prompt: Any, args: Any, view: Any, *, meta: dict[str, Any] | None = None, note: str = "") -> None:
         """Run the loop with ``view`` subscribed; ``note``: a note to the model, which the fold puts before the request."""
         loop = self._loop(session, args, view)
+        loop.budgets = budget_options(self.settings, resume=prompt is None)  # a resume keeps its logged budgets unless set here
+        loop.setting_names = "Agent.{name}"
         if note:  # a note event, not part of the request: every view shows it as a note, never as the user's words
             session.append(ev.NOTE, kind="kernel_restarted", to_model=note)
         told = self.context.gather(self.settings, restarted=bool(note)) if prompt is not None else None

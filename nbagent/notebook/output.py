@@ -45,6 +45,7 @@ class CellOutput:
             self.start, self._asides = start.fresh(), start.fresh().asides
             self.state.context_tokens, self.state.window = start.context  # the header's "context 143k / 200k" from the start
             self.state.usage.update(start.usage)  # and the session's tokens so far (render/parts.tokens_line), as every view shows them
+            self.state.spend.update((key, list(counts)) for key, counts in start.spend)  # and its cost so far
 
     def recorded(self, then: str) -> None:
         """Say in the header that the events so far come from the log: when they were recorded, and ``then`` what."""

@@ -16,6 +16,7 @@ from ..model import DEFAULT_MODEL
 from ..parallel import DEFAULT_BOUND
 from ..providers import PROVIDERS
 from . import python_tool as pytool
+from .budget_settings import BudgetSettings
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are an assistant working inside the user's Jupyter notebook. Use the `python` tool to run code in the "
@@ -31,7 +32,7 @@ BUILTIN_TOOLS = (
 )
 
 
-class Agent(Configurable):
+class Agent(BudgetSettings, Configurable):  # the budget and price settings: budget_settings.py
     """Settings of the notebook agent: ``%config Agent.<name> = ...`` or ``c.Agent.<name> = ...`` in a config file."""
 
     model = Unicode(DEFAULT_MODEL, help="Claude model name to use (overridden per cell by --model).").tag(config=True)

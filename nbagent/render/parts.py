@@ -181,23 +181,26 @@ class Start(NamedTuple):
     """Where a view that begins mid-session starts: the names of the calls still open, what the fold puts before the next request.
 
     ``context``: the tokens the last reply's request and reply took, and the window (see :func:`context_text`);
-    ``usage``: the session's summed usage counts so far, so that a view of one turn shows the session's tokens as every view does.
+    ``usage``: the session's summed usage counts so far, so that a view of one turn shows the session's tokens as every view does;
+    ``spend``: the session's tokens by price key so far (prices.py), for its cost.
     """
 
     names: ToolNames
     asides: Asides
     context: tuple[int, int] = (0, 0)
     usage: tuple[tuple[str, int], ...] = ()
+    spend: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     @classmethod
     def of_state(cls, state: State) -> Start:
         """Where ``state`` stands (copied: the state goes on changing)."""
         usage = tuple(state.usage.items())
-        return cls(ToolNames.of_state(state), Asides.of_state(state), (state.context_tokens, state.window), usage)
+        spend = tuple((key, tuple(counts)) for key, counts in state.spend.items())
+        return cls(ToolNames.of_state(state), Asides.of_state(state), (state.context_tokens, state.window), usage, spend)
 
     def fresh(self) -> Start:
         """A copy to render with (renderers change what they are given as they go)."""
-        return Start(ToolNames(self.names), replace(self.asides, notes=list(self.asides.notes)), self.context, self.usage)
+        return Start(ToolNames(self.names), replace(self.asides, notes=list(self.asides.notes)), self.context, self.usage, self.spend)
 
 
 def tool_name(names: Mapping[str, str] | None, tool_use_id: Any) -> str:
@@ -292,9 +295,20 @@ def context_words(tokens: Tokens) -> str:
     return f"context {figure}" if figure else ""
 
 
+def cost_words(tokens: Tokens) -> str:
+    """The dollars in words: '$0.42', '$0.05 this request, $0.42 in all', 'cost unknown (no price for x)' ('' if not known here)."""
+    if tokens.cost is None or not tokens.used:
+        return ""
+    whole = tokens.cost.words()
+    turn = tokens.turn_cost
+    if turn is None or not tokens.cost.known:
+        return whole
+    return f"{turn.words()} this request, {whole} in all"
+
+
 def tokens_line(tokens: Tokens) -> str:
-    """Every figure in words: '12,892 tokens in (12,466 from cache) · 426 out · context 12.9k / 200k' ('' before any)."""
-    return " · ".join(part for part in (tokens_words(tokens), context_words(tokens)) if part)
+    """Every figure in words: '12,892 tokens in (12,466 from cache) · 426 out · context 12.9k / 200k · $0.05' ('' before any)."""
+    return " · ".join(part for part in (tokens_words(tokens), context_words(tokens), cost_words(tokens)) if part)
 
 
 def usage_text(usage: Any) -> str:

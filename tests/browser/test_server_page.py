@@ -56,16 +56,17 @@ def test_the_browser_lists_sessions_and_the_live_view_follows_one_across_a_serve
     row = page.locator("tr.nbagent-session-row[data-session=followed]")
     row.wait_for()
     cells = row.locator("td").all_inner_texts()
-    assert cells[:7] == [
+    assert cells[:8] == [
         NOTEBOOK,
         "followed",
         "request 1: say something",
         "2",
         "3 tokens in · 4 out",
+        "cost unknown",  # its replies name no model with a price
         "7 / 200k",
         "unfinished: model reply",
     ]
-    assert cells[7] == "yours"
+    assert cells[8] == "yours"
     row.locator("a.nbagent-session-link").click()
     wait_seq(page, 12)
     assert page.locator(".nbagent-connection").inner_text() == "live"

@@ -123,7 +123,7 @@
     }
     const table = el("table", "nbagent-sessions");
     const head = table.createTHead().insertRow();
-    for (const name of ["Notebook", "Session", "Title", "Turns", "Tokens", "Context", "Status", "Who wrote it", "Last activity"]) {
+    for (const name of ["Notebook", "Session", "Title", "Turns", "Tokens", "Cost", "Context", "Status", "Who wrote it", "Last activity"]) {
       head.appendChild(el("th", "", name));
     }
     const body = table.createTBody();
@@ -139,6 +139,8 @@
       row.insertCell().textContent = fork + (s.title || "-"); // where a fork came from (nbagent/lineage.py)
       row.insertCell().textContent = s.turns;
       row.insertCell().textContent = s.tokens_text || "-"; // the words every view says them in (render/parts.tokens_words)
+      row.insertCell().textContent = s.cost_text || "-"; // dollars, or "cost unknown" (nbagent/prices.py)
+      if (s.cost_why) row.cells[row.cells.length - 1].title = s.cost_why;
       row.insertCell().textContent = s.context;
       row.insertCell().textContent = s.status;
       row.insertCell().textContent = s.trust || "unreadable";
