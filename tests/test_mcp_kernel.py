@@ -7,10 +7,12 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.kernels import Kernel, kernel_env, wait_for
+from tests.fake_anthropic import FakeAnthropic, text, tool_use
+from tests.kernels import Kernel, button_id, click, errors, kernel_env, wait_for
 
 pytest.importorskip("mcp", reason="needs the mcp SDK: pip install -e '.[test]'")
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
@@ -63,3 +65,27 @@ def test_a_killed_kernel_leaves_no_server_behind(tmp_path: Path) -> None:
     pid = start_server(kernel, tmp_path)
     kernel.kill()
     wait_for(lambda: not alive(pid), 60)
+
+
+def test_a_project_file_approved_in_the_panel_starts_its_server(server: FakeAnthropic, tmp_path: Path) -> None:
+    calls = tmp_path / "calls.txt"
+    entry = {"command": sys.executable, "args": ["-m", "tests.mcp_server"], "cwd": str(ROOT), "env": {"MCP_TEST_CALLS": str(calls)}}
+    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"proj": entry}}))
+    server.script(tool_use("mcp__proj__echo", {"text": "approved"}), text("done"))
+    questions: list[str] = []
+
+    def act(msg: dict[str, Any]) -> None:
+        state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_open" else {}
+        if "Start the MCP servers" in str(state.get("value", "")):
+            questions.append(state["value"])
+        approve = button_id(msg, "Approve")
+        if approve and questions:
+            click(kernel.kc, approve)
+
+    with Kernel(tmp_path, kernel_env(server.base_url, NBAGENT_DATA_DIR=str(tmp_path / "data"))) as kernel:
+        kernel.run("%load_ext nbagent")
+        messages, reply = kernel.execute("%agent echo it", on_message=act, timeout=180)
+        assert reply["content"]["status"] == "ok", errors(messages)
+    assert questions and "tests.mcp_server" in questions[0] and ".mcp.json" in questions[0]  # the commands, before they run
+    assert calls.read_text().splitlines() == ["echo approved"]
+    assert (tmp_path / "data" / "mcp-approved.json").exists()
