@@ -444,8 +444,8 @@ def _model(model: Model | str, provider: str | None) -> Model:
 
 
 def _runs_beside(tool: Tool | None, verdict: Run | Ask | Refuse) -> bool:
-    """Whether a call may run beside others: a read offered now that runs without asking."""
-    return tool is not None and tool.effect == "read" and isinstance(verdict, Run)
+    """Whether a call may run beside others: a read offered now that runs without asking (and need not run alone)."""
+    return tool is not None and tool.effect == "read" and not tool.alone and isinstance(verdict, Run)
 
 
 class ToolSource(Protocol):

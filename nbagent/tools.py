@@ -59,6 +59,9 @@ class Tool:
         # a reason to ask for approval first (e.g. "outside_workspace"), or None. It must not
         # raise or have side effects. Calls to refuse outright are refused by the tool body.
         self.guard: Guard | None = guard
+        # Runs only on the loop's own thread, never beside another call (parallel.py): set for a read that waits on
+        # something only that thread delivers, such as a reply the kernel's comm pump reads while the cell runs.
+        self.alone = False
         signature = inspect.signature(func)
         self.takes_key = KEY_PARAMETER in signature.parameters
         shown: Callable[..., Any] = func

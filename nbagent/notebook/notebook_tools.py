@@ -95,10 +95,12 @@ def notebook_tools(
         text, note = live() if live is not None else (None, "")
         return text if text is not None else note + read(shell)
 
+    notebook = Tool(read_notebook, effect="read", name=READ, description=READ_DESCRIPTION)
+    notebook.alone = True  # the browser's answer comes through the comm pump, which only the kernel's main thread runs
     return [
         Tool(notebook_history, effect="read", name=HISTORY, description=HISTORY_DESCRIPTION),
         Tool(inspect_variable, effect="read", name=INSPECT, description=INSPECT_DESCRIPTION),
-        Tool(read_notebook, effect="read", name=READ, description=READ_DESCRIPTION),
+        notebook,
     ]
 
 
