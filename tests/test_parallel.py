@@ -125,8 +125,13 @@ def test_three_reads_of_one_reply_run_side_by_side(fake: FakeAnthropic, client: 
     calls = [("meet", {"name": n, "group": "g"}, f"toolu_{n}") for n in "abc"]
     fake.script(tool_uses(calls, "Three at once."), text("All met."))
     with nbagent.Session.open(log_path) as session:
+        delivered: list[int] = []
+        session.subscribe(lambda event: delivered.append(event["seq"]), since=session.seq)
+        first = session.seq
         assert go(session, client, "meet", tools) == "All met."
         done = results(session)
+        # one writer: whichever thread appends, seqs are contiguous and every subscriber gets them in order, once
+        assert delivered == list(range(first + 1, session.seq + 1)) == [e["seq"] for e in session.events(since=first)]
         starts = [e["tool_use_id"] for e in session.events() if e["type"] == ev.TOOL_STARTED]
     assert starts == ["toolu_a", "toolu_b", "toolu_c"]  # starts are logged in the reply's order, each before its body
     assert [e.get("is_error", False) for e in done] == [False] * 3, done  # each met the other two at the barrier
@@ -326,3 +331,31 @@ def test_the_panel_shows_calls_running_side_by_side(fake: FakeAnthropic, client:
     shown = [c.value for c in panel.items.children if "nbagent-result" in c.value]
     assert [next(n for n in "abc" if f"value of {n}" in row) for row in shown] == list("abc")  # in the reply's order
     panel.close()
+
+
+def test_a_read_that_must_run_alone_runs_on_the_loops_thread(fake: FakeAnthropic, client: anthropic.Anthropic, log_path: Path) -> None:
+    """read_notebook waits for a reply only the kernel's main thread can pump: a tool marked ``alone`` never runs beside others."""
+    threads: dict[str, bool] = {}
+
+    @nbagent.tool(effect="read")
+    def peek(name: str) -> str:
+        """Peek at a value.
+
+        Args:
+            name: Which value.
+        """
+        threads[name] = threading.current_thread() is threading.main_thread()
+        return name
+
+    @nbagent.tool(effect="read")
+    def read_doc() -> str:
+        """Read the document."""
+        threads["doc"] = threading.current_thread() is threading.main_thread()
+        return "doc"
+
+    read_doc.alone = True
+    calls = [("peek", {"name": "a"}, "t1"), ("peek", {"name": "b"}, "t2"), ("read_doc", {}, "t3"), ("peek", {"name": "c"}, "t4")]
+    fake.script(tool_uses(calls), text("ok"))
+    with nbagent.Session.open(log_path) as session:
+        go(session, client, "peek", [peek, read_doc])
+    assert threads == {"a": False, "b": False, "doc": True, "c": True}  # a and b side by side; the rest alone, on the loop's thread
