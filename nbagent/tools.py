@@ -39,6 +39,10 @@ def idempotency_key(session_id: str, tool_use_id: str) -> str:
 class Tool:
     """A function the model may call, with its schema (from type hints and docstring) and effect."""
 
+    # Runs only on the loop's own thread, never beside another call (parallel.py): set for a read that waits on
+    # something only that thread delivers, such as a reply the kernel's comm pump reads while the cell runs.
+    alone: bool = False
+
     claims: str = ""  # what the tool's provider says of it (an MCP server's annotations), shown in the approval question
     origin: dict[str, str] | None = None  # where its calls go ({"server", "tool"} for an MCP tool), logged with tool_started
 
@@ -59,9 +63,6 @@ class Tool:
         # a reason to ask for approval first (e.g. "outside_workspace"), or None. It must not
         # raise or have side effects. Calls to refuse outright are refused by the tool body.
         self.guard: Guard | None = guard
-        # Runs only on the loop's own thread, never beside another call (parallel.py): set for a read that waits on
-        # something only that thread delivers, such as a reply the kernel's comm pump reads while the cell runs.
-        self.alone = False
         signature = inspect.signature(func)
         self.takes_key = KEY_PARAMETER in signature.parameters
         shown: Callable[..., Any] = func
