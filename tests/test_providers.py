@@ -213,6 +213,25 @@ def test_bedrock_turn_is_signed_with_sigv4_and_streams_into_the_log(
             assert SECRET_KEY not in logged and SESSION_TOKEN not in logged
 
 
+def test_a_cloud_turn_costs_unknown_until_its_price_is_set(api: FakeAnthropic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from nbagent import prices
+
+    token = "ABSKfakeBedrockApiKey0123456789abcdef"
+    with FakeCloud("bedrock", api, bearer=frozenset({token})) as cloud:
+        monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", token)
+        monkeypatch.setenv("AWS_REGION", cloud.region)
+        monkeypatch.setenv("ANTHROPIC_BEDROCK_BASE_URL", cloud.base_url)
+        api.script(text("Priced elsewhere."))
+        with nbagent.Session.open(tmp_path / "s.jsonl") as session:
+            nbagent.run(session, "hi", model="claude-sonnet-4-6", provider="bedrock")
+            spend = session.state.spend
+    (key,) = spend
+    assert key.startswith("bedrock:")  # never the Claude API's price for the same model
+    assert prices.cost(spend).words() == "cost unknown" and prices.cost(spend).unpriced == (key,)
+    override = prices.parse({key: {"input": 3, "output": 15, "cache_write_5m": 3.75, "cache_write_1h": 6, "cache_read": 0.3}})
+    assert prices.cost(spend, {**prices.PRICES, **override}).known  # a price that names the key gives it a figure
+
+
 def test_bedrock_api_key_is_a_bearer_token_and_a_provider_id_is_sent_as_given(
     api: FakeAnthropic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
