@@ -47,8 +47,8 @@ class Price:
 
     def dollars(self, counts: Sequence[int]) -> float:
         """The price of ``counts`` (the five of :data:`PARTS`)."""
-        rates = (self.input, self.cache_write_5m, self.cache_write_1h, self.cache_read, self.output)
-        return sum(rate * count for rate, count in zip(rates, counts)) / 1_000_000
+        i, w5, w1, r, o = counts
+        return (self.input * i + self.cache_write_5m * w5 + self.cache_write_1h * w1 + self.cache_read * r + self.output * o) / 1_000_000
 
 
 # Prices in USD per million tokens, as the platform docs gave them on 2026-12-04 (checked for this table that day):
@@ -123,10 +123,11 @@ def model_key(model: str | None, prices: Mapping[str, Price] = PRICES) -> str:
     return name
 
 
-def key(model: str | None, usage: Mapping[str, Any], prices: Mapping[str, Price] = PRICES) -> str:
+def key(model: str | None, usage: Mapping[str, Any], prices: Mapping[str, Price] = PRICES, c: Sequence[int] | None = None) -> str:
     """The price key of one sampling step: its model, '@<geo>' for inference outside the global pool, '>N' for a long prompt.
 
     Keys with a qualifier are not in the table unless an override names them: their cost is unknown, never guessed.
+    ``c``: the step's :func:`counts`, if already made.
     """
     name = model_key(model, prices)
     geo = usage.get("inference_geo")
@@ -134,23 +135,35 @@ def key(model: str | None, usage: Mapping[str, Any], prices: Mapping[str, Price]
         name = f"{name}@{geo}"
     price = prices.get(name)
     if price is not None and price.above is not None:
-        c = counts(usage)
+        c = counts(usage) if c is None else c
         if c[0] + c[1] + c[2] + c[3] > price.above[0]:
             name = f"{name}>{price.above[0]}"
     return name
 
 
-def record(spend: MutableMapping[str, list[int]], model: str | None, usage: Any) -> None:
-    """Add one reply's tokens to ``spend`` by price key: its top-level usage and each server compaction step (billed too)."""
+def record(spend: MutableMapping[str, list[int]], model: str | None, usage: Any, *more: MutableMapping[str, list[int]]) -> None:
+    """Add one reply's tokens to ``spend`` (and each of ``more``) by price key: its top-level usage and each server compaction step."""
     if not isinstance(usage, Mapping):
         return
-    steps = [usage] + [e for e in usage.get("iterations") or () if isinstance(e, Mapping) and e.get("type") == "compaction"]
+    iterations = usage.get("iterations")
+    steps = [usage]
+    if iterations:
+        steps += [e for e in iterations if isinstance(e, Mapping) and e.get("type") == "compaction"]
     for step in steps:
         c = counts(step)
-        if any(c):
-            held = spend.setdefault(key(model, step), [0, 0, 0, 0, 0])
-            for i, count in enumerate(c):
-                held[i] += count
+        if not any(c):
+            continue
+        name = key(model, step, PRICES, c)
+        for target in (spend, *more):
+            held = target.get(name)
+            if held is None:
+                target[name] = list(c)
+            else:
+                held[0] += c[0]
+                held[1] += c[1]
+                held[2] += c[2]
+                held[3] += c[3]
+                held[4] += c[4]
 
 
 def price_of(name: str, prices: Mapping[str, Price]) -> Price | None:

@@ -159,3 +159,12 @@ def test_fold_prices_replies_and_summaries_by_request() -> None:
     assert tokens.turn_cost == prices.Cost(2)
     assert state.turn_replies == 1
     assert tokens_line(tokens).endswith("$2.00 this request, $8.00 in all")
+
+
+def test_the_overhead_benchmark_runs_at_a_tiny_size() -> None:
+    """benchmarks/cost_overhead.py measures each part and reports the target's verdict (timings are not asserted)."""
+    from benchmarks import cost_overhead
+
+    result = cost_overhead.measure(requests=20, runs=1)
+    assert set(result) >= {"fold_with_cost", "fold_without_cost", "check", "check_no_budget", "tokens_line", "overhead"}
+    assert "target < 0.05 ms" in cost_overhead.report(result)
