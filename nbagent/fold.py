@@ -284,8 +284,7 @@ def _assistant_msg(state: State, event: ev.Event) -> None:
 def _spent(state: State, event: ev.Event) -> None:
     """A reply's or summary's tokens, by price key: the model, named by its cloud where one served it (providers.price_key)."""
     model = price_key(event.get("model") or state.model, event.get("provider"))
-    prices.record(state.spend, model, event.get("usage"))
-    prices.record(state.turn_spend, model, event.get("usage"))
+    prices.record(state.spend, model, event.get("usage"), state.turn_spend)
 
 
 def _model_error(state: State, event: ev.Event) -> None:
