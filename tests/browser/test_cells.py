@@ -4,20 +4,27 @@ A turn with two python calls, then "Insert as cells": two code cells below the `
 recorded at the time and metadata naming the session and the call; pressing it again inserts nothing; Restart Kernel
 and Run All executes them (the variables are back) with no model request. ``Agent.cells = "code+summary"`` inserts as
 the turn ends. ``read_notebook`` sees a cell edited and not saved. A proposed edit shows its diff; Approve changes
-the cell, Undo restores it; Decline leaves it. The kernel side is nbagent/notebook/agent_cells.py (docs/cells.md).
+the cell, Undo restores it; Decline leaves it. A foreign session's button inserts nothing. The kernel side is nbagent/notebook/agent_cells.py (docs/cells.md).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
 
+from reliability.attacker import cloned_notebook_log
 from tests.browser.harness import PANEL_JS, Jupyter, visible_text, wait_until, write_notebook
 from tests.fake_anthropic import FakeAnthropic, text, tool_use
+from tests.test_labextension import installed_extension
+from tests.test_security import as_another_user
+
+MIME_TYPE = "application/vnd.nbagent.cells+json"
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.kernel]
 
@@ -37,6 +44,16 @@ CELLS_JS = f"""
   }});
 }}
 """
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _extension_installed() -> None:
+    """These tests need nbagent's extension installed: skip here without it (a machine with no Node.js), fail under CI."""
+    if installed_extension() is None:
+        reason = "nbagent's JupyterLab extension is not installed (pip install -e . builds it when Node.js >= 20.19 is on PATH)"
+        if os.environ.get("CI", "").lower() in ("true", "1"):
+            pytest.fail(f"CI=true: {reason}", pytrace=False)
+        pytest.skip(reason)
 
 
 @pytest.fixture(params=["lab", "notebook7"], scope="module")
@@ -169,5 +186,25 @@ def test_proposed_edit(app: Jupyter, fake_api: FakeAnthropic, choice: str) -> No
         wait_until(lambda: source() == "print(total)", 30, lambda: f"Approve did not change the cell: {source()!r}")
         app.page.evaluate(f"(path) => ({PANEL_JS})(path).content.model.sharedModel.cells[3].undo()", name)
         assert source() == "print(totl)", "Undo did not restore the cell"
+    app.shutdown_kernel(name)
+    app.close(name)
+
+
+def test_a_foreign_session_inserts_nothing(app: Jupyter, tmp_path: Path) -> None:
+    """A button for a session this user did not write (a cloned notebook's log), even one the user's own code draws,
+    inserts nothing: the kernel refuses the request and the button says why."""
+    name = f"foreign-{app.kind}.ipynb"
+    with as_another_user(tmp_path):
+        cloned_notebook_log(app.server.root / ".nbagent" / name / "cloned.jsonl", "pwned_by_clone = 1")
+    forged = {"v": 1, "session": "cloned", "turn": 1, "calls": [{"tool_use_id": "toolu_1", "label": "ran python"}]}
+    draw = f"from IPython.display import display\ndisplay({{{MIME_TYPE!r}: {forged!r}}}, raw=True)"
+    start(app, name, ["%load_ext nbagent", draw], setup=1)
+    app.run_cell(name, 1)
+    app.wait_idle(name)
+    output = app.output(name, 1)
+    output.locator("button.nbagent-cells-insert").click(timeout=60_000)
+    note = output.locator(".nbagent-cells-note")
+    wait_until(lambda: "not written by you" in visible_text(note), 60, lambda: f"the button says {visible_text(note)!r}")
+    assert len(cells(app, name)) == 2, "a foreign session's call was inserted"
     app.shutdown_kernel(name)
     app.close(name)
