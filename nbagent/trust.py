@@ -42,8 +42,6 @@ LOG_V1 = b"nbagent-log-v1\0"
 LOG_V2 = b"nbagent-log-v2\0"
 SNAPSHOT = b"nbagent-snapshot-v3\0"
 _TRUST_TYPE = b'"type":"trust"'
-_START_TYPE = b'"type":"session_start"'
-_HEAD = 96  # a line's v, seq, ts and type come within its first bytes
 _CRC_SUFFIX_LEN = len(',"crc":"00000000"}')
 
 LineTrust = Literal["mine", "legacy", "foreign", "altered", "unsigned"]
@@ -372,10 +370,6 @@ def check_log(
     unbroken = report.trusted_upto == start.line  # every line so far is trusted
     for number, (pos, line) in enumerate(whole_lines(data), start=start.line + 1):
         report.lines += 1
-        if number > 1 and line.find(_START_TYPE, 0, _HEAD) >= 0 and user is not None:
-            # A fork's own session_start: its lines, from this one on, are signed for its own session id.
-            session_id = _start_id(line) or session_id
-            chained, legacy = user.for_session(session_id), user.keyed(LOG_V1, session_id)
         body = line[:-_CRC_SUFFIX_LEN] + b"}" if line[-_CRC_SUFFIX_LEN:].startswith(b',"crc":"') else line
         sig = split_sig(body)[1]
         verdict: LineTrust
@@ -388,6 +382,11 @@ def check_log(
             verdict = "legacy" if verdict == "mine" else verdict
         else:
             verdict = chained.check(body, prev)
+            if verdict == "altered" and user is not None and number > 1 and (fork_id := _start_id(line)):
+                # A fork's own session_start: its lines, from this one on, are signed for its own session id.
+                session_id = fork_id
+                chained, legacy = user.for_session(session_id), user.keyed(LOG_V1, session_id)
+                verdict = chained.check(body, prev)
         prev = sig[KEY_ID_LEN + 1 :] if sig is not None else b""
         if verdict == "mine":
             report.mine += 1

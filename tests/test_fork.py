@@ -190,6 +190,9 @@ def test_a_fork_of_a_session_you_did_not_write_is_not_yours_to_run(tmp_path: Pat
     assert fake.requests == []  # nothing was sent
     report = history.verify(theirs.with_name("mine.jsonl"))
     assert report.ok and "NOT trusted" in report.trust and "7 signed by another key" in report.trust
+    with Session.open(theirs.with_name("mine.jsonl")) as kid:  # `nbagent trust` on the fork: then, and only then, it is yours to run
+        kid.trust_log()
+        assert kid.trusted and kid.continue_refusal() == ""
 
 
 def test_verify_fails_a_fork_whose_inherited_lines_or_parent_were_changed(tmp_path: Path) -> None:
