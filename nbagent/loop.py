@@ -395,6 +395,36 @@ class Loop:
             content, is_error = outcome
             self._result(tool_use_id, content, is_error=is_error, effect=tool.effect)
 
+        return parallel_calls.Job(lambda: self._start(recorded, tool, key), lambda: tool.invoke(arguments, key), finish)
+
+    def _start(self, recorded: Call, tool: Tool, key: str) -> None:
+        """Log that the call's body starts: durable (for non-read tools) before it runs."""
+        started: dict[str, Any] = {"tool_use_id": recorded.id, "name": tool.name, "effect": tool.effect, "attempt": recorded.attempts + 1}
+        if tool.takes_key:
+            started["idempotency_key"] = key
+        if tool.origin:
+            started["mcp"] = dict(tool.origin)
+        self.session.append(ev.TOOL_STARTED, **started)
+
+    def _run_call(self, tool_use_id: str, recorded: Call, warning: str | None, tool: Tool | None, verdict: Run | Ask | Refuse) -> None:
+        arguments = self.session.state.open_calls[tool_use_id]["input"]
+        if warning:
+            self._warn(tool_use_id, warning)
+        if isinstance(verdict, Refuse):
+            self._warn(tool_use_id, verdict.warning)
+            self._result(tool_use_id, verdict.text, is_error=True)
+            return
+        assert tool is not None  # only a missing tool is refused
+        if isinstance(verdict, Ask):
+            decision = self._approve(tool_use_id, tool, arguments, verdict.reason)
+            if not decision.approved:
+                self._result(tool_use_id, f"{verdict.refusal} {decision.note}".strip() or NOT_APPROVED, is_error=True)
+                return
+        key = idempotency_key(self.session.id, tool_use_id)
+        self._start(recorded, tool, key)
+        content, is_error = tool.invoke(arguments, key)
+        self._result(tool_use_id, content, is_error=is_error, effect=tool.effect)
+
     def _warn(self, tool_use_id: str, text: str) -> None:
         """Tell the user (a note in the log, a logged warning) that the code's tools disagree with the record."""
         logger.warning("%s: %s", self.session.path, text)
@@ -432,15 +462,6 @@ class Loop:
                 text, why = "Not run: the user moved on to a new request before this call started.", "not_started"
             # abandoned: views show it as a note of the request it belonged to, not as this one's tool error
             self.session.append(ev.TOOL_RESULT, tool_use_id=tool_use_id, content=text, is_error=True, abandoned=why)
-
-
-def _model(model: Model | str, provider: str | None) -> Model:
-    """A model name becomes Claude through ``provider``'s client; a Model object is used as it is."""
-    if isinstance(model, str):
-        return AnthropicModel(model, provider=provider)
-    if provider is not None and providers.lookup(provider).name != getattr(model, "provider", None):
-        raise NbagentError(f"provider={provider!r} does not apply to the model object given: build it with that provider instead.")
-    return model
 
 
 def _runs_beside(tool: Tool | None, verdict: Run | Ask | Refuse) -> bool:
