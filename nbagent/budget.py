@@ -17,6 +17,7 @@ from typing import Any
 
 from . import prices
 from .errors import NbagentError
+from .providers import price_key
 
 BUDGET = "budget"  # a note's kind: the budgets from here on (max_turns, max_cost, max_session_cost; absent: none)
 REACHED = "budget_reached"  # a note's kind: the loop stopped here at a budget (reached: which)
@@ -106,8 +107,9 @@ def chosen(recorded_budget: Budget, **given: Any) -> Budget:
     return Budget(**values)
 
 
-def refusal(budget: Budget, model: str, table: Mapping[str, prices.Price], *, setting: str = "{name}") -> str:
-    """Why a budget cannot be kept on ``model`` ('' if it can): dollars on a model the price table has no price for."""
+def refusal(budget: Budget, model: str, table: Mapping[str, prices.Price], *, setting: str = "{name}", provider: str | None = None) -> str:
+    """Why a budget cannot be kept on ``model`` ('' if it can): dollars on a model (on ``provider``'s cloud) with no price."""
+    model = price_key(model, provider) or model  # a cloud's replies are priced under its own key
     if not budget.dollars or prices.priced(model, table):
         return ""
     name = "max_cost" if budget.max_cost is not None else "max_session_cost"

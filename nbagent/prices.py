@@ -92,6 +92,7 @@ PRICES: dict[str, Price] = {
     "claude-haiku-5-5": _HAIKU_5_5,
     "claude-haiku-4-5": _HAIKU_4_5,
     "claude-haiku-4-5-20251001": _HAIKU_4_5,
+    "nbagent-demo (offline, not Claude)": Price(0, 0, 0, 0, 0),  # model.DemoModel: nothing is billed
 }
 
 _DATED = re.compile(r"^(.*)-\d{8}$")

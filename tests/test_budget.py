@@ -195,3 +195,10 @@ def test_crash_at_the_stop_resumes_without_running_past_it(
     assert len(fake.requests) == 2
     assert len(kinds(log_path, budgets.REACHED)) == 1
     assert [n.get("max_turns") for n in kinds(log_path, budgets.BUDGET)] == [2]
+
+
+def test_a_clouds_replies_need_the_clouds_price() -> None:
+    """On Bedrock the replies are priced under bedrock:<model>, which the table lacks: a dollar budget is refused there."""
+    assert budgets.refusal(Budget(max_cost=1.0), "claude-sonnet-5-5", prices.PRICES) == ""
+    said = budgets.refusal(Budget(max_cost=1.0), "claude-sonnet-5-5", prices.PRICES, provider="bedrock")
+    assert "no price for bedrock:claude-sonnet-5-5" in said

@@ -76,6 +76,7 @@ CASES = [
     # global inference is priced as the table says; a model with no price but no tokens costs nothing
     ("claude-sonnet-4-6", {"input_tokens": 1000, "output_tokens": 10, "inference_geo": "global"}, (1000 * 3 + 10 * 15) / 1e6),
     ("claude-test", {"input_tokens": 0, "output_tokens": 0}, 0.0),
+    ("nbagent-demo (offline, not Claude)", {"input_tokens": 10_000, "output_tokens": 10_000}, 0.0),  # the offline demo bills nothing
 ]
 
 
