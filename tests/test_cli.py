@@ -47,7 +47,7 @@ def test_sessions_lists_the_notebook_sessions(workspace: Path) -> None:
     code, out, err = cli("sessions")
     assert code == 0 and not err
     header, row = out.splitlines()
-    assert header.split() == ["SESSION", "TITLE", "CREATED", "LAST", "ACTIVITY", "TURNS", "TOKENS", "CONTEXT", "TRUST", "STATUS"]
+    assert header.split() == ["SESSION", "TITLE", "CREATED", "LAST", "ACTIVITY", "TURNS", "TOKENS", "COST", "CONTEXT", "TRUST", "STATUS"]
     assert row.startswith(the_log(workspace).stem) and "Compute 1+1 and read data.csv" in row
     assert row.split()[-1] == "complete" and " 2 " in row
     assert cli("sessions", "analysis.ipynb")[1] == out

@@ -212,7 +212,7 @@ def test_sessions_show_context_use_from_the_log_and_from_a_snapshot(tmp_path: Pa
     out = StringIO()
     history.write_table([summary], out)
     header, row = out.getvalue().splitlines()
-    assert header.split()[7] == "CONTEXT" and "  143k / 200k  " in row
+    assert header.split()[8] == "CONTEXT" and "  143k / 200k  " in row
 
 
 # Secrets: the log keeps thinking and compaction blocks verbatim; nothing shown or exported does ----
