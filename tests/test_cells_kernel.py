@@ -264,7 +264,10 @@ def test_a_proposed_edit_shows_its_diff_and_is_applied_only_when_approved(kernel
         if button is not None:
             click(kernel.kc, button)
 
-    kernel.execute("%agent fix my cell", cell_id="ask", on_message=browse)
+    status, _ = kernel.try_run("x = undefined_name", "c1")
+    assert status == "error"
+    kernel.execute("%agent --fix", cell_id="ask", on_message=browse)  # with the extension, --fix proposes its fix as an edit
+    assert "propose_cell_edit" in str(fake.requests[0].body["messages"][-1]["content"])
     [question] = questions
     assert "-x = 1" in question and "+x = 2" in question and "y = x + 1" in question
     applied = [d for d in browser.seen if d.get("type") == "apply_edit"]
