@@ -92,7 +92,7 @@ def of_state(item: Listed, state: fold.State, source: str) -> Listed:
 
 def describe(path: Path, user: trust.Signer | None) -> Listed:
     """One log as a listing row: from its snapshot header and the events after it, or a whole read; ``problem`` if it cannot be read."""
-    item = Listed(session_name(path), str(path), notebook_of(path))
+    item = Listed(session_name(path), str(path), notebook_of(path), source="log")  # a file: never an index row
     try:
         with open_regular(path) as handle:
             size = os.fstat(handle.fileno()).st_size
