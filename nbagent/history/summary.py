@@ -332,7 +332,8 @@ def write_table(summaries: Sequence[Summary], out: TextIO, *, current: str | Non
     rows = [
         [
             s.name,
-            (f"(fork of {s.parent_name or s.parent[:8]} at {s.forked_at}) " if s.parent else "") + (shorten(s.title, 40) if s.title else "-"),
+            (f"(fork of {s.parent_name or s.parent[:8]} at {s.forked_at}) " if s.parent else "")
+            + (shorten(s.title, 40) if s.title else "-"),
             when(s.created),
             when(s.last_ts),
             str(s.turns),
