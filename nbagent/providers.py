@@ -363,6 +363,24 @@ STATUS_KINDS = {
 }
 
 
+# The exceptions a Bedrock response stream ends with (the ResponseStream members of InvokeModelWithResponseStream,
+# https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_InvokeModelWithResponseStream.html), as the API's
+# error types: the SDK reports a frame's exception type as the error's type.
+STREAM_EXCEPTIONS = {
+    "internalServerException": "api_error",
+    "modelStreamErrorException": "api_error",
+    "throttlingException": "rate_limit_error",
+    "serviceUnavailableException": "overloaded_error",
+    "modelTimeoutException": "timeout_error",
+    "validationException": "invalid_request_error",
+}
+
+
+def error_kind(kind: str) -> str:
+    """A cloud's error type as the API's (a Bedrock stream exception); any other type as it is."""
+    return STREAM_EXCEPTIONS.get(kind, kind)
+
+
 def status_kind(status: int) -> str:
     """The API's error type for an HTTP status a cloud answered with."""
     return STATUS_KINDS.get(status, "api_error" if status >= 500 or status == 200 else "invalid_request_error")

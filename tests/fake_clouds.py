@@ -377,9 +377,10 @@ def _handler(cloud: FakeCloud) -> type[BaseHTTPRequestHandler]:
         def _stream_events(self, response: http.client.HTTPResponse) -> None:
             self._start_chunked("application/vnd.amazon.eventstream")
             for name, data in sse_events(response):
-                if name == "error":
+                if name == "error":  # the API's error type as the stream exception Bedrock names for it
                     error = json.loads(data).get("error", {})
-                    self._chunk(exception_event("internalServerException", str(error.get("message", ""))))
+                    kind = {"overloaded_error": "serviceUnavailableException", "rate_limit_error": "throttlingException"}
+                    self._chunk(exception_event(kind.get(error.get("type"), "internalServerException"), str(error.get("message", ""))))
                     break
                 if name != "ping":
                     self._chunk(chunk_event(data))

@@ -20,7 +20,7 @@ import nbagent
 from nbagent import providers
 from nbagent.errors import NbagentError
 from nbagent.model import AnthropicModel
-from tests.fake_anthropic import FakeAnthropic, text, tool_use
+from tests.fake_anthropic import FakeAnthropic, stream_error, text, tool_use
 from tests.fake_clouds import FakeCloud
 
 pytestmark = pytest.mark.sdk  # run again against the SDK floor in CI (.ci/run)
@@ -160,6 +160,23 @@ def test_the_cache_breakpoint_goes_on_the_last_block(content: Any, marked: Any) 
 
 
 @pytest.mark.parametrize(
+    ("given", "kind"),
+    [
+        ("internalServerException", "api_error"),
+        ("modelStreamErrorException", "api_error"),
+        ("throttlingException", "rate_limit_error"),
+        ("serviceUnavailableException", "overloaded_error"),
+        ("modelTimeoutException", "timeout_error"),
+        ("validationException", "invalid_request_error"),
+        ("overloaded_error", "overloaded_error"),  # the API's own types pass through
+        ("somethingNewException", "somethingNewException"),
+    ],
+)
+def test_a_bedrock_stream_exception_reads_as_the_apis_error_type(given: str, kind: str) -> None:
+    assert providers.error_kind(given) == kind
+
+
+@pytest.mark.parametrize(
     ("status", "kind"),
     [(400, "invalid_request_error"), (401, "authentication_error"), (403, "permission_error"), (404, "not_found_error")]
     + [(418, "invalid_request_error"), (429, "rate_limit_error"), (500, "api_error"), (503, "api_error"), (529, "overloaded_error")],
@@ -249,6 +266,40 @@ def test_bedrock_api_key_is_a_bearer_token_and_a_provider_id_is_sent_as_given(
             (call,) = model_calls(session)
             assert call["model"] == "claude-sonnet-4-6" and call["provider_model"] == "global.anthropic.claude-sonnet-4-6"
             assert token not in log_text(session)
+
+
+def test_bedrock_error_mid_stream_is_an_exception_frame_and_is_retried(
+    api: FakeAnthropic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = "ABSKfakeBedrockApiKey0123456789abcdef"
+    with FakeCloud("bedrock", api, bearer=frozenset({token})) as cloud:
+        monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", token)
+        monkeypatch.setenv("AWS_REGION", cloud.region)
+        monkeypatch.setenv("ANTHROPIC_BEDROCK_BASE_URL", cloud.base_url)
+        api.script(stream_error(after=4, partial=text("This reply is cut short.")), text("Second try."))
+        with nbagent.Session.open(tmp_path / "s.jsonl") as session:
+            assert nbagent.run(session, "hi", model="claude-sonnet-4-6", provider="bedrock") == "Second try."
+            (failure,) = [e for e in session.events() if e["type"] == "model_error"]
+            assert failure["retryable"] and failure["status"] is None and "Amazon Bedrock error (mid-stream" in failure["message"]
+            assert len(cloud.requests) == 2
+
+
+def test_server_compaction_asked_for_on_bedrock_goes_in_the_body(
+    api: FakeAnthropic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = "ABSKfakeBedrockApiKey0123456789abcdef"
+    with FakeCloud("bedrock", api, bearer=frozenset({token})) as cloud:
+        monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", token)
+        monkeypatch.setenv("AWS_REGION", cloud.region)
+        monkeypatch.setenv("ANTHROPIC_BEDROCK_BASE_URL", cloud.base_url)
+        api.script(text("ok"))
+        with nbagent.Session.open(tmp_path / "s.jsonl") as session:
+            model = AnthropicModel("claude-opus-4-6", provider="bedrock")
+            nbagent.Loop(session, model=model, context=nbagent.ContextSettings(compact="server")).run("hi")  # asked for: tried
+        (request,) = cloud.requests
+        assert (
+            request.body["anthropic_beta"] == [nbagent.context.COMPACT_BETA] and request.body["context_management"]
+        )  # Bedrock reads betas from the body
 
 
 def test_bedrock_refusal_echoing_the_key_never_reaches_the_log(api: FakeAnthropic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -455,6 +506,14 @@ def test_the_header_names_the_cloud_the_turn_ran_on() -> None:
     assert "on Amazon Bedrock" in panel.static_bundle()["text/html"]
     panel({"type": "model_call", "seq": 3, "model": "claude-sonnet-4-6", "provider": "anthropic", "attempt": 1})
     assert "on " not in panel.status_line()
+
+
+def test_the_live_panels_header_names_the_cloud() -> None:
+    from nbagent.notebook.panel import Panel
+
+    panel = Panel("hi")
+    panel({"type": "model_call", "seq": 2, "model": "claude-opus-4-8", "provider": "vertex", "attempt": 1})
+    assert "on Google Vertex AI" in panel.header.value
 
 
 # In a notebook: %config Agent.provider --------------------------------------------------------------------------------
