@@ -162,6 +162,8 @@ def _model_error(exc: anthropic.APIStatusError, info: providers.ProviderInfo = p
     if not error.get("type") and info.name != "anthropic":  # a cloud's own error shape: the kind the status stands for
         kind = providers.status_kind(exc.status_code)
         message = str(error.get("message") or body.get("message") or exc.message)
+    elif info.name != "anthropic":
+        kind = providers.error_kind(kind)  # a Bedrock stream's exception type
     status = exc.status_code if exc.status_code != 200 else None  # 200: the error arrived mid-stream
     headers = exc.response.headers if exc.response is not None else {}
     retryable = should_retry(kind, status, headers.get("x-should-retry"))
