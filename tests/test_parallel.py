@@ -359,3 +359,21 @@ def test_a_read_that_must_run_alone_runs_on_the_loops_thread(fake: FakeAnthropic
     with nbagent.Session.open(log_path) as session:
         go(session, client, "peek", [peek, read_doc])
     assert threads == {"a": False, "b": False, "doc": True, "c": True}  # a and b side by side; the rest alone, on the loop's thread
+
+
+def test_a_result_logged_first_waits_in_the_fold_and_a_snapshot_keeps_it(log_path: Path) -> None:
+    """The fold holds b's result until a's is in (even across a snapshot), then both go in, in the reply's order."""
+    with nbagent.Session.open(log_path) as session:
+        session.append(ev.USER_MSG, content="go")
+        calls = [{"type": "tool_use", "id": t, "name": "fetch", "input": {}} for t in ("toolu_a", "toolu_b")]
+        session.append(ev.ASSISTANT_MSG, message_id="m", model=MODEL, content=calls, stop_reason="tool_use", usage={})
+        session.append(ev.TOOL_STARTED, tool_use_id="toolu_b", name="fetch", effect="read", attempt=1)
+        session.append(ev.TOOL_RESULT, tool_use_id="toolu_b", content="b", effect="read")
+        assert session.messages[-1]["role"] == "assistant" and list(session.state.open_calls) == ["toolu_a"]
+        assert session.state.frontier == "tools" and list(session.state.held) == ["toolu_b"]
+        session.snapshot()
+    with nbagent.Session.open(log_path) as session:
+        assert session.snapshot_note == "" and list(session.state.held) == ["toolu_b"]  # from the snapshot
+        session.append(ev.TOOL_RESULT, tool_use_id="toolu_a", content="a", effect="read")
+        assert [b["tool_use_id"] for b in session.messages[-1]["content"]] == ["toolu_a", "toolu_b"]
+        assert session.state.held == {} and session.state.awaiting == [] and session.state.frontier == "model"
