@@ -98,3 +98,28 @@ def test_rewind_in_a_real_kernel_then_restart_and_run_all(kernels: Any, fake: An
     assert "the fork this cell made before the kernel restart" in outputs[3]
     assert len(store.list_sessions(folder)) == 2  # no second fork
     assert "NameError" in second.run("try:\n    x\nexcept NameError as e:\n    print('NameError')")  # turn 2's code was not re-run
+
+
+def test_fork_in_the_shell_keeps_every_turn_and_later_cells_use_it(shell: Any, fake: Any, tmp_path: Path, capsys: Any) -> None:
+    from IPython.core.error import UsageError
+
+    fake.script(text("one"), text("two"), text("three"))
+    assert shell.run_cell("%agent say one").error_in_exec is None
+    assert shell.run_cell("%agent say two").error_in_exec is None
+    folder = tmp_path / ".nbagent" / "untitled"
+    [parent] = store.list_sessions(folder)
+    assert shell.run_cell("%agent --fork").error_in_exec is None
+    assert "keeping turns 1-2." in capsys.readouterr().out  # nothing left out, so no rewind note
+    assert shell.run_cell("%agent say three").error_in_exec is None
+    sent = requests_text(fake)[-1]
+    assert "say one" in sent and "say two" in sent and "rewound" not in sent
+    names = [s.name for s in store.list_sessions(folder)]
+    assert len(names) == 2 and parent.name in names
+    for line, words in (
+        ("%agent --fork 7", "there is no turn 7"),
+        ("%agent --fork --new hi", "run one alone"),
+        ("%agent --rewind 1 --fork 1", "run one alone"),
+    ):
+        result = shell.run_cell(line)
+        assert isinstance(result.error_in_exec, UsageError) and words in str(result.error_in_exec), (line, result.error_in_exec)
+    assert len(store.list_sessions(folder)) == 2  # nothing made by a refused cell

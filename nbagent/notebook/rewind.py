@@ -113,7 +113,8 @@ def switch(magics: Any, args: Any) -> None:
     had = parent.state.turns
     try:
         with usage_errors():
-            child = parent.fork(turn=turn, by={"cell_id": cell_id, "kernel": nbkernel.KERNEL_ID, "option": option})
+            # --fork without N keeps every turn: the end of the last one (a note logged after it belongs to the next)
+            child = parent.fork(turn=had if turn is None else turn, by={"cell_id": cell_id, "kernel": nbkernel.KERNEL_ID, "option": option})
     except ForkPointError as exc:
         raise UsageError(f"Cannot fork {parent.path.stem} there: {exc}.") from None
     kept = child.state.turns
