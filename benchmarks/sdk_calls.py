@@ -62,7 +62,7 @@ def fake_process(words: int, chunks: int) -> Iterator[anthropic.Anthropic]:
     finally:
         assert child.stdin is not None
         child.stdin.close()
-        child.wait(10)
+        child.wait(60)  # a loaded machine can take seconds to stop a child
 
 
 # 5a. One request: the stream() helper vs create(stream=True) -------------------------------------------------
