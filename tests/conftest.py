@@ -54,6 +54,15 @@ def missing_part(marker: str, environ: Mapping[str, str] = os.environ) -> str | 
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist's ``--dist loadgroup``: a test file runs whole on one worker (its module fixtures start once), and
+    the browser tests all run on one worker, one at a time (two Chromiums and Jupyter servers at once starve a small machine)."""
+    for item in items:
+        group = "browser" if item.get_closest_marker("browser") else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Skip a test whose part is missing here, with a one-line reason; under CI=true fail instead (CI runs everything)."""
     for marker in ("kernel", "browser", "postgres"):
