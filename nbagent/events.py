@@ -170,6 +170,10 @@ class Note(TypedDict):
     action: NotRequired[str]  # kind "stop": what the stop rule decided for the reply before it (stops.py)
     budget: NotRequired[int]  # kind "notebook_context": the note's limit in characters (Agent.notebook_context_budget)
     left_out: NotRequired[dict[str, int]]  # kind "notebook_context": how many cells, variables, names gone did not fit
+    max_turns: NotRequired[int]  # kind "budget" (budget.py): model calls one request may make (absent: no limit)
+    max_cost: NotRequired[float]  # kind "budget": dollars one request may cost
+    max_session_cost: NotRequired[float]  # kind "budget": dollars the session may cost
+    reached: NotRequired[str]  # kind "budget_reached": which budget stopped the loop there (max_turns, max_cost, ...)
     turn: NotRequired[int]  # kind "cells_inserted": the turn (from 1) whose python calls became cells
     anchor: NotRequired[str]  # kind "cells_inserted": the id of the %agent cell they were inserted below
     cells: NotRequired[list[dict[str, Any]]]  # kind "cells_inserted": [{tool_use_id, cell_id, index}] the browser inserted
