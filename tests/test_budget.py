@@ -202,3 +202,13 @@ def test_a_clouds_replies_need_the_clouds_price() -> None:
     assert budgets.refusal(Budget(max_cost=1.0), "claude-sonnet-5-5", prices.PRICES) == ""
     said = budgets.refusal(Budget(max_cost=1.0), "claude-sonnet-5-5", prices.PRICES, provider="bedrock")
     assert "no price for bedrock:claude-sonnet-5-5" in said
+
+
+def test_budget_notes_have_the_declared_shape() -> None:
+    """The notes the loop writes pass the reader's shape check (events.Note declares their fields)."""
+    for payload in (
+        Budget(max_turns=3, max_cost=1, max_session_cost=2.5).event(),
+        {"kind": budgets.REACHED, "reached": "max_cost", "text": "t"},
+    ):
+        assert ev.shape_problem(ev.make(2, ev.NOTE, payload)) == ""
+    assert ev.shape_problem(ev.make(2, ev.NOTE, {"kind": budgets.BUDGET, "max_turns": "3"})) != ""
