@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -202,6 +203,44 @@ def client(provider: str | None) -> Any:
     missing = problem(info.name) if info.name != "anthropic" else None
     if missing:
         raise NbagentError(missing)
+    # One client per provider and configuration, kept: each %agent turn builds its model, and a new client would read
+    # the credential chain again and (Vertex) mint a new token. Changed variables make a new one.
+    key = (info.name, tuple(os.environ.get(name) for name in _CONFIG_ENV.get(info.name, ())))
+    with _clients_lock:
+        held = _clients.get(key)
+    if held is not None:
+        return held
+    made = _build(info)
+    with _clients_lock:
+        _clients[key] = made
+    return made
+
+
+# The variables a cloud's client is configured from (the SDK's and the cloud library's): a change builds a new client.
+_CONFIG_ENV = {
+    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"),
+    "bedrock": (
+        *("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION"),
+        *("AWS_DEFAULT_REGION", "AWS_BEARER_TOKEN_BEDROCK", "ANTHROPIC_BEDROCK_BASE_URL", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"),
+    ),
+    "vertex": (
+        *("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CONFIG", "CLOUD_ML_REGION"),
+        *("ANTHROPIC_VERTEX_PROJECT_ID", "ANTHROPIC_VERTEX_BASE_URL"),
+    ),
+    "foundry": (
+        "ANTHROPIC_FOUNDRY_API_KEY",
+        "ANTHROPIC_FOUNDRY_RESOURCE",
+        "ANTHROPIC_FOUNDRY_BASE_URL",
+        "AZURE_CLIENT_ID",
+        "AZURE_TENANT_ID",
+    ),
+}
+_clients: dict[tuple[str, tuple[str | None, ...]], Any] = {}
+_clients_lock = threading.Lock()
+
+
+def _build(info: ProviderInfo) -> Any:
+    """A new client for ``info``'s cloud (see :func:`client`)."""
     import anthropic
 
     builder = _BUILDERS[info.name]

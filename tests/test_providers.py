@@ -403,6 +403,11 @@ def test_vertex_turn_authenticates_with_adc_and_streams_into_the_log(
             assert "cache_control" not in request.body and request.body["messages"][-1]["content"][-1]["cache_control"]
             assert api.requests[0].body["model"] == "claude-haiku-4-5@20251001"
             assert [c["provider"] for c in model_calls(session)] == ["vertex"]
+            api.script(text("Again."))
+            assert (
+                nbagent.run(session, "and again", model="claude-haiku-4-5", provider="vertex") == "Again."
+            )  # a new model, as each %agent turn builds
+            assert len(cloud.tokens_issued) == 1 and len(cloud.requests) == 2  # the client is kept: no second token, no second ADC read
             logged = log_text(session)
             assert token not in logged and "PRIVATE KEY" not in logged
 
