@@ -98,7 +98,8 @@ class Connection:
         """The task that owns the session: open it, list the tools, wait for stop; the session is closed in this task."""
         from mcp import Client
 
-        self._stop = asyncio.Event()
+        stop = self._stop = asyncio.Event()  # this run's: a restarted server's run has its own
+        client: Any = None
         try:
             async with contextlib.AsyncExitStack() as stack:
                 transport = await self._transport(stack)
@@ -116,13 +117,15 @@ class Connection:
                 self.tools, self.state, self.error = tools, "running", ""
                 self.generation += 1
                 ready.set_result(None)
-                await self._stop.wait()
+                await stop.wait()
         except BaseException as exc:  # a server that cannot start or that died: said in the state, never raised
-            self._fail(exc, ready)
+            if self._stop is stop:  # an earlier run closing late says nothing about the one after it
+                self._fail(exc, ready)
             if not isinstance(exc, Exception):
                 raise
         finally:
-            self._client = None
+            if self._client is client:
+                self._client = None
             if not ready.done():
                 ready.set_result(None)
 
