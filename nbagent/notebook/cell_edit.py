@@ -30,7 +30,10 @@ DESCRIPTION = (
     "replaced in the notebook (an ordinary edit the user can undo) and nothing is run. Use it to fix or improve a "
     "cell the user wrote rather than re-running its code yourself. Declined, leave that cell alone."
 )
-NO_REPLY = "[The browser did not answer in time, so this is the notebook as last saved: edits not yet saved are not in it.]\n"
+NO_REPLY = (
+    "[The browser's document could not be read just now (no answer in time, or the kernel cannot read one while the "
+    "agent runs here), so this is the notebook as last saved: edits not yet saved are not in it.]\n"
+)
 
 
 def read_live(bridge: Bridge | None) -> tuple[str | None, str]:
@@ -87,7 +90,7 @@ class Proposals:
         """The cell's source in the browser now; a ToolError if the browser did not answer or has no such cell."""
         reply = self.bridge.request({"type": "read_request"}, REPLY_TIMEOUT)
         if reply is None or reply.get("type") != "notebook":
-            raise ToolError("The browser did not answer, so the cell could not be read; nothing was changed.")
+            raise ToolError("The cell could not be read from the browser just now, so nothing was changed.")
         for cell in reply["cells"]:
             if cell["id"] == cell_id:
                 return str(cell["source"])

@@ -281,13 +281,17 @@ class Bridge:
         return str(message["id"])
 
     def request(self, message: Message, timeout: float = 10.0) -> Message | None:
-        """Send a request and wait for its reply (pumping comm messages while a cell runs); None if none came in time."""
-        if not self.present:
+        """Send a request and wait for its reply, pumping comm messages while the cell runs; None if none came in time.
+
+        Only the kernel's main thread can read a reply while a cell runs (through the pump); elsewhere (a tool run on
+        another thread while the main thread waits, a kernel the pump does not support) nothing could read it, so
+        None at once: the caller falls back.
+        """
+        if not self.present or threading.current_thread() is not threading.main_thread():
             return None
-        main = threading.current_thread() is threading.main_thread()
-        pump = CommPump.for_current_kernel() if main else None
-        if pump is None and main:
-            return None  # a running cell blocks the kernel's loop and nothing could read the reply: the caller falls back
+        pump = CommPump.for_current_kernel()
+        if pump is None:
+            return None
         request_id = uuid.uuid4().hex
         slot: list[Message] = []
         with self._lock:
@@ -295,13 +299,9 @@ class Bridge:
         try:
             self.send({"v": VERSION, **message, "id": request_id})
             deadline = time.monotonic() + timeout
-            if pump is None:  # not on the main thread: the kernel's own loop delivers the reply
-                while not slot and time.monotonic() < deadline:
-                    time.sleep(0.02)
-            else:
-                with pump:
-                    while not slot and time.monotonic() < deadline and pump.poll(min(0.1, max(0.0, deadline - time.monotonic()))):
-                        pass
+            with pump:
+                while not slot and time.monotonic() < deadline and pump.poll(min(0.1, max(0.0, deadline - time.monotonic()))):
+                    pass
             return slot[0] if slot else None
         finally:
             with self._lock:
