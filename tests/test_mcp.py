@@ -23,9 +23,10 @@ from nbagent import events as ev
 from nbagent.approval import ApprovalRequest, Decision
 from nbagent.errors import UntrustedLogError
 from nbagent.mcp import Manager, McpServers
+from tests import mcp_part
 from tests.fake_anthropic import FakeAnthropic, text, tool_use
 
-pytest.importorskip("mcp", reason="needs the mcp SDK: pip install -e '.[test]'")
+mcp_part.require()
 pytestmark = pytest.mark.slow  # each test starts a Python MCP server (~1-2 s)
 
 MODEL = "claude-test"

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
+from tests import mcp_part
 from tests.fake_anthropic import FakeAnthropic, text, tool_use
 from tests.kernels import Kernel, button_id, click, errors, kernel_env, wait_for
 
-pytest.importorskip("mcp", reason="needs the mcp SDK: pip install -e '.[test]'")
+mcp_part.require()
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -19,9 +19,10 @@ from nbagent.mcp import McpServers, project
 from nbagent.notebook import mcp_servers
 from nbagent.notebook.settings import Agent
 from nbagent.reader import read_events
+from tests import mcp_part
 from tests.fake_anthropic import FakeAnthropic, text, tool_use
 
-pytest.importorskip("mcp", reason="needs the mcp SDK: pip install -e '.[test]'")
+mcp_part.require()
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -73,6 +74,7 @@ def test_an_unapproved_file_starts_nothing_and_says_so(tmp_path: Path) -> None:
     assert servers.tools() == [] and not (tmp_path / "starts.txt").exists()
 
 
+@pytest.mark.slow
 def test_approved_in_a_terminal_it_starts_and_an_edit_asks_again(tmp_path: Path) -> None:
     path = write_project(tmp_path)
     out, err = io.StringIO(), io.StringIO()
