@@ -1,6 +1,6 @@
 /**
  * One notebook's end of the `nbagent.cells` comm: opened when its kernel is ready (again after a restart, and after
- * a cell ran while nbagent was not loaded yet), every message checked, each request answered.
+ * a cell naming nbagent ran while there was no comm), every message checked, each request answered.
  */
 
 import type { ICodeCellModel } from '@jupyterlab/cells';
@@ -122,15 +122,25 @@ export class CellsBridge {
   }
 
   private _onIOPub(_: unknown, msg: KernelMessage.IMessage): void {
-    // A cell just finished: it may have been `%load_ext nbagent`, so a notebook without the comm tries again.
+    if (this.status === 'ready') {
+      return;
+    }
+    // A cell that names nbagent (`%load_ext nbagent`, `import nbagent`, `%agent`) may have loaded it: once it has
+    // finished, a notebook without the comm tries again (other cells never make the kernel log a refused comm).
+    if (msg.header.msg_type === 'execute_input') {
+      const code = (msg as KernelMessage.IExecuteInputMsg).content.code;
+      this._retry = this._retry || /nbagent|%%?agent/.test(code);
+      return;
+    }
     if (
-      this.status !== 'ready' &&
+      this._retry &&
       msg.header.msg_type === 'status' &&
       (msg as KernelMessage.IStatusMsg).content.execution_state === 'idle' &&
       msg.parent_header &&
       (msg.parent_header as KernelMessage.IHeader).msg_type ===
         'execute_request'
     ) {
+      this._retry = false;
       this.connect();
     }
   }
@@ -281,6 +291,7 @@ export class CellsBridge {
   }
 
   private _comm: Kernel.IComm | null = null;
+  private _retry = false; // a cell naming nbagent ran while there was no comm
   private _clicks = new Map<
     string,
     { session: string; resolve: (outcome: InsertOutcome) => void }
