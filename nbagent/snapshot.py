@@ -166,6 +166,7 @@ def summary(state: State) -> dict[str, Any]:
         "turns": state.turns,
         "usage": dict(state.usage),
         "spend": {key: list(counts) for key, counts in state.spend.items()},  # tokens by price key: a listing's cost (prices.py)
+        **({"budget_stopped": True} if state.budget_stopped else {}),  # the loop stopped at a budget (budget.py)
         "status": state.status,
         "frontier": state.frontier,
         "open_calls": len(state.open_calls),

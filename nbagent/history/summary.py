@@ -203,6 +203,8 @@ def from_listed(item: Listed) -> Summary:
     summary.spend = _spend(head)
     summary.context_tokens, summary.window = int(head.get("context_tokens") or 0), int(head.get("window") or 0)
     summary.complete, summary.pending = _pending(head.get("status", ""), head.get("frontier", ""), head.get("open_calls", 0))
+    if head.get("budget_stopped") is True and not summary.complete:
+        summary.pending = "stopped at its budget"
     return from_lineage(summary, item)
 
 
