@@ -135,7 +135,8 @@ def reached(budget: Budget, replies: int, turn: prices.Cost, session: prices.Cos
     it can no longer be kept.
     """
     if budget.max_turns is not None and replies >= budget.max_turns:
-        return Reached("max_turns", f"stopped: this request reached its budget of {budget.max_turns} model calls (max_turns)")
+        calls = f"{budget.max_turns} model call{'s' if budget.max_turns != 1 else ''}"
+        return Reached("max_turns", f"stopped: this request reached its budget of {calls} (max_turns)")
     for name, limit, spent, what in (
         ("max_cost", budget.max_cost, turn, "this request"),
         ("max_session_cost", budget.max_session_cost, session, "the session"),
