@@ -210,6 +210,12 @@ def test_without_the_extension_the_button_says_so_and_agent_cells_fills_the_next
     [payload] = reply["content"]["payload"]
     assert payload["source"] == "set_next_input" and payload["text"] == "a = 21\nprint('a is', a)\n\nb = a * 2\nb"
 
+    # --resume shows the earlier turn first: the button and the code are the new turn's.
+    name = button_of(messages)[MIME]["session"]
+    fake.script(tool_use("python", {"code": "c = 1"}), text("c is 1."))
+    messages, _ = kernel.execute(f"%agent --resume {name} make c", cell_id="again")
+    assert button_of(messages)[MIME]["turn"] == 2
+
 
 def test_read_notebook_reads_the_browser_s_unsaved_cells_while_the_cell_runs(kernels, fake, tmp_path: Path) -> None:
     kernel = kernels()

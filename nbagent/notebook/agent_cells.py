@@ -147,7 +147,9 @@ class AgentCells:
             return  # terminal IPython: no outputs to draw in; a foreign session: never inserted
         seen = [e["seq"] for e in getattr(view, "events", []) if e.get("type") == ev.USER_MSG]
         found = turns(session.events())
-        work = next((t for t in found if seen and t.seq == seen[0]), found[-1] if found and live else None)
+        # A live cell's own request is the last it saw (--resume shows the session's earlier turns first).
+        mine = seen[-1] if live and seen else seen[0] if seen else None
+        work = next((t for t in found if t.seq == mine), found[-1] if found and live else None)
         if work is None or not work.done:
             return
         bundle = insert.button(work, session.path.stem)
