@@ -107,10 +107,15 @@ def chosen(recorded_budget: Budget, **given: Any) -> Budget:
     return Budget(**values)
 
 
-def refusal(budget: Budget, model: str, table: Mapping[str, prices.Price], *, setting: str = "{name}", provider: str | None = None) -> str:
-    """Why a budget cannot be kept on ``model`` ('' if it can): dollars on a model (on ``provider``'s cloud) with no price."""
+def refusal(
+    budget: Budget, model: str, table: Mapping[str, prices.Price] | None = None, *, setting: str = "{name}", provider: str | None = None
+) -> str:
+    """Why a budget cannot be kept on ``model`` ('' if it can): dollars on a model (on ``provider``'s cloud) with no price.
+
+    ``table``: the prices (default: those in force, read only for a dollar budget; PriceError if they cannot be read).
+    """
     model = price_key(model, provider) or model  # a cloud's replies are priced under its own key
-    if not budget.dollars or prices.priced(model, table):
+    if not budget.dollars or prices.priced(model, prices.table() if table is None else table):
         return ""
     name = "max_cost" if budget.max_cost is not None else "max_session_cost"
     return (

@@ -182,6 +182,7 @@ class Cost:
 
     dollars: float | None
     unpriced: tuple[str, ...] = ()
+    problem: str = ""  # the price overrides could not be read (their error): nothing is priced until they are mended
 
     @property
     def known(self) -> bool:
@@ -193,8 +194,8 @@ class Cost:
         return dollars(self.dollars) if self.dollars is not None else "cost unknown"
 
     def why(self) -> str:
-        """Why the figure is unknown: 'no price for claude-x' ('' when it is known)."""
-        return f"no price for {', '.join(self.unpriced)}" if self.unpriced else ""
+        """Why the figure is unknown: 'no price for claude-x', or the overrides' error ('' when it is known)."""
+        return self.problem or (f"no price for {', '.join(self.unpriced)}" if self.unpriced else "")
 
 
 def dollars(amount: float) -> str:
@@ -203,8 +204,15 @@ def dollars(amount: float) -> str:
 
 
 def cost(spend: Mapping[str, Sequence[int]] | None, prices: Mapping[str, Price] | None = None) -> Cost:
-    """The dollars of ``spend`` (price key -> the five counts) at ``prices`` (default: :func:`table`)."""
-    prices = table() if prices is None else prices
+    """The dollars of ``spend`` (price key -> the five counts) at ``prices`` (default: :func:`table`).
+
+    With the default, overrides that cannot be read make the cost unknown (saying why) rather than fail a view.
+    """
+    if prices is None:
+        try:
+            prices = table()
+        except PriceError as err:
+            return Cost(None, problem=str(err)) if any(any(held) for held in (spend or {}).values()) else Cost(0.0)
     total, unpriced = 0.0, []
     for name, held in (spend or {}).items():
         price = price_of(name, prices)

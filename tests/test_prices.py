@@ -169,3 +169,14 @@ def test_the_overhead_benchmark_runs_at_a_tiny_size() -> None:
     result = cost_overhead.measure(requests=20, runs=1)
     assert set(result) >= {"fold_with_cost", "fold_without_cost", "check", "check_no_budget", "tokens_line", "overhead"}
     assert "target < 0.05 ms" in cost_overhead.report(result)
+
+
+def test_unreadable_overrides_make_views_say_cost_unknown_and_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A view never fails on a bad NBAGENT_PRICES: the cost is unknown and says why; asking for the table raises."""
+    monkeypatch.setenv(prices.ENV, "{not json")
+    spend = {"claude-opus-4-6": [1, 0, 0, 0, 0]}
+    cost = prices.cost(spend)
+    assert cost.words() == "cost unknown" and cost.why().startswith("NBAGENT_PRICES is not valid JSON")
+    assert prices.cost({}) == prices.Cost(0.0)
+    with pytest.raises(prices.PriceError):
+        prices.table()
