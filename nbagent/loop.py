@@ -126,9 +126,7 @@ class Loop:
         """The run's budgets, logged when they change; BudgetError (nothing sent or logged) if one can't be kept."""
         state = self.session.state
         budget = budgets.chosen(budgets.of_state(state.budget), **self.budgets)
-        refusal = budgets.refusal(
-            budget, self.model.name, budgets.prices.table(), setting=self.setting_names, provider=getattr(self.model, "provider", None)
-        )
+        refusal = budgets.refusal(budget, self.model.name, setting=self.setting_names, provider=getattr(self.model, "provider", None))
         if refusal:
             raise budgets.BudgetError(refusal)
         if budget != budgets.of_state(state.budget):

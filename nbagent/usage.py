@@ -91,14 +91,13 @@ class Tokens:
     @classmethod
     def of_state(cls, state: Any) -> Tokens:
         """The figures of a folded session (fold.State): its summed usage, its context after the last reply, its window and cost."""
-        table = prices.table()
         return cls.of(
             state.usage,
             context=state.context_tokens,
             window=state.window,
             compacted=bool(state.compactions),
-            cost=prices.cost(state.spend, table),
-            turn_cost=prices.cost(state.turn_spend, table) if state.turn_replies or state.turn_spend else None,
+            cost=prices.cost(state.spend),
+            turn_cost=prices.cost(state.turn_spend) if state.turn_replies or state.turn_spend else None,
         )
 
     @property
