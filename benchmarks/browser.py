@@ -18,7 +18,14 @@ Shift of that swap (Chromium's ``layout-shift`` entries from answered to one sec
 in the page); once as the panel is, and once with every row the user could open opened during the turn.  The code
 measured is whatever ``nbagent`` the kernels import: run it with ``PYTHONPATH`` set to another checkout to measure that.
 
-Usage: ``python -m benchmarks.browser [--runs N] [--swap]``; prints the median of the runs (not asserted anywhere).
+With ``--insert`` (issue 24): a turn of 1 and of 50 python calls, then a click on "Insert as cells" (nbagent's
+JupyterLab extension); measured from the click (``performance.now()`` in the page, the click made by the page itself)
+to the inserted cells present in the notebook's DOM (polled each animation frame), and to the kernel's ``insert`` message
+arriving in the page (the kernel connection's ``anyMessage``): the rest is the extension inserting into the model and
+JupyterLab drawing the cells. The kernel answers the
+``insert_request`` with the recorded calls over the comm; the extension inserts them through the notebook model.
+
+Usage: ``python -m benchmarks.browser [--runs N] [--swap | --insert]``; prints the median of the runs (not asserted anywhere).
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from typing import Any
 
 from nbagent import events as ev
 from nbagent.reader import read_events
-from tests.browser.harness import Jupyter, JupyterServer, kernel_env, launch_chromium, wait_stable, write_notebook
+from tests.browser.harness import PANEL_JS, Jupyter, JupyterServer, kernel_env, launch_chromium, wait_stable, write_notebook
 from tests.fake_anthropic import FakeAnthropic, text, tool_use
 
 LENGTH = 20_000
@@ -174,6 +181,83 @@ def measure_swap(jupyter: Jupyter, server: JupyterServer, fake: FakeAnthropic, n
     }
 
 
+INSERT_JS = """
+async ([notebookId, outputIndex, want]) => {
+  const notebook = document.getElementById(notebookId);
+  const count = () => notebook.querySelectorAll('.jp-Notebook > .jp-Cell, .jp-WindowedPanel-viewport > .jp-Cell').length;
+  const button = notebook.querySelectorAll('.jp-Cell')[outputIndex].querySelector('button.nbagent-cells-insert');
+  const panel = [...window.jupyterapp.shell.widgets('main')].find((w) => w.id === notebookId);
+  let received = null;  // the kernel's insert message arriving (before the extension inserts and JupyterLab draws)
+  panel.sessionContext.session.kernel.anyMessage.connect((_, args) => {
+    const msg = args.msg;
+    if (received === null && args.direction === 'recv' && msg.header.msg_type === 'comm_msg' && msg.content.data.type === 'insert') {
+      received = performance.now();
+    }
+  });
+  const started = performance.now();
+  button.click();
+  while (count() < want) {
+    if (performance.now() - started > 120000) return [-1, -1];
+    await new Promise((resolve) => requestAnimationFrame(resolve));
+  }
+  return [performance.now() - started, received === null ? -1 : received - started];
+}
+"""
+
+
+def measure_insert(jupyter: Jupyter, server: JupyterServer, fake: FakeAnthropic, number: int, calls: int) -> tuple[float, float]:
+    """A turn of ``calls`` python calls in a new notebook; ms from the click on "Insert as cells" to the cells present in
+    the DOM, and to the kernel's ``insert`` message arriving in the page."""
+    name = f"run{number}-insert-{calls}.ipynb"
+    write_notebook(server.root / name, ["%load_ext nbagent", "%agent Count the dhows"])
+    fake.script(*(tool_use("python", {"code": f"dhows_{i} = {i}\nprint('mooring', {i})"}) for i in range(calls)), text("Counted."))
+    jupyter.open(name)
+    jupyter.run_cell(name, 0)
+    jupyter.wait_idle(name)
+    state = f"(path) => ({PANEL_JS})(path).node.dataset.nbagentCells"
+    deadline = time.monotonic() + 60
+    while jupyter.page.evaluate(state, name) != "ready":
+        if time.monotonic() > deadline:
+            raise RuntimeError("nbagent's extension never connected: is it installed (jupyter labextension list)?")
+        time.sleep(0.1)
+    jupyter.run_cell(name, 1)
+    jupyter.wait_idle(name, timeout=600)
+    jupyter.output(name, 1).locator("button.nbagent-cells-insert").wait_for(state="visible", timeout=60_000)
+    elapsed, received = (float(t) for t in jupyter.page.evaluate(INSERT_JS, [jupyter.state(name)["id"], 1, 2 + calls]))
+    if elapsed < 0:
+        raise RuntimeError(f"the {calls} cells were not inserted within 120 s")
+    jupyter.shutdown_kernel(name)
+    jupyter.close(name)
+    return elapsed, received
+
+
+def run_inserts(runs: int) -> list[dict[str, float]]:
+    """Start the fake API, JupyterLab and Chromium; ``runs`` inserts of 1 and of 50 calls."""
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory(prefix="nbagent-browser-bench-") as folder, FakeAnthropic() as fake:
+        home = Path(folder)
+        server = JupyterServer("lab", home / "root", kernel_env(home / "home", fake.base_url, home / "nbagent-data")).start()
+        try:
+            with sync_playwright() as playwright:
+                browser = launch_chromium(playwright)
+                try:
+                    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+                    page.set_default_timeout(60_000)
+                    jupyter = Jupyter(page, server)
+                    jupyter.start()
+                    results = []
+                    for n in range(1, runs + 1):
+                        for calls in (1, 50):
+                            shown, received = measure_insert(jupyter, server, fake, n, calls)
+                            results.append({"calls": float(calls), "ms": shown, "model_ms": received})
+                    return results
+                finally:
+                    browser.close()
+        finally:
+            server.stop()
+
+
 def run(runs: int, *, swap: bool = False) -> list[dict[str, float]]:
     """Start the fake API, JupyterLab and Chromium; measure ``runs`` long answers (``swap``: ``runs`` swaps each way)."""
     from playwright.sync_api import sync_playwright
@@ -208,8 +292,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--swap", action="store_true", help="measure the end of a turn: live panel -> static transcript, and its layout shift"
     )
+    parser.add_argument("--insert", action="store_true", help='measure "Insert as cells": click -> cells present, 1 and 50 calls')
     args = parser.parse_args(argv)
     started = time.monotonic()
+    if args.insert:
+        inserts = run_inserts(args.runs)
+        for calls in (1.0, 50.0):
+            times = [r["ms"] for r in inserts if r["calls"] == calls]
+            model = [r["model_ms"] for r in inserts if r["calls"] == calls]
+            print(
+                f"Insert as cells, a turn of {calls:.0f} python call{'s' if calls > 1 else ''}: click -> cells present "
+                f"{statistics.median(times):.0f} ms (median of {len(times)}: {', '.join(f'{t:.0f}' for t in times)}); "
+                f"of which click -> the kernel's insert message in the page {statistics.median(model):.0f} ms"
+            )
+        print(f"whole benchmark {time.monotonic() - started:.0f} s")
+        return 0
     if args.swap:
         return print_swaps(run(args.runs, swap=True), started)
     results = run(args.runs)
