@@ -237,7 +237,7 @@ def sigint_raises() -> Iterator[None]:
 def test_an_interrupt_while_reads_run_logs_nothing_after_it_and_a_resume_runs_them_again(
     fake: FakeAnthropic, client: anthropic.Anthropic, log_path: Path, sigint_raises: None
 ) -> None:
-    release = threading.Event()
+    release, interrupted = threading.Event(), threading.Event()
     runs: list[str] = []
 
     @nbagent.tool(effect="read")
@@ -249,13 +249,17 @@ def test_an_interrupt_while_reads_run_logs_nothing_after_it_and_a_resume_runs_th
         """
         runs.append(name)
         if name == "a" and runs.count("a") == 1:
-            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)  # the user interrupts the cell
+            for _ in range(10):  # the user interrupts the cell (again if the signal landed where Python ignores it, a gc callback)
+                signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+                if interrupted.wait(2):
+                    break
         if not release.is_set():
             release.wait(WAIT)
         return f"{name} read"
 
     fake.script(tool_uses([("slow", {"name": n}, f"toolu_{n}") for n in "ab"]), text("Both read."))
     with nbagent.Session.open(log_path) as session:
+        session.subscribe(lambda event: interrupted.set() if event["type"] == ev.INTERRUPTED else None)
         with pytest.raises(nbagent.Interrupted):
             go(session, client, "read both", [slow])
         release.set()
