@@ -72,15 +72,20 @@ def sdk_floor(calls: int, rounds: int) -> list[float]:
     return asyncio.run(main())
 
 
-def through_nbagent(calls: int, rounds: int) -> tuple[list[float], float]:
-    """``McpTool.invoke`` over stdio, as the loop calls it; and the server's start (once)."""
+def through_nbagent(calls: int, rounds: int) -> tuple[list[float], list[float], float]:
+    """``McpTool.invoke`` over stdio, as the loop calls it; nbagent's hop to its event loop alone; the server's start."""
     manager = Manager()
+
+    async def nothing() -> None:
+        return None
+
     try:
         began = time.perf_counter()
         tools = {t.name: t for t in McpServers({"bench": SERVER}, manager=manager).tools()}
         start = time.perf_counter() - began
         add = tools["mcp__bench__add"]
-        return per_call(lambda: add.invoke({"a": 2, "b": 3}, ""), calls, rounds), start
+        hop = per_call(lambda: manager.submit(nothing()).result(), calls, rounds)
+        return per_call(lambda: add.invoke({"a": 2, "b": 3}, ""), calls, rounds), hop, start
     finally:
         manager.close()
 
@@ -89,14 +94,15 @@ def report(calls: int, rounds: int) -> str:
     """The comparison as a Markdown table (median of the rounds)."""
     floor = statistics.median(direct(calls, rounds))
     sdk = statistics.median(sdk_floor(calls, rounds))
-    mine, start = through_nbagent(calls, rounds)
-    ours = statistics.median(mine)
+    mine, hops, start = through_nbagent(calls, rounds)
+    ours, hop = statistics.median(mine), statistics.median(hops)
     rows = [
         "| path | per call | vs direct |",
         "|---|---:|---:|",
         f"| direct (`Tool.invoke` of the same function) | {floor * 1e6:,.1f} µs | 1.0x |",
         f"| SDK `Client.call_tool`, stdio, one event loop | {sdk * 1e6:,.1f} µs | {sdk / floor:,.0f}x |",
         f"| nbagent `McpTool.invoke`, stdio (background loop) | {ours * 1e6:,.1f} µs | {ours / floor:,.0f}x |",
+        f"| nbagent's hop to its event loop and back alone (a no-op) | {hop * 1e6:,.1f} µs | {hop / floor:,.0f}x |",
         "",
         f"nbagent over the SDK alone: {(ours - sdk) * 1e6:+,.1f} µs per call ({ours / sdk:.2f}x). "
         f"Starting the server and listing its tools: {start:.2f} s, once per kernel. {calls} calls x {rounds} rounds, median.",
