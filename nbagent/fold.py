@@ -159,8 +159,8 @@ def to_model(event: Mapping[str, Any]) -> str | None:
 
 
 def awaiting_reply(state: State) -> bool:
-    """Whether the model has not yet replied to the user's last message."""
-    return bool(state.messages) and state.messages[-1]["role"] == "user"
+    """Whether the model has not yet replied to the user's last message (results held for an earlier call count: see _tool_result)."""
+    return bool(state.messages) and (state.messages[-1]["role"] == "user" or bool(state.held))
 
 
 @dataclass
@@ -316,7 +316,9 @@ def _tool_result(state: State, event: ev.Event) -> None:
     if tool_use_id not in state.awaiting:
         _add_result(state, event)
         return
-    state.held[tool_use_id] = event  # logged as it finished; it goes in once the calls before it in the reply are in
+    # Logged as it finished; it goes in once the calls before it in the reply are in. What _add_result reads is kept, so a
+    # state folded from the log (whose lines carry their crc) equals one folded from the events as they were appended.
+    state.held[tool_use_id] = {key: event[key] for key in ("seq", "tool_use_id", "content", "is_error") if key in event}
     while state.awaiting and state.awaiting[0] in state.held:
         _add_result(state, state.held.pop(state.awaiting.pop(0)))
 
