@@ -53,13 +53,26 @@ def missing_part(marker: str, environ: Mapping[str, str] = os.environ) -> str | 
     return None
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist's ``--dist loadgroup``: a test file runs whole on one worker (its module fixtures start once), and
-    the browser tests all run on one worker, one at a time (two Chromiums and Jupyter servers at once starve a small machine)."""
-    for item in items:
-        group = "browser" if item.get_closest_marker("browser") else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+def scope_of(nodeid: str) -> str:
+    """Which tests run together on one pytest-xdist worker: a test file, or all the browser tests (tests/browser/)."""
+    path = nodeid.split("::", 1)[0]
+    return "tests/browser/" if path.startswith("tests/browser/") else path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``--dist loadfile``: a test file runs whole on one worker (its module fixtures start once), and the browser
+    tests all run on one worker, one at a time (two Chromiums and Jupyter servers at once starve a small machine).
+    xdist's own ``loadgroup`` would say this with markers, but it renames items through an attribute pytest 9 no longer reads."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
+
+    class ByScope(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+    return ByScope(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)
