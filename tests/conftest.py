@@ -126,10 +126,12 @@ def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeAnthropic) 
     monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     ip = InteractiveShell.instance()
+    names_before = set(ip.user_ns)
     ip.run_cell("%load_ext nbagent")
     yield ip
     ip.run_cell("%unload_ext nbagent")
-    for name in [n for n, v in ip.user_ns.items() if isinstance(v, nbagent.Tool)]:
+    # The shell is one per process: names a test made (or a tool it defined) must not reach the next test.
+    for name in [n for n, v in ip.user_ns.items() if n not in names_before or isinstance(v, nbagent.Tool)]:
         del ip.user_ns[name]
     ip.config.pop("Agent", None)
 
