@@ -483,14 +483,43 @@ class Jupyter:
         self.command("notebook:restart-run-all", wait=False)
         return self.accept_dialog()
 
+    def wait_run_all(self, path: str, timeout: float = RUN_TIMEOUT) -> None:
+        """Wait until the kernel restarted by :meth:`restart_run_all` has run every code cell and is idle.
+
+        The prompts alone cannot say so: until Run All starts, the last cell still shows the count of the run before
+        the restart, which is the same number. So the cells the new kernel began (its ``execute_input``) are counted.
+        """
+        code_cells = sum(cell["type"] == "code" for cell in self.state(path)["cells"])
+
+        def done() -> bool:
+            seen = self.statuses(path)
+            after = seen[seen.index("restarting") + 1 :] if "restarting" in seen else []
+            state = self.state(path)
+            return after.count("execute_input") >= code_cells and not state["busy"] and state["status"] == "idle"
+
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{path}: Restart and Run All did not finish in {timeout:.0f} s: {self.statuses(path)}, {self.state(path)}"
+                )
+            time.sleep(0.25)
+        self.wait_idle(path)
+
     def record_statuses(self, path: str) -> None:
-        """From now on, note every kernel status the notebook goes through ('restarting', 'busy', 'idle', ...)."""
+        """From now on, note every kernel status the notebook goes through ('restarting', 'busy', 'idle', ...).
+
+        A cell the kernel begins to run is noted too, as ``execute_input`` (the message the kernel sends then).
+        """
         self.page.evaluate(
             f"""(path) => {{
                 const p = ({PANEL_JS})(path);
                 window.__nbStatuses = window.__nbStatuses || {{}};
                 window.__nbStatuses[path] = [];
                 p.sessionContext.statusChanged.connect((_, status) => window.__nbStatuses[path].push(status));
+                p.sessionContext.iopubMessage.connect((_, msg) => {{
+                    if (msg.header.msg_type === 'execute_input') window.__nbStatuses[path].push('execute_input');
+                }});
             }}""",
             path,
         )

@@ -118,7 +118,7 @@ def test_insert_twice_then_restart_and_run_all(app: Jupyter, fake_api: FakeAnthr
     app.save(name)
     asked = len(fake_api.requests)
     app.restart_run_all(name)
-    app.wait_idle(name)
+    app.wait_run_all(name)
     connected(app, name)
     wait_until(
         lambda: "check 6 42" in visible_text(app.output(name, 4)),

@@ -410,32 +410,13 @@ def test_first_run_streams_markdown_expands_a_tool_row_and_takes_one_approval(
 
 
 # Restart Kernel and Run All ------------------------------------------------------------------------------------------
-def last_prompt_is(jupyter: Jupyter, path: str, count: int) -> bool:
-    """Whether Run All on a fresh kernel is done: the last code cell shows execution count ``count`` and nothing runs."""
-    state = jupyter.state(path)
-    return not state["busy"] and state["status"] == "idle" and state["cells"][-1]["prompt"] == f"[{count}]:"
-
-
 @pytest.fixture(scope="module")
 def restarted(first_run: dict[str, Any], lab: Jupyter, fake_api: FakeAnthropic) -> dict[str, Any]:
     """Save, then Kernel > Restart Kernel and Run All Cells… (confirmed), and wait until every cell has run again."""
     lab.save(NOTEBOOK)
     before = {"requests": len(fake_api.requests), "ledger": first_run["ledger"].read_text(), "kernel": lab.state(NOTEBOOK)["kernel"]}
     dialog = lab.restart_run_all(NOTEBOOK)
-    cells = len(lab.state(NOTEBOOK)["cells"])
-
-    def rerun() -> bool:
-        seen = lab.statuses(NOTEBOOK)
-        restarted = "restarting" in seen and "busy" in seen[seen.index("restarting") :]
-        return restarted and last_prompt_is(lab, NOTEBOOK, cells)
-
-    wait_until(
-        rerun,
-        120,
-        lambda: f"Restart Kernel and Run All did not finish: kernel statuses {lab.statuses(NOTEBOOK)}, {lab.state(NOTEBOOK)}",
-        0.25,
-    )
-    lab.wait_idle(NOTEBOOK)
+    lab.wait_run_all(NOTEBOOK, 120)
     return {"before": before, "dialog": dialog, "kernel": lab.state(NOTEBOOK)["kernel"]}
 
 
