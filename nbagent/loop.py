@@ -7,7 +7,6 @@ same loop.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
@@ -15,25 +14,21 @@ from typing import Any, Protocol
 import anthropic
 
 from . import approval as approvals
-from . import binding, models, providers, stops
+from . import binding, compaction, models, providers, stops
 from . import budget as budgets
 from . import context as ctx
 from . import events as ev
 from . import parallel as parallel_calls
+from .calls import Calls, settle_abandoned
 from .deltas import DELTA_INTERVAL, DeltaWriter
 from .errors import Interrupted, ModelError, NbagentError, RefusedRequestError, UntrustedLogError
 from .fold import DROP_THINKING, SERVER_REFUSED
-from .images import fit_images
 from .model import DEFAULT_MODEL, AnthropicModel, Model, ModelRequest, Reply
 from .retries import back_off
-from .rules import NOT_APPROVED, UNKNOWN_OUTCOME, Ask, Call, Offered, Refuse, Run, changed, decide
-from .rules import UNTRUSTED as UNTRUSTED  # re-exported: callers import the refusals from the loop
+from .rules import UNKNOWN_OUTCOME as UNKNOWN_OUTCOME  # re-exported: callers import the refusals from the loop
+from .rules import UNTRUSTED as UNTRUSTED
 from .session import Session
-from .tools import Tool, Toolbox, fit_content, idempotency_key
-
-logger = logging.getLogger("nbagent")
-
-RESULT_BUDGET = ev.MAX_LINE - (64 << 10)  # room for the rest of a tool_result line
+from .tools import Tool, Toolbox
 
 
 class Loop:
@@ -93,7 +88,7 @@ class Loop:
         self._refresh_tools()  # never before the trust check: a log this user did not write starts no server
         try:
             if prompt is not None:
-                self._settle_abandoned_calls()
+                settle_abandoned(self.session)
                 self._record_context()
                 if self.thinking.note:  # a budget on a model that takes none runs as adaptive: say so
                     self.session.append(ev.NOTE, kind="thinking", text=self.thinking.note)
@@ -103,7 +98,7 @@ class Loop:
                 if state.stop_note and not state.stop_noted:  # the stop rule's decision, for people (once, even across a crash)
                     self.session.append(ev.NOTE, kind="stop", action=state.stop_action, text=state.stop_note)
                 if state.frontier == "tools":
-                    self._run_calls()
+                    Calls(self.session, self.toolbox, self.ask, self.parallel).run()
                 elif state.frontier == "model":
                     self._check_budget()  # a safe point: every call of the last reply has its result
                     if state.refused:  # never the same refused request again: something must change first
@@ -291,53 +286,12 @@ class Loop:
         return state.context_tokens + (ctx.estimate_tokens(last) if last["role"] == "user" else 0)
 
     def compact(self, reason: str = "request") -> bool:
-        """Summarise the oldest messages with a model call, logged before the next request uses it; False: nothing to compact.
+        """Summarise the oldest messages with model calls, each logged before the next request uses it (compaction.py).
 
-        The intent is logged first (``compaction_started``), then each part's summary as a ``compaction``
-        event: a crash resumes the compaction where it stopped, and no part is summarised twice once logged.
+        False: nothing to compact. A crash resumes a compaction where it stopped.
         """
         self._check_trusted()
-        state = self.session.state
-        if state.compacting is None:
-            keep = ctx.keep_count(state.messages, self.context.keep_tokens)
-            if not keep or keep >= len(state.messages):
-                return False
-            self.session.append(ev.COMPACTION_STARTED, keep=keep, reason=reason, model=self.model.name)
-        limit = max(200, min(self.context.threshold, self.context.window))  # each summary request must fit too
-        while self.session.state.compacting is not None:
-            messages = list(self.session.state.messages)
-            prefix = messages[: len(messages) - self.session.state.compacting["keep"]]
-            end = ctx.first_chunk(prefix, limit)
-            reply = self._summarise(prefix[:end])
-            if isinstance(reply, ModelError):
-                if ctx.is_prompt_too_long(reply.kind, reply.status, str(reply)) and limit > 100:
-                    limit //= 2
-                    continue
-                raise reply
-            summary = "".join(b.get("text", "") for b in reply["content"] if b.get("type") == "text").strip()
-            self.session.append(
-                ev.COMPACTION,
-                summary=summary or "(the model returned an empty summary)",
-                messages=end,
-                through=self.session.seq,
-                final=end >= len(prefix),
-                model=reply.get("model") or self.model.name,
-                usage=reply.get("usage") or {},
-                **providers.billed(self.model),
-            )
-        return True
-
-    def _summarise(self, messages: list[dict[str, Any]]) -> Reply | ModelError:
-        """One summary call (retried like any model call); nothing of it is logged until it is complete."""
-        request = ModelRequest(ctx.summary_request(messages), max_tokens=min(self.max_tokens, 8192))
-        for attempt in range(1, self.retries + 2):
-            try:
-                return self.model.stream(request, lambda delta: None)
-            except ModelError as err:
-                if not err.retryable or attempt > self.retries:
-                    return err
-                time.sleep(back_off(attempt, err.retry_after))
-        raise AssertionError("unreachable")
+        return compaction.compact(self.session, self.model, self.context, reason=reason, max_tokens=self.max_tokens, retries=self.retries)
 
     def _stream(self, request: ModelRequest) -> Reply | ModelError:
         """One model call; its deltas are written out before this returns (held-back runs only if the reply ended)."""
@@ -351,122 +305,6 @@ class Loop:
             return err
         finally:
             deltas.close(complete=complete)
-
-    # Tools ---------------------------------------------------------------------------------------
-    def _run_calls(self) -> None:
-        """The open calls of the last reply, in its order: reads that need no asking side by side, each other call alone."""
-        calls = list(self.session.state.open_calls.items())
-        checked = {tool_use_id: self._check(tool_use_id, call) for tool_use_id, call in calls}
-        slots = [parallel_calls.Slot(i, c["name"], _runs_beside(*checked[i][2:])) for i, c in calls]
-        for group in parallel_calls.groups(slots, self.parallel):
-            if len(group) == 1:
-                self._run_call(group[0], *checked[group[0]])
-                continue
-            jobs = []
-            for tool_use_id in group:
-                recorded, warning, tool, _ = checked[tool_use_id]
-                if warning:
-                    self._warn(tool_use_id, warning)
-                assert tool is not None  # only a read offered now runs side by side
-                jobs.append(self._job(recorded, tool, self.session.state.open_calls[tool_use_id]["input"]))
-            parallel_calls.run_group(jobs, self.parallel)
-
-    def _check(self, tool_use_id: str, call: dict[str, Any]) -> tuple[Call, str | None, Tool | None, Run | Ask | Refuse]:
-        """The call as recorded, the warning if its tool changed kind, the tool of its name offered now, and the rule's verdict."""
-        name, arguments = call["name"], call["input"]
-        recorded = Call(tool_use_id, name, call["started"], call.get("read"), call.get("keyed"))
-        tool = self.toolbox.get(name)
-        offered = None if tool is None else Offered(tool.effect, tool.takes_key)
-        verdict = decide(
-            recorded,
-            offered,
-            offered=list(self.toolbox.tools),
-            trusted=self.session.call_trusted(tool_use_id),
-            guard=tool.guard(arguments) if tool is not None and tool.guard is not None else None,
-        )
-        return recorded, changed(recorded, offered), tool, verdict
-
-    def _job(self, recorded: Call, tool: Tool, arguments: dict[str, Any]) -> parallel_calls.Job:
-        """A read call run beside others: its start and result are logged from the thread that runs it."""
-        tool_use_id = recorded.id
-        key = idempotency_key(self.session.id, tool_use_id)
-
-        def finish(outcome: tuple[Any, bool]) -> None:
-            content, is_error = outcome
-            self._result(tool_use_id, content, is_error=is_error, effect=tool.effect)
-
-        return parallel_calls.Job(lambda: self._start(recorded, tool, key), lambda: tool.invoke(arguments, key), finish)
-
-    def _start(self, recorded: Call, tool: Tool, key: str) -> None:
-        """Log that the call's body starts: durable (for non-read tools) before it runs."""
-        started: dict[str, Any] = {"tool_use_id": recorded.id, "name": tool.name, "effect": tool.effect, "attempt": recorded.attempts + 1}
-        if tool.takes_key:
-            started["idempotency_key"] = key
-        if tool.origin:
-            started["mcp"] = dict(tool.origin)
-        self.session.append(ev.TOOL_STARTED, **started)
-
-    def _run_call(self, tool_use_id: str, recorded: Call, warning: str | None, tool: Tool | None, verdict: Run | Ask | Refuse) -> None:
-        arguments = self.session.state.open_calls[tool_use_id]["input"]
-        if warning:
-            self._warn(tool_use_id, warning)
-        if isinstance(verdict, Refuse):
-            self._warn(tool_use_id, verdict.warning)
-            self._result(tool_use_id, verdict.text, is_error=True)
-            return
-        assert tool is not None  # only a missing tool is refused
-        if isinstance(verdict, Ask):
-            decision = self._approve(tool_use_id, tool, arguments, verdict.reason)
-            if not decision.approved:
-                self._result(tool_use_id, f"{verdict.refusal} {decision.note}".strip() or NOT_APPROVED, is_error=True)
-                return
-        key = idempotency_key(self.session.id, tool_use_id)
-        self._start(recorded, tool, key)
-        content, is_error = tool.invoke(arguments, key)
-        self._result(tool_use_id, content, is_error=is_error, effect=tool.effect)
-
-    def _warn(self, tool_use_id: str, text: str) -> None:
-        """Tell the user (a note in the log, a logged warning) that the code's tools disagree with the record."""
-        logger.warning("%s: %s", self.session.path, text)
-        self.session.append(ev.NOTE, kind="replay_mismatch", tool_use_id=tool_use_id, text=text)
-
-    def _approve(self, tool_use_id: str, tool: Tool, arguments: dict[str, Any], reason: approvals.Reason) -> approvals.Decision:
-        request = approvals.ApprovalRequest(tool_use_id, tool.name, arguments, tool.effect, reason, tool.claims)
-        # The arguments are in the assistant_msg that made the call: the event names it by its id.
-        self.session.append(ev.APPROVAL, tool_use_id=tool_use_id, reason=reason, decision="pending", question=request.describe())
-        decision = self.ask(request)
-        self.session.append(
-            ev.APPROVAL,
-            tool_use_id=tool_use_id,
-            reason=reason,
-            decision="approved" if decision.approved else "declined",
-            by=decision.by,
-            note=decision.note,
-        )
-        return decision
-
-    def _result(self, tool_use_id: str, content: Any, *, is_error: bool, effect: str | None = None) -> None:
-        payload: dict[str, Any] = {"tool_use_id": tool_use_id, "content": fit_content(fit_images(content), RESULT_BUDGET)}
-        if is_error:
-            payload["is_error"] = True
-        if effect is not None:
-            payload["effect"] = effect
-        self.session.append(ev.TOOL_RESULT, **payload)
-
-    def _settle_abandoned_calls(self) -> None:
-        """Answer the open calls of a turn the user has moved on from, so the history stays valid."""
-        for tool_use_id, call in list(self.session.state.open_calls.items()):
-            if call["started"]:
-                text, why = f"{UNKNOWN_OUTCOME} The user moved on to a new request.", "unknown_outcome"
-            else:
-                text, why = "Not run: the user moved on to a new request before this call started.", "not_started"
-            # abandoned: views show it as a note of the request it belonged to, not as this one's tool error
-            self.session.append(ev.TOOL_RESULT, tool_use_id=tool_use_id, content=text, is_error=True, abandoned=why)
-
-
-def _runs_beside(tool: Tool | None, verdict: Run | Ask | Refuse) -> bool:
-    """Whether a call may run beside others: a read offered now that runs without asking (and need not run alone)."""
-    return tool is not None and tool.effect == "read" and not tool.alone and isinstance(verdict, Run)
 
 
 class ToolSource(Protocol):
