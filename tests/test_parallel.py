@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -234,6 +235,19 @@ def sigint_raises() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+def join_started(thread: threading.Thread) -> None:
+    """Join ``thread``, also one whose ``start()`` the interrupt cut short after it was launched (not yet marked started)."""
+    deadline = time.monotonic() + WAIT
+    while True:
+        try:
+            thread.join(max(0.0, deadline - time.monotonic()))
+            return
+        except RuntimeError:  # "cannot join thread before it is started": it is about to run
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 def test_an_interrupt_while_reads_run_logs_nothing_after_it_and_a_resume_runs_them_again(
     fake: FakeAnthropic, client: anthropic.Anthropic, log_path: Path, sigint_raises: None
 ) -> None:
@@ -265,7 +279,7 @@ def test_an_interrupt_while_reads_run_logs_nothing_after_it_and_a_resume_runs_th
         release.set()
         for thread in threading.enumerate():  # the bodies still running end; what they return is not logged
             if thread.name.startswith("nbagent-tool-"):
-                thread.join(WAIT)
+                join_started(thread)
         kinds = [e["type"] for e in session.events()]
         assert kinds[-1] == ev.INTERRUPTED and ev.TOOL_RESULT not in kinds
         assert go(session, client, None, [slow]) == "Both read."  # the reads run again, each answered once
