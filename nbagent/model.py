@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import anthropic
 
-from . import providers, redact
+from . import clients, providers, redact
 from .errors import ModelError, NbagentError
 from .retries import retry_after, should_retry
 
@@ -59,7 +59,7 @@ class AnthropicModel:
     def __init__(self, name: str = DEFAULT_MODEL, *, client: Any | None = None, provider: str | None = None) -> None:
         info = providers.lookup(provider)  # the cloud's own SDK client (providers.py): "anthropic" unless asked
         if client is None and info.name != "anthropic":
-            client = providers.client(info.name)
+            client = clients.client(info.name)
         if client is None:
             if not has_api_key():
                 raise NbagentError(
@@ -71,7 +71,7 @@ class AnthropicModel:
         self.info = info
         self.name = providers.table_name(info.name, name)  # the model table's name: its limits and thinking rules apply
         self.model_id = name if name != self.name else providers.model_id(info.name, name)  # what the request names
-        self.auth_errors = providers.auth_errors(info.name)  # a cloud's credential library failing while a request is signed
+        self.auth_errors = clients.auth_errors(info.name)  # a cloud's credential library failing while a request is signed
         # One retry budget: the SDK would retry twice more inside every attempt the loop makes.
         self.client = client.with_options(max_retries=0)
         redact.register(getattr(client, "api_key", None))  # whatever its shape, the key never reaches a log or an error
@@ -118,7 +118,7 @@ class AnthropicModel:
                             on_delta({"index": event.index, "thinking": delta.thinking})
                 message = stream.get_final_message()
         except anthropic.APIStatusError as exc:
-            providers.register_secrets(self.client)  # a token minted for this request (Vertex) is redacted from its error too
+            clients.register_secrets(self.client)  # a token minted for this request (Vertex) is redacted from its error too
             raise _model_error(exc, self.info) from _scrubbed(exc)
         except anthropic.APIConnectionError as exc:  # includes timeouts
             text = redact.text(f"could not reach {_where(self.info)}: {exc}")

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import nbagent
-from nbagent import providers
+from nbagent import clients, providers
 from nbagent.errors import NbagentError
 from nbagent.model import AnthropicModel
 from tests.fake_anthropic import FakeAnthropic, stream_error, text, tool_use
@@ -462,7 +462,7 @@ def test_foundry_entra_token_is_a_bearer_and_never_logged(api: FakeAnthropic, tm
     with FakeCloud("foundry", api) as cloud:  # the token is not accepted: a 401 that echoes it
         cloud.echo_credentials = True
         client = anthropic.AnthropicFoundry(
-            base_url=f"{cloud.base_url}/anthropic/", azure_ad_token_provider=providers.redacting(lambda: token)
+            base_url=f"{cloud.base_url}/anthropic/", azure_ad_token_provider=clients.redacting(lambda: token)
         )
         with nbagent.Session.open(tmp_path / "s.jsonl") as session:
             with pytest.raises(nbagent.ModelError) as raised:
@@ -472,7 +472,7 @@ def test_foundry_entra_token_is_a_bearer_and_never_logged(api: FakeAnthropic, tm
 
 
 def test_foundry_without_a_key_or_azure_identity_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    if providers._importable("azure.identity"):
+    if clients._importable("azure.identity"):
         pytest.skip("azure-identity is installed here: Entra ID sign-in is tried instead")
     with pytest.raises(NbagentError, match=r"pip install 'nbagent\[foundry\]'"):
         AnthropicModel("claude-opus-4-8", provider="foundry")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 
 from .. import approval as approvals
-from .. import providers, toolkit
+from .. import clients, toolkit
 from ..errors import NbagentError
 from ..model import AnthropicModel, DemoModel, Model, has_api_key
 from ..session import Session
@@ -76,7 +76,7 @@ def problem(settings: Agent, args: Any) -> UsageError | None:
     """
     if not settings.demo and settings.provider == "anthropic" and not has_api_key():
         return UsageError(NO_KEY)  # the model itself is made later: a client costs ~30 ms, a re-rendered cell ~2 ms
-    missing = None if settings.demo else providers.problem(settings.provider)  # a cloud's libraries not installed
+    missing = None if settings.demo else clients.problem(settings.provider)  # a cloud's libraries not installed
     if missing:
         return UsageError(missing)
     name = DemoModel.name if settings.demo else args.model or settings.model
