@@ -25,7 +25,7 @@ from nbformat import v4 as nbf
 
 from . import events as ev
 from . import fold, redact
-from .fold import Asides
+from .asides import Asides
 from .render import text
 from .render.markdown import code_span, decoded_url, defuse_links, fenced, image_allowed, link_allowed, note_markdown, plain, safe_markdown
 from .render.parts import (

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from . import binding, models, prices, rewrites, stops
 from . import budget as budgets
 from . import events as ev
+from .asides import awaiting_reply, interruption_note, request_notes, to_model
 from .context import (
     SUMMARY_PREFIX,
     clip_result,
@@ -25,10 +26,8 @@ from .usage import totals
 
 Frontier = Literal["empty", "model", "tools", "done"]
 USAGE_KEYS = ev.USAGE_KEYS
-# Put before a request that follows an interruption the model never answered (see interruption_note).
 SERVER_REFUSED = "server_compaction_refused"  # a note's kind: this session compacts locally from then on
 DROP_THINKING = "drop_thinking"  # a note's kind: later requests leave out every thinking block before it (the log keeps them)
-INTERRUPTED_NOTE = "[nbagent note: the previous request was interrupted before it was answered.]"
 
 
 @dataclass
@@ -133,65 +132,6 @@ class State:
             if message["role"] == "assistant":
                 return "".join(b.get("text", "") for b in message["content"] if b.get("type") == "text")
         return ""
-
-
-# Notes to the model: the one rule, shared by the fold and by views (see Asides; table: tests/test_fold.py) ---------
-def interruption_note(awaiting_reply: bool, event: Mapping[str, Any]) -> bool:
-    """Whether an ``interrupted`` event puts the interruption note before the next request.
-
-    It does when the model had not replied to the user's last message (a request or tool results) when the
-    interrupt came, so a new request would otherwise join that message silently.  Interrupted while tools
-    ran, the model did reply; the calls it made are settled with results that say so.  An event upgraded
-    from v2 (``mark: false``) never does: its next request was sent without the note.
-    """
-    return awaiting_reply and event.get("mark", True) is not False
-
-
-def request_notes(pending: Sequence[str], unanswered_interrupt: bool) -> list[str]:
-    """The notes a request gets before its own content, in order: the interruption note, then the notes to the model."""
-    return ([INTERRUPTED_NOTE] if unanswered_interrupt else []) + list(pending)
-
-
-def to_model(event: Mapping[str, Any]) -> str | None:
-    """What a note event says to the model (None for a note only people read)."""
-    text = event.get("to_model")
-    return text if isinstance(text, str) and text else None
-
-
-def awaiting_reply(state: State) -> bool:
-    """Whether the model has not yet replied to the user's last message (results held for an earlier call count: see _tool_result)."""
-    return bool(state.messages) and (state.messages[-1]["role"] == "user" or bool(state.held))
-
-
-@dataclass
-class Asides:
-    """What the fold will put before the next request, followed from events alone (no messages): for views."""
-
-    notes: list[str] = field(default_factory=list)
-    awaiting_reply: bool = False
-    unanswered_interrupt: bool = False
-
-    @classmethod
-    def of_state(cls, state: State) -> Asides:
-        """Where ``state`` stands (a view that starts mid-session, e.g. a cell's panel)."""
-        return cls(list(state.pending_notes), awaiting_reply(state), state.unanswered_interrupt)
-
-    def see(self, event: Mapping[str, Any]) -> list[str]:
-        """Follow ``event``; for a request, the notes the fold put before it, else []."""
-        kind = event.get("type")
-        if kind == ev.USER_MSG:
-            notes = request_notes(self.notes, self.unanswered_interrupt)
-            self.notes, self.awaiting_reply, self.unanswered_interrupt = [], True, False
-            return notes
-        if kind == ev.NOTE and to_model(event) is not None:
-            self.notes.append(str(to_model(event)))
-        elif kind == ev.TOOL_RESULT:
-            self.awaiting_reply = True
-        elif kind == ev.ASSISTANT_MSG:
-            self.awaiting_reply = self.unanswered_interrupt = False
-        elif kind == ev.INTERRUPTED:
-            self.unanswered_interrupt = self.unanswered_interrupt or interruption_note(self.awaiting_reply, event)
-        return []
 
 
 def as_blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -14,7 +14,8 @@ import pytest
 
 from nbagent import events as ev
 from nbagent import export, history
-from nbagent.fold import Asides, fold
+from nbagent.asides import Asides
+from nbagent.fold import fold
 from nbagent.notebook.output import StaticPanel
 from nbagent.notebook.panel import Panel
 from nbagent.render import html, text

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from nbagent import Session
 from nbagent import events as ev
 from nbagent import read_events as nbagent_read
-from nbagent.fold import APPLY, INTERRUPTED_NOTE, Asides, State, apply, fold, request_notes
+from nbagent.asides import INTERRUPTED_NOTE, Asides, request_notes
+from nbagent.fold import APPLY, State, apply, fold
 
 
 class Log:

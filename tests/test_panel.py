@@ -330,7 +330,7 @@ def test_a_request_after_an_unanswered_interrupt_carries_the_interruption_note(
     )
     panel = run_in_panel(session, client, "second")
     sent = fake.requests[-1].body["messages"]
-    assert len(sent) == 1 and [b["text"] for b in sent[0]["content"]] == ["first", nbagent.fold.INTERRUPTED_NOTE, "second"]
+    assert len(sent) == 1 and [b["text"] for b in sent[0]["content"]] == ["first", nbagent.asides.INTERRUPTED_NOTE, "second"]
     request = next(child.value for child in panel.items.children if "second" in child.value)
     assert "note to the model</span> the previous request was interrupted before it was answered." in request
     session.close()

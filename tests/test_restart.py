@@ -8,7 +8,7 @@ import pytest
 
 import nbagent
 from nbagent import events as ev
-from nbagent.fold import Asides
+from nbagent.asides import Asides
 from nbagent.notebook.kernel import TurnIndex
 from nbagent.notebook.restart import Cell, Claims, Plan, Turn, match, plan, request_positions
 

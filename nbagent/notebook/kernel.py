@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import events as ev
 from .. import prices
-from ..fold import Asides
+from ..asides import Asides
 from ..providers import price_key
 from ..render.parts import Start, ToolNames
 from ..session import Session

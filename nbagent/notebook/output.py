@@ -10,7 +10,8 @@ from typing import Any
 
 from .. import events as ev
 from .. import providers
-from ..fold import Asides, State
+from ..asides import Asides
+from ..fold import State
 from ..render import html as render
 from ..render.parts import Start, ToolNames, timestamp, when
 from ..render.rows import ToolCalls

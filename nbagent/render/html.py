@@ -27,7 +27,7 @@ from markdown_it import MarkdownIt
 
 from .. import events as ev
 from .. import lineage, redact
-from ..fold import Asides, to_model
+from ..asides import Asides, to_model
 from .code import MAX_TOOL_TEXT, TOKEN_CLASSES, highlight_block, python_html
 from .hosts import local_link
 from .parts import (
@@ -401,7 +401,7 @@ HTML: dict[str, Callable[[Event, Context], str]] = {
 def event_html(event: Event, *, tool_names: Names | None = None, notes: Sequence[str] = ()) -> str:
     """One event as a safe HTML fragment ('' for events that show nothing, like deltas).
 
-    ``notes``: for a request, the notes to the model the fold put before it (see :class:`nbagent.fold.Asides`).
+    ``notes``: for a request, the notes to the model the fold put before it (see :class:`nbagent.asides.Asides`).
     """
     return HTML.get(kind_of(event), _nothing)(event, Context(tool_names or {}, notes))
 

@@ -13,8 +13,9 @@ from dataclasses import replace
 from typing import Any, NamedTuple
 
 from .. import redact
+from ..asides import Asides
 from ..context import DEFAULT_WINDOW
-from ..fold import Asides, State
+from ..fold import State
 from ..usage import Tokens
 from . import images
 

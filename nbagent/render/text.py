@@ -14,7 +14,7 @@ from typing import Any, NamedTuple, TextIO
 
 from .. import events as ev
 from .. import lineage, redact, terminal
-from ..fold import Asides, to_model
+from ..asides import Asides, to_model
 from .parts import (
     Start,
     abandoned_words,
@@ -231,7 +231,7 @@ def show(
 ) -> Shown:
     """What ``event`` shows as text (not yet escaped for a terminal: :class:`Printer` and :func:`transcript_text` do that).
 
-    ``notes``: for a request, the notes to the model the fold put before it (see :class:`nbagent.fold.Asides`).
+    ``notes``: for a request, the notes to the model the fold put before it (see :class:`nbagent.asides.Asides`).
     """
     return SHOW.get(kind_of(event), _unknown)(event, Context(names or {}, result_limit, streamed, notes))
 

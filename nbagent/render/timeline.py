@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import events as ev
-from ..fold import Asides, State
+from ..asides import Asides
+from ..fold import State
 from ..terminal import safe
 from . import html, text
 from .matches import Found, Part, parts_of, search

@@ -13,7 +13,8 @@ from typing import Any
 
 from .. import events as ev
 from .. import redact
-from ..fold import Asides, State
+from ..asides import Asides
+from ..fold import State
 from ..history.summary import Summary, from_state
 from ..render import html
 from ..render.parts import kind_of
