@@ -17,11 +17,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-
-import nbformat
-from nbformat import NotebookNode
-from nbformat import v4 as nbf
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import events as ev
 from . import fold, redact
@@ -46,6 +42,25 @@ from .render.parts import (
 )
 from .render.rows import Row, call_row, decision_words, result_row
 from .usage import Tokens
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
+
+
+def _nbformat() -> Any:
+    """nbformat, imported when a notebook is written: it loads jsonschema's format checkers (over a second)."""
+    import nbformat
+
+    return nbformat
+
+
+def _markdown_cell(source: str, meta: dict[str, Any] | None = None) -> NotebookNode:
+    return _nbformat().v4.new_markdown_cell(source, **({"metadata": meta} if meta is not None else {}))
+
+
+def _stream(name: str, text: str) -> NotebookNode:
+    return _nbformat().v4.new_output("stream", name=name, text=text)
+
 
 __all__ = [
     "FORMATS",
@@ -254,47 +269,45 @@ def _not_exported(why: str) -> str:
 
 
 def _image_output(image: tuple[str, str]) -> NotebookNode:
-    return nbf.new_output("display_data", data={image[0]: image[1], "text/plain": "<image>"})
+    return _nbformat().v4.new_output("display_data", data={image[0]: image[1], "text/plain": "<image>"})
 
 
 def _outputs(part: Part) -> list[NotebookNode]:
     if part.result is None:
-        return [nbf.new_output("stream", name="stderr", text="(no result recorded: the call did not finish)\n")]
+        return [_stream("stderr", "(no result recorded: the call did not finish)\n")]
     outputs: list[NotebookNode] = []
     stream = "stderr" if part.is_error else "stdout"
     for block in part.result:
         if block.get("type") == "text" and block.get("text"):
             body = _clip(str(block["text"]))
-            outputs.append(nbf.new_output("stream", name=stream, text=body if body.endswith("\n") else body + "\n"))
+            outputs.append(_stream(stream, body if body.endswith("\n") else body + "\n"))
         elif block.get("type") == "image":
             image = checked_image(block)
-            outputs.append(
-                _image_output(image) if isinstance(image, tuple) else nbf.new_output("stream", name="stderr", text=_not_exported(image))
-            )
+            outputs.append(_image_output(image) if isinstance(image, tuple) else _stream("stderr", _not_exported(image)))
     return outputs
 
 
 def _call_cells(part: Part, meta: dict[str, Any]) -> list[NotebookNode]:
     if _is_python(part):
         meta["nbagent"]["tool_use_id"] = part.tool_use_id
-        return [nbf.new_code_cell(part.arguments["code"], metadata=meta, outputs=_outputs(part))]
-    cells = [nbf.new_markdown_cell(_call_markdown(part, images=False), metadata=meta)]
+        return [_nbformat().v4.new_code_cell(part.arguments["code"], metadata=meta, outputs=_outputs(part))]
+    cells = [_markdown_cell(_call_markdown(part, images=False), meta)]
     images, left_out = _images(part), _left_out(part)
     if images or left_out:
         # Images go in as image outputs of an empty, clearly marked code cell (never as HTML).
-        holder = nbf.new_code_cell("# images returned by the tool call above", metadata=meta)
+        holder = _nbformat().v4.new_code_cell("# images returned by the tool call above", metadata=meta)
         holder.outputs = [_image_output(image) for image in images]
-        holder.outputs += [nbf.new_output("stream", name="stderr", text=_not_exported(why)) for why in left_out]
+        holder.outputs += [_stream("stderr", _not_exported(why)) for why in left_out]
         cells.append(holder)
     return cells
 
 
 NOTEBOOK_CELLS: dict[str, Callable[[Part, dict[str, Any]], list[NotebookNode]]] = {
-    "request": lambda part, meta: [nbf.new_markdown_cell("**Request**\n\n" + safe_markdown(part.text), metadata=meta)],
-    "reply": lambda part, meta: [nbf.new_markdown_cell("**Assistant**\n\n" + safe_markdown(part.text), metadata=meta)],
-    "note": lambda part, meta: [nbf.new_markdown_cell(note_markdown(part.text), metadata=meta)],
-    "thinking": lambda part, meta: [nbf.new_markdown_cell(_thinking_markdown(part), metadata=meta)],
-    "compaction": lambda part, meta: [nbf.new_markdown_cell(_compaction_markdown(part), metadata=meta)],
+    "request": lambda part, meta: [_markdown_cell("**Request**\n\n" + safe_markdown(part.text), meta)],
+    "reply": lambda part, meta: [_markdown_cell("**Assistant**\n\n" + safe_markdown(part.text), meta)],
+    "note": lambda part, meta: [_markdown_cell(note_markdown(part.text), meta)],
+    "thinking": lambda part, meta: [_markdown_cell(_thinking_markdown(part), meta)],
+    "compaction": lambda part, meta: [_markdown_cell(_compaction_markdown(part), meta)],
     "call": _call_cells,
 }
 
@@ -303,18 +316,18 @@ def to_notebook(events: Iterable[ev.Event], *, source: Path = Path("session.json
     """The session as a notebook (validated by ``nbformat.validate``)."""
     events = list(events)
     state = fold.fold(events)
-    notebook = nbf.new_notebook()
+    notebook = _nbformat().v4.new_notebook()
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     notebook.metadata["language_info"] = {"name": "python"}
     notebook.metadata["nbagent"] = {"session_id": state.session_id, "source": source.name, "events": state.seq}
-    cells = [nbf.new_markdown_cell(_header(state, source, events))]
+    cells = [_markdown_cell(_header(state, source, events))]
     for part in parts(events):
         cells += NOTEBOOK_CELLS[part.kind](part, {"nbagent": {"seq": part.seq, "kind": part.kind}})
     for cell in cells:
         if cell.cell_type == "markdown":
             cell.source = defuse_links(cell.source)
     notebook.cells = cells
-    nbformat.validate(notebook)
+    _nbformat().validate(notebook)
     return notebook
 
 
@@ -355,7 +368,7 @@ def export(
     target = Path(out)
     chosen = format_for(target, fmt)
     if chosen == "ipynb":
-        written = nbformat.writes(to_notebook(events, source=source))
+        written = _nbformat().writes(to_notebook(events, source=source))
     else:
         written = to_markdown(events, source=source)
     target.write_text(written if written.endswith("\n") else written + "\n", encoding="utf-8")

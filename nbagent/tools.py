@@ -19,9 +19,6 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, overload
 
-import anthropic
-from anthropic.lib.tools import ToolError
-
 Effect = Literal["read", "write", "irreversible"]
 EFFECTS: tuple[str, ...] = ("read", "write", "irreversible")
 KEY_PARAMETER = "idempotency_key"
@@ -77,6 +74,8 @@ class Tool:
                 parameters=[p for p in signature.parameters.values() if p.name != KEY_PARAMETER]
             )
             shown.__annotations__ = {k: v for k, v in func.__annotations__.items() if k != KEY_PARAMETER}
+        import anthropic  # here: the SDK takes over a second to import, and the log readers (the CLI) never need it
+
         self._sdk_tool = anthropic.beta_tool(shown, name=name, description=description)
         self.name: str = self._sdk_tool.name
         functools.update_wrapper(self, func)
@@ -91,6 +90,8 @@ class Tool:
 
     def invoke(self, arguments: dict[str, Any], key: str) -> tuple[ToolContent, bool]:
         """Validate the model's arguments and run; any exception becomes an ``is_error`` result."""
+        from anthropic.lib.tools import ToolError
+
         token = _current_key.set(key)
         try:
             return to_content(self._sdk_tool.call(arguments)), False

@@ -254,3 +254,12 @@ def test_show_mentions_a_torn_tail(workspace: Path) -> None:
     code, out, _ = cli("show", str(log))
     assert code == 0 and "Goodbye!" in out
     assert f"a torn last line of {len(torn)} bytes at byte offset {size}: the last line has no newline" in out
+
+
+def test_the_log_readers_load_neither_the_sdk_nor_nbformat() -> None:
+    """``nbagent sessions/show/tail/export x.md`` start in a fraction of a second: the SDK's types take over a second to
+    import, and nbformat's jsonschema format checkers as long; only a model call and a .ipynb export need them."""
+    heavy = "('anthropic', 'nbformat', 'jsonschema', 'IPython', 'ipywidgets')"
+    code = f"import sys, nbagent.cli, nbagent.export; print(sorted(m for m in sys.modules if m.split('.')[0] in {heavy}))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
