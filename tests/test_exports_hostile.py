@@ -2,17 +2,17 @@
 
 Each payload (``MARKDOWN`` of reliability/payloads.py: hostile links and markup) goes into
 every place an export shows text (``markdown_log`` of reliability/attacker.py); the session is
-exported to .md and .ipynb with ``nbagent export`` (a subprocess), and the Markdown (the file,
+exported to .md and .ipynb through ``nbagent export``'s entry point (``nbagent.cli.main``, in this process;
+one test runs the command as a process and gets the same bytes), and the Markdown (the file,
 and every notebook Markdown cell) is rendered by markdown-it with raw HTML on and NO URL
 filter, as a careless renderer would.  No ``href``/``src`` may then carry a script, data or
 file URL (judged after the browser's entity decoding, then %-decoding, without spaces and
 controls), and no ``src`` may fetch anything: only nbagent's own inline base64 images stay images.
-
-(A real-browser check is left out: neither Chromium nor Playwright is installed here.)
 """
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -22,13 +22,23 @@ import nbformat
 import pytest
 
 from nbagent import events as ev
+from nbagent.cli import main
 from reliability.attacker import markdown_log, write_log
 from reliability.payloads import MARKDOWN, PNG, assert_no_live_remote_or_script
 
-pytestmark = pytest.mark.slow  # two ``nbagent export`` processes for each of about 90 payloads
+pytestmark = pytest.mark.slow  # two exports for each of about 90 payloads
 
 
-def export(path: Path, out: Path) -> None:
+def export(path: Path, out: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``nbagent export path -o out``, run from the log's folder, through the command's entry point in this process."""
+    monkeypatch.chdir(path.parent)
+    monkeypatch.setenv("NBAGENT_DATA_DIR", str(path.parent / "data"))
+    err = io.StringIO()
+    assert main(["export", str(path), "-o", str(out)], out=io.StringIO(), err=err) == 0, err.getvalue()
+
+
+def export_process(path: Path, out: Path) -> None:
+    """``nbagent export path -o out`` as its own process (``python -m nbagent``)."""
     result = subprocess.run(
         [sys.executable, "-m", "nbagent", "export", str(path), "-o", str(out)],
         cwd=path.parent,
@@ -41,12 +51,25 @@ def export(path: Path, out: Path) -> None:
     assert result.returncode == 0, result.stderr
 
 
+def test_the_command_writes_what_its_entry_point_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "s.jsonl"
+    markdown_log(log, MARKDOWN[0])
+    for suffix in ("md", "ipynb"):
+        export_process(log, tmp_path / f"process.{suffix}")
+        export(log, tmp_path / f"entry.{suffix}", monkeypatch)
+    assert (tmp_path / "process.md").read_bytes() == (tmp_path / "entry.md").read_bytes()
+    by_process, by_entry = (nbformat.read(tmp_path / f"{way}.ipynb", as_version=4) for way in ("process", "entry"))
+    for cell in [*by_process.cells, *by_entry.cells]:
+        del cell["id"]  # nbformat gives each new cell a random id
+    assert by_process == by_entry
+
+
 @pytest.mark.parametrize("payload", MARKDOWN)
-def test_exports_load_nothing_remote_and_link_to_no_script(tmp_path: Path, payload: str) -> None:
+def test_exports_load_nothing_remote_and_link_to_no_script(tmp_path: Path, payload: str, monkeypatch: pytest.MonkeyPatch) -> None:
     log = tmp_path / "s.jsonl"
     markdown_log(log, payload)
-    export(log, tmp_path / "s.md")
-    export(log, tmp_path / "s.ipynb")
+    export(log, tmp_path / "s.md", monkeypatch)
+    export(log, tmp_path / "s.ipynb", monkeypatch)
 
     markdown = (tmp_path / "s.md").read_text(encoding="utf-8")
     hrefs, srcs = assert_no_live_remote_or_script(markdown)
@@ -63,7 +86,9 @@ def test_exports_load_nothing_remote_and_link_to_no_script(tmp_path: Path, paylo
     assert [o["data"]["image/png"] for o in images] == [PNG]
 
 
-def test_a_reference_defined_in_one_part_cannot_make_an_image_or_script_link_in_another(tmp_path: Path) -> None:
+def test_a_reference_defined_in_one_part_cannot_make_an_image_or_script_link_in_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     log = tmp_path / "s.jsonl"
     reply = {"stop_reason": "end_turn", "usage": {}}
     write_log(
@@ -75,6 +100,6 @@ def test_a_reference_defined_in_one_part_cannot_make_an_image_or_script_link_in_
             (ev.ASSISTANT_MSG, {**reply, "content": [{"type": "text", "text": "[click][late]"}]}),
         ],
     )
-    export(log, tmp_path / "s.md")
+    export(log, tmp_path / "s.md", monkeypatch)
     _hrefs, srcs = assert_no_live_remote_or_script((tmp_path / "s.md").read_text(encoding="utf-8"))
     assert not srcs
