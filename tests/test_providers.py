@@ -54,6 +54,19 @@ def api() -> Iterator[FakeAnthropic]:
         yield fake
 
 
+BEDROCK_KEY = "ABSKfakeBedrockApiKey0123456789abcdef"
+
+
+@pytest.fixture
+def bedrock(api: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeCloud]:
+    """A fake Bedrock that the SDK reaches with a Bedrock API key (a bearer token) from the environment."""
+    with FakeCloud("bedrock", api, bearer=frozenset({BEDROCK_KEY})) as cloud:
+        monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", BEDROCK_KEY)
+        monkeypatch.setenv("AWS_REGION", cloud.region)
+        monkeypatch.setenv("ANTHROPIC_BEDROCK_BASE_URL", cloud.base_url)
+        yield cloud
+
+
 def log_text(session: nbagent.Session) -> str:
     return session.path.read_text()
 
@@ -230,18 +243,13 @@ def test_bedrock_turn_is_signed_with_sigv4_and_streams_into_the_log(
             assert SECRET_KEY not in logged and SESSION_TOKEN not in logged
 
 
-def test_a_cloud_turn_costs_unknown_until_its_price_is_set(api: FakeAnthropic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cloud_turn_costs_unknown_until_its_price_is_set(api: FakeAnthropic, tmp_path: Path, bedrock: FakeCloud) -> None:
     from nbagent import prices
 
-    token = "ABSKfakeBedrockApiKey0123456789abcdef"
-    with FakeCloud("bedrock", api, bearer=frozenset({token})) as cloud:
-        monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", token)
-        monkeypatch.setenv("AWS_REGION", cloud.region)
-        monkeypatch.setenv("ANTHROPIC_BEDROCK_BASE_URL", cloud.base_url)
-        api.script(text("Priced elsewhere."))
-        with nbagent.Session.open(tmp_path / "s.jsonl") as session:
-            nbagent.run(session, "hi", model="claude-sonnet-4-6", provider="bedrock")
-            spend = session.state.spend
+    api.script(text("Priced elsewhere."))
+    with nbagent.Session.open(tmp_path / "s.jsonl") as session:
+        nbagent.run(session, "hi", model="claude-sonnet-4-6", provider="bedrock")
+        spend = session.state.spend
     (key,) = spend
     assert key.startswith("bedrock:")  # never the Claude API's price for the same model
     assert prices.cost(spend).words() == "cost unknown" and prices.cost(spend).unpriced == (key,)
@@ -250,56 +258,37 @@ def test_a_cloud_turn_costs_unknown_until_its_price_is_set(api: FakeAnthropic, t
 
 
 def test_bedrock_api_key_is_a_bearer_token_and_a_provider_id_is_sent_as_given(
-    api: FakeAnthropic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    api: FakeAnthropic, tmp_path: Path, bedrock: FakeCloud
 ) -> None:
-    token = "ABSKfakeBedrockApiKey0123456789abcdef"
-    with FakeCloud("bedrock", api, bearer=frozenset({token})) as cloud:
-        monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", token)
-        monkeypatch.setenv("AWS_REGION", cloud.region)
-        monkeypatch.setenv("ANTHROPIC_BEDROCK_BASE_URL", cloud.base_url)
-        api.script(text("Hello from Bedrock."))
-        with nbagent.Session.open(tmp_path / "s.jsonl") as session:
-            assert nbagent.run(session, "hi", model="global.anthropic.claude-sonnet-4-6", provider="bedrock") == "Hello from Bedrock."
-            (request,) = cloud.requests
-            assert request.path == "/model/global.anthropic.claude-sonnet-4-6/invoke-with-response-stream"
-            assert request.headers["authorization"] == f"Bearer {token}"
-            (call,) = model_calls(session)
-            assert call["model"] == "claude-sonnet-4-6" and call["provider_model"] == "global.anthropic.claude-sonnet-4-6"
-            assert token not in log_text(session)
+    api.script(text("Hello from Bedrock."))
+    with nbagent.Session.open(tmp_path / "s.jsonl") as session:
+        assert nbagent.run(session, "hi", model="global.anthropic.claude-sonnet-4-6", provider="bedrock") == "Hello from Bedrock."
+        (request,) = bedrock.requests
+        assert request.path == "/model/global.anthropic.claude-sonnet-4-6/invoke-with-response-stream"
+        assert request.headers["authorization"] == f"Bearer {BEDROCK_KEY}"
+        (call,) = model_calls(session)
+        assert call["model"] == "claude-sonnet-4-6" and call["provider_model"] == "global.anthropic.claude-sonnet-4-6"
+        assert BEDROCK_KEY not in log_text(session)
 
 
-def test_bedrock_error_mid_stream_is_an_exception_frame_and_is_retried(
-    api: FakeAnthropic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    token = "ABSKfakeBedrockApiKey0123456789abcdef"
-    with FakeCloud("bedrock", api, bearer=frozenset({token})) as cloud:
-        monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", token)
-        monkeypatch.setenv("AWS_REGION", cloud.region)
-        monkeypatch.setenv("ANTHROPIC_BEDROCK_BASE_URL", cloud.base_url)
-        api.script(stream_error(after=4, partial=text("This reply is cut short.")), text("Second try."))
-        with nbagent.Session.open(tmp_path / "s.jsonl") as session:
-            assert nbagent.run(session, "hi", model="claude-sonnet-4-6", provider="bedrock") == "Second try."
-            (failure,) = [e for e in session.events() if e["type"] == "model_error"]
-            assert failure["retryable"] and failure["status"] is None and "Amazon Bedrock error (mid-stream" in failure["message"]
-            assert len(cloud.requests) == 2
+def test_bedrock_error_mid_stream_is_an_exception_frame_and_is_retried(api: FakeAnthropic, tmp_path: Path, bedrock: FakeCloud) -> None:
+    api.script(stream_error(after=4, partial=text("This reply is cut short.")), text("Second try."))
+    with nbagent.Session.open(tmp_path / "s.jsonl") as session:
+        assert nbagent.run(session, "hi", model="claude-sonnet-4-6", provider="bedrock") == "Second try."
+        (failure,) = [e for e in session.events() if e["type"] == "model_error"]
+        assert failure["retryable"] and failure["status"] is None and "Amazon Bedrock error (mid-stream" in failure["message"]
+        assert len(bedrock.requests) == 2
 
 
-def test_server_compaction_asked_for_on_bedrock_goes_in_the_body(
-    api: FakeAnthropic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    token = "ABSKfakeBedrockApiKey0123456789abcdef"
-    with FakeCloud("bedrock", api, bearer=frozenset({token})) as cloud:
-        monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", token)
-        monkeypatch.setenv("AWS_REGION", cloud.region)
-        monkeypatch.setenv("ANTHROPIC_BEDROCK_BASE_URL", cloud.base_url)
-        api.script(text("ok"))
-        with nbagent.Session.open(tmp_path / "s.jsonl") as session:
-            model = AnthropicModel("claude-opus-4-6", provider="bedrock")
-            nbagent.Loop(session, model=model, context=nbagent.ContextSettings(compact="server")).run("hi")  # asked for: tried
-        (request,) = cloud.requests
-        assert (
-            request.body["anthropic_beta"] == [nbagent.context.COMPACT_BETA] and request.body["context_management"]
-        )  # Bedrock reads betas from the body
+def test_server_compaction_asked_for_on_bedrock_goes_in_the_body(api: FakeAnthropic, tmp_path: Path, bedrock: FakeCloud) -> None:
+    api.script(text("ok"))
+    with nbagent.Session.open(tmp_path / "s.jsonl") as session:
+        model = AnthropicModel("claude-opus-4-6", provider="bedrock")
+        nbagent.Loop(session, model=model, context=nbagent.ContextSettings(compact="server")).run("hi")  # asked for: tried
+    (request,) = bedrock.requests
+    assert (
+        request.body["anthropic_beta"] == [nbagent.context.COMPACT_BETA] and request.body["context_management"]
+    )  # Bedrock reads betas from the body
 
 
 def test_bedrock_refusal_echoing_the_key_never_reaches_the_log(api: FakeAnthropic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
