@@ -31,10 +31,12 @@ Usage: ``python -m benchmarks.browser [--runs N] [--swap | --insert]``; prints t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -231,8 +233,9 @@ def measure_insert(jupyter: Jupyter, server: JupyterServer, fake: FakeAnthropic,
     return elapsed, received
 
 
-def run_inserts(runs: int) -> list[dict[str, float]]:
-    """Start the fake API, JupyterLab and Chromium; ``runs`` inserts of 1 and of 50 calls."""
+@contextlib.contextmanager
+def lab_page() -> Iterator[tuple[Jupyter, JupyterServer, FakeAnthropic]]:
+    """The fake API, a JupyterLab on it and a Chromium page showing it, all stopped afterwards."""
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory(prefix="nbagent-browser-bench-") as folder, FakeAnthropic() as fake:
@@ -243,46 +246,37 @@ def run_inserts(runs: int) -> list[dict[str, float]]:
                 browser = launch_chromium(playwright)
                 try:
                     page = browser.new_page(viewport={"width": 1280, "height": 1000})
-                    page.set_default_timeout(60_000)
                     jupyter = Jupyter(page, server)
                     jupyter.start()
-                    results = []
-                    for n in range(1, runs + 1):
-                        for calls in (1, 50):
-                            shown, received = measure_insert(jupyter, server, fake, n, calls)
-                            results.append({"calls": float(calls), "ms": shown, "model_ms": received})
-                    return results
+                    yield jupyter, server, fake
                 finally:
                     browser.close()
         finally:
             server.stop()
+
+
+def run_inserts(runs: int) -> list[dict[str, float]]:
+    """Start the fake API, JupyterLab and Chromium; ``runs`` inserts of 1 and of 50 calls."""
+    with lab_page() as (jupyter, server, fake):
+        jupyter.page.set_default_timeout(60_000)
+        results = []
+        for n in range(1, runs + 1):
+            for calls in (1, 50):
+                shown, received = measure_insert(jupyter, server, fake, n, calls)
+                results.append({"calls": float(calls), "ms": shown, "model_ms": received})
+        return results
 
 
 def run(runs: int, *, swap: bool = False) -> list[dict[str, float]]:
     """Start the fake API, JupyterLab and Chromium; measure ``runs`` long answers (``swap``: ``runs`` swaps each way)."""
-    from playwright.sync_api import sync_playwright
-
-    with tempfile.TemporaryDirectory(prefix="nbagent-browser-bench-") as folder, FakeAnthropic() as fake:
-        home = Path(folder)
-        server = JupyterServer("lab", home / "root", kernel_env(home / "home", fake.base_url, home / "nbagent-data")).start()
-        try:
-            with sync_playwright() as playwright:
-                browser = launch_chromium(playwright)
-                try:
-                    page = browser.new_page(viewport={"width": 1280, "height": 1000})
-                    jupyter = Jupyter(page, server)
-                    jupyter.start()
-                    if swap:
-                        return [
-                            {"open_rows": float(opened), **measure_swap(jupyter, server, fake, n, open_rows=opened)}
-                            for n in range(1, runs + 1)
-                            for opened in (False, True)
-                        ]
-                    return [measure_once(jupyter, server, fake, n) for n in range(1, runs + 1)]
-                finally:
-                    browser.close()
-        finally:
-            server.stop()
+    with lab_page() as (jupyter, server, fake):
+        if swap:
+            return [
+                {"open_rows": float(opened), **measure_swap(jupyter, server, fake, n, open_rows=opened)}
+                for n in range(1, runs + 1)
+                for opened in (False, True)
+            ]
+        return [measure_once(jupyter, server, fake, n) for n in range(1, runs + 1)]
 
 
 def main(argv: list[str] | None = None) -> int:
