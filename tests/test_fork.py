@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +22,7 @@ from nbagent.lineage import ForkPointError
 from nbagent.session import Session
 from reliability.attacker import call_events
 from tests.store_fixtures import STORES, use_store
-
-ROOT = Path(__file__).resolve().parent.parent
-ATTACKER = Path(__file__).with_name("attacker_proc.py")
+from tests.test_attacks import attacker  # the second user's process, as the attack tests run it
 
 
 @pytest.fixture(params=STORES)
@@ -159,21 +154,6 @@ def test_nbagent_fork_on_the_command_line(kind: str, tmp_path: Path, monkeypatch
 
 
 # Trust and tampering (the file store) -----------------------------------------------------------------
-def _env(data_dir: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    env["NBAGENT_DATA_DIR"] = str(data_dir)
-    return env
-
-
-def attacker(tmp_path: Path, *args: Any) -> None:
-    """The second user's process (its own data folder, hence its own secret)."""
-    data = tmp_path / "attacker-data"
-    assert str(data) != os.environ["NBAGENT_DATA_DIR"]
-    done = subprocess.run([sys.executable, str(ATTACKER), *map(str, args)], env=_env(data), capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-
-
 def test_a_fork_of_a_session_you_did_not_write_is_not_yours_to_run(tmp_path: Path, fake: Any) -> None:
     theirs = tmp_path / ".nbagent" / "nb.ipynb" / "theirs.jsonl"
     attacker(tmp_path, "session", theirs, json.dumps(call_events(steps="finished")))  # a finished turn with a call, by another key
