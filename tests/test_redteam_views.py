@@ -17,6 +17,7 @@ import pytest
 from PIL import Image
 
 from nbagent.render import html as render
+from nbagent.render import safe_html
 from nbagent.render.hosts import local_link
 from nbagent.render.images import MAX_PIXELS, MAX_SIDE, header_size, refusal
 from nbagent.render.markdown import link_allowed, safe_markdown
@@ -129,7 +130,7 @@ def test_other_links_are_kept(url: str) -> None:
 
 @pytest.mark.parametrize("url", LOCAL)
 def test_the_panel_shows_a_link_to_this_machine_as_text_with_its_url(url: str) -> None:
-    html = render.markdown_html(f"see [this page]({url.strip()}) and [the docs](https://example.org/docs)")
+    html = safe_html.markdown_html(f"see [this page]({url.strip()}) and [the docs](https://example.org/docs)")
     assert html.count("<a ") == 1 and 'href="https://example.org/docs"' in html  # the other link is kept
     assert "this page (" in html or "[this page](" in html  # the text, with its URL (or not a Markdown link at all)
 
@@ -144,6 +145,6 @@ def test_the_panel_shows_a_link_to_this_machine_as_text_with_its_url(url: str) -
     ],
 )
 def test_every_markdown_form_of_a_link_to_this_machine_is_inert(text: str) -> None:
-    html = render.markdown_html(text)
+    html = safe_html.markdown_html(text)
     assert "href" not in html and "logout" in html
     assert "](http" not in safe_markdown(text).replace("\\]", "")

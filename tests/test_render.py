@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 
 from nbagent.notebook.panel import Panel
 from nbagent.render import html as render
-from nbagent.render import style
+from nbagent.render import safe_html, style
 from nbagent.render.text import transcript_text
 from reliability.payloads import MARKDOWN, PNG, start_tags
 
-SAFE_TAGS = set(render.ALLOWED_TAGS) | {"div", "span", "details", "summary", "img"}  # the last: our own markup
+SAFE_TAGS = set(safe_html.ALLOWED_TAGS) | {"div", "span", "details", "summary", "img"}  # the last: our own markup
 OUR_STYLE = re.compile(r"^[a-z0-9#%:;. -]*$")  # the panel's own inline styles: no url(), quotes or expressions
 
 
@@ -45,12 +45,12 @@ def assert_safe(fragment: str) -> None:
 
 @pytest.mark.parametrize("payload", MARKDOWN)
 def test_markdown_html_neutralizes_hostile_payloads(payload: str) -> None:
-    assert_safe(render.markdown_html(payload))
+    assert_safe(safe_html.markdown_html(payload))
 
 
 @pytest.mark.parametrize("payload", MARKDOWN)
 def test_sanitize_strips_hostile_html_even_when_raw_html_reaches_it(payload: str) -> None:
-    assert_safe(render.sanitize(payload))
+    assert_safe(safe_html.sanitize(payload))
 
 
 @pytest.mark.parametrize("payload", MARKDOWN)
@@ -95,7 +95,7 @@ def test_hostile_payload_in_the_panel_widgets_and_static_fallback() -> None:
 
 
 def test_markdown_renders_what_a_model_writes() -> None:
-    html = render.markdown_html(
+    html = safe_html.markdown_html(
         "# Title\n\n**bold** `code` ~~gone~~ [site](https://example.org)\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n```python\nx = 1\n```"
     )
     for expected in (
@@ -111,7 +111,7 @@ def test_markdown_renders_what_a_model_writes() -> None:
 
 
 def test_markdown_images_become_links_not_fetched_images() -> None:
-    html = render.markdown_html("![chart](https://example.org/c.png)")
+    html = safe_html.markdown_html("![chart](https://example.org/c.png)")
     assert "<img" not in html and 'href="https://example.org/c.png"' in html and "[image: chart]" in html
 
 
@@ -271,11 +271,11 @@ NOT_PROSE = ["1. a list", "- item", "two\nlines", "  indented", "a *word*", "a_b
 @pytest.mark.parametrize("text", PROSE + NOT_PROSE)
 def test_prose_is_rendered_as_markdown_it_renders_it(text: str) -> None:
     """The plain-prose shortcut gives markdown-it's own output, and is taken only for prose."""
-    assert render.markdown_html(text) == render.sanitize(render._markdown.render(text))
-    assert bool(render._PROSE_LINE.fullmatch(text)) == (text in PROSE)
+    assert safe_html.markdown_html(text) == safe_html.sanitize(safe_html._markdown.render(text))
+    assert bool(safe_html._PROSE_LINE.fullmatch(text)) == (text in PROSE)
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.from_regex(render._PROSE_LINE, fullmatch=True))
+@given(st.from_regex(safe_html._PROSE_LINE, fullmatch=True))
 def test_any_line_the_shortcut_takes_is_one_markdown_it_paragraph(text: str) -> None:
-    assert render._markdown.render(text) == f"<p>{text}</p>\n"
+    assert safe_html._markdown.render(text) == f"<p>{text}</p>\n"

@@ -9,7 +9,7 @@ import pytest
 
 from nbagent.export import to_markdown, to_notebook
 from nbagent.render import html as render
-from nbagent.render import rows
+from nbagent.render import rows, safe_html
 from nbagent.render.rows import ToolCalls, Work, call_row, decision_words, question, result_row, work
 from nbagent.render.text import transcript_text
 from reliability.payloads import PNG
@@ -293,7 +293,7 @@ def test_code_in_answers_is_highlighted_and_stays_script_free() -> None:
 
 
 def test_only_our_classes_survive_the_sanitizer() -> None:
-    cleaned = render.sanitize('<span class="pg-k evil">a</span><pre class="nbagent-code x">b</pre><p class="pg-k">c</p>')
+    cleaned = safe_html.sanitize('<span class="pg-k evil">a</span><pre class="nbagent-code x">b</pre><p class="pg-k">c</p>')
     assert cleaned == '<span class="pg-k">a</span><pre class="nbagent-code">b</pre><p>c</p>'
 
 

@@ -1,6 +1,6 @@
 """Events shown to people: one renderer per medium, each a table with one small function per event type.
 
-- :mod:`.html`: safe HTML, for the live panel, its static transcript and the replay;
+- :mod:`.html`: safe HTML, for the live panel, its static transcript and the replay (model Markdown through :mod:`.safe_html`);
 - :mod:`.text`: terminal text, for ``nbagent show`` and ``tail``, terminal IPython and the text/plain transcript;
 - :mod:`.markdown`: Markdown that carries no raw HTML or script link, for exports;
 - :mod:`.view`: the status line and what becomes of streamed text, for the panel and the replay;
@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_WHERE = {"event_html": "html", "transcript_html": "html", "markdown_html": "html", "transcript_text": "text", "transcript": "text"}
+_WHERE = {"event_html": "html", "transcript_html": "html", "markdown_html": "safe_html", "transcript_text": "text", "transcript": "text"}
 
 
 def __getattr__(name: str) -> Any:

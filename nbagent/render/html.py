@@ -1,12 +1,8 @@
 """Events as safe HTML: the one renderer of the live panel, its static transcript and the replay.
 
-Model output is untrusted.  Markdown is rendered with raw HTML disabled, then
-sanitized with nh3 (Ammonia) against a small allow-list: no script, no event
-handlers, no ``style``, no ``id``/``name``, no svg or iframes, only http(s) and
-mailto links, and no images at all (a remote image in model output could leak
-data through its URL), and no live link to this machine (:mod:`.hosts`: it may be the
-Jupyter server).  The only images shown are tool-result images within the pixel limits of
-:mod:`.images`, whose ``data:`` URIs this module builds itself from checked base64.
+Model output is untrusted: its Markdown becomes HTML only through :mod:`.safe_html` (no raw HTML, an
+allow-list, no image, no live link to this machine). The only images shown are tool-result images within
+the pixel limits of :mod:`.images`, whose ``data:`` URIs this module builds itself from checked base64.
 
 Every colour and style is in one stylesheet (:mod:`.style`), scoped by the class ``nbagent``, put once
 in each output by nbagent itself around the sanitized content: the static transcript and the live
@@ -16,20 +12,14 @@ so Light and Dark both read; the fallbacks are for pages without them (nbconvert
 
 from __future__ import annotations
 
-import html
 import json
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
-
-import nh3
-from markdown_it import MarkdownIt
 
 from .. import events as ev
 from .. import lineage, redact
 from ..asides import Asides, to_model
-from .code import MAX_TOOL_TEXT, TOKEN_CLASSES, highlight_block, python_html
-from .hosts import local_link
+from .code import MAX_TOOL_TEXT, python_html
 from .parts import (
     Start,
     abandoned_words,
@@ -53,100 +43,11 @@ from .parts import (
     tool_name,
 )
 from .rows import PYTHON, Row, ToolCalls, Work, call_row, decision_words, input_of, question, result_row, work
-from .style import ALIGN_CLASSES, STYLE
+from .safe_html import markdown_html
+from .style import STYLE
 from .view import stream_effect
 
 Event = Mapping[str, Any]
-
-ALLOWED_TAGS = frozenset(
-    "a b blockquote br code del em h1 h2 h3 h4 h5 h6 hr i li ol p pre s span strong sub sup table tbody td th thead tr ul".split()
-)
-ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}}
-
-
-# The only classes sanitized HTML keeps: highlighted code's, and a table cell's alignment (style.py styles them all).
-ALLOWED_CLASSES = {
-    "span": set(TOKEN_CLASSES),
-    "pre": {"nbagent-code"},
-    "th": set(ALIGN_CLASSES.values()),
-    "td": set(ALIGN_CLASSES.values()),
-}
-
-
-def _no_local_href(element: str, attribute: str, value: str) -> str | None:
-    """nh3's last word on every attribute: a link to this machine loses its target (see :mod:`.hosts`)."""
-    return None if attribute == "href" and local_link(value) else value
-
-
-_cleaner = nh3.Cleaner(
-    tags=set(ALLOWED_TAGS),
-    clean_content_tags={"script", "style", "iframe", "object", "embed", "svg", "math", "template", "noscript"},
-    attributes={tag: set(names) for tag, names in ALLOWED_ATTRIBUTES.items()},
-    allowed_classes=ALLOWED_CLASSES,
-    url_schemes={"http", "https", "mailto"},
-    url_relative="deny",  # a relative link would point into the Jupyter server itself
-    attribute_filter=_no_local_href,  # and so would an absolute one to this machine
-    link_rel="noopener noreferrer nofollow",
-    strip_comments=True,
-)
-
-
-def _image_as_link(renderer: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
-    token = tokens[idx]
-    alt = html.escape(token.content or "image")
-    url = str(token.attrGet("src") or "")
-    if local_link(url):
-        return f"[image: {alt}] ({html.escape(url)})"
-    return f'<a href="{html.escape(url, quote=True)}">[image: {alt}]</a>'
-
-
-def _inert_local_links(state: Any) -> None:
-    """A link to this machine (see :mod:`.hosts`) becomes its text followed by its URL, as plain text."""
-    for token in state.tokens:
-        opened: list[str | None] = []  # the URL of each enclosing link refused, None for one kept
-        for child in token.children or []:
-            if child.type == "link_open":
-                url = str(child.attrGet("href") or "")
-                refused = local_link(url)
-                opened.append(url if refused and child.markup != "autolink" else "" if refused else None)
-                if refused:
-                    child.type, child.tag, child.nesting, child.attrs, child.content = "text", "", 0, {}, ""
-            elif child.type == "link_close" and opened:
-                shown = opened.pop()
-                if shown is not None:
-                    child.type, child.tag, child.nesting, child.content = "text", "", 0, f" ({shown})" if shown else ""
-
-
-def _aligned_cells(state: Any) -> None:
-    """A table column's alignment (markdown-it writes it as a style, which the sanitizer drops) as one of style.py's classes."""
-    for token in state.tokens:
-        if token.type in ("th_open", "td_open") and token.attrs:
-            align = ALIGN_CLASSES.get(str(token.attrs.pop("style", "")))
-            if align:
-                token.attrs["class"] = align
-
-
-_markdown = MarkdownIt("commonmark", {"html": False, "highlight": highlight_block}).enable(["table", "strikethrough"])
-_markdown.add_render_rule("image", _image_as_link)
-_markdown.core.ruler.push("nbagent_local_links", _inert_local_links)
-_markdown.core.ruler.push("nbagent_aligned_cells", _aligned_cells)
-
-
-def sanitize(fragment: str) -> str:
-    """Clean an HTML fragment against the allow-list."""
-    return _cleaner.clean(fragment)
-
-
-# One line of prose, starting with a letter, in which no Markdown construct can start (no markup character,
-# entity, HTML, line break or trailing space): markdown-it would only wrap it in a paragraph (tests/test_render.py).
-_PROSE_LINE = re.compile(r"[^\W\d_][^\x00-\x1f\x7f-\x9f\u2028\u2029\\`*_\[\]!<>&#~|\"]*(?<!\s)")
-
-
-def markdown_html(text: str) -> str:
-    """Markdown (from the model) to sanitized HTML."""
-    if _PROSE_LINE.fullmatch(text):
-        return sanitize(f"<p>{text}</p>\n")  # what markdown-it makes of it, without parsing it (a re-run cell's short answer)
-    return sanitize(_markdown.render(text))
 
 
 def _pre(text: str) -> str:

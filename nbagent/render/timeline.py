@@ -19,7 +19,7 @@ from .. import events as ev
 from ..asides import Asides
 from ..fold import State
 from ..terminal import safe
-from . import html, text
+from . import html, safe_html, text
 from .matches import Found, Part, parts_of, search
 from .parts import esc, gap, kind_of, request_parts, shorten, superseded_starts, text_of, timestamp, when
 from .rows import ToolCalls
@@ -226,7 +226,7 @@ class Timeline:
         if item.until is not None and item.until <= index:
             return ""
         shown = item.deltas[: bisect.bisect_right(item.deltas, index)]
-        return html.markdown_html("".join(self.texts[i].stream for i in shown)) if shown else ""
+        return safe_html.markdown_html("".join(self.texts[i].stream for i in shown)) if shown else ""
 
     def _entries(self, index: int, times: bool) -> tuple[list[tuple[int, str]], bool]:
         """The (turn, HTML) entries on screen after event ``index`` (the last SHOWN_ITEMS), and whether earlier ones are left out."""

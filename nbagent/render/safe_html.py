@@ -1,0 +1,110 @@
+"""Model Markdown as safe HTML: markdown-it with raw HTML off, then nh3 (Ammonia) against a small allow-list.
+
+Model output is untrusted. What is left: no script, no event handlers, no ``style``, no ``id``/``name``, no svg
+or iframes, only http(s) and mailto links, no images at all (a remote image in model output could leak data
+through its URL), and no live link to this machine (:mod:`.hosts`: it may be the Jupyter server). Attacks:
+tests/test_render.py and the red-team campaigns.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+import nh3
+from markdown_it import MarkdownIt
+
+from .code import TOKEN_CLASSES, highlight_block
+from .hosts import local_link
+from .style import ALIGN_CLASSES
+
+ALLOWED_TAGS = frozenset(
+    "a b blockquote br code del em h1 h2 h3 h4 h5 h6 hr i li ol p pre s span strong sub sup table tbody td th thead tr ul".split()
+)
+ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}}
+
+
+# The only classes sanitized HTML keeps: highlighted code's, and a table cell's alignment (style.py styles them all).
+ALLOWED_CLASSES = {
+    "span": set(TOKEN_CLASSES),
+    "pre": {"nbagent-code"},
+    "th": set(ALIGN_CLASSES.values()),
+    "td": set(ALIGN_CLASSES.values()),
+}
+
+
+def _no_local_href(element: str, attribute: str, value: str) -> str | None:
+    """nh3's last word on every attribute: a link to this machine loses its target (see :mod:`.hosts`)."""
+    return None if attribute == "href" and local_link(value) else value
+
+
+_cleaner = nh3.Cleaner(
+    tags=set(ALLOWED_TAGS),
+    clean_content_tags={"script", "style", "iframe", "object", "embed", "svg", "math", "template", "noscript"},
+    attributes={tag: set(names) for tag, names in ALLOWED_ATTRIBUTES.items()},
+    allowed_classes=ALLOWED_CLASSES,
+    url_schemes={"http", "https", "mailto"},
+    url_relative="deny",  # a relative link would point into the Jupyter server itself
+    attribute_filter=_no_local_href,  # and so would an absolute one to this machine
+    link_rel="noopener noreferrer nofollow",
+    strip_comments=True,
+)
+
+
+def _image_as_link(renderer: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    token = tokens[idx]
+    alt = html.escape(token.content or "image")
+    url = str(token.attrGet("src") or "")
+    if local_link(url):
+        return f"[image: {alt}] ({html.escape(url)})"
+    return f'<a href="{html.escape(url, quote=True)}">[image: {alt}]</a>'
+
+
+def _inert_local_links(state: Any) -> None:
+    """A link to this machine (see :mod:`.hosts`) becomes its text followed by its URL, as plain text."""
+    for token in state.tokens:
+        opened: list[str | None] = []  # the URL of each enclosing link refused, None for one kept
+        for child in token.children or []:
+            if child.type == "link_open":
+                url = str(child.attrGet("href") or "")
+                refused = local_link(url)
+                opened.append(url if refused and child.markup != "autolink" else "" if refused else None)
+                if refused:
+                    child.type, child.tag, child.nesting, child.attrs, child.content = "text", "", 0, {}, ""
+            elif child.type == "link_close" and opened:
+                shown = opened.pop()
+                if shown is not None:
+                    child.type, child.tag, child.nesting, child.content = "text", "", 0, f" ({shown})" if shown else ""
+
+
+def _aligned_cells(state: Any) -> None:
+    """A table column's alignment (markdown-it writes it as a style, which the sanitizer drops) as one of style.py's classes."""
+    for token in state.tokens:
+        if token.type in ("th_open", "td_open") and token.attrs:
+            align = ALIGN_CLASSES.get(str(token.attrs.pop("style", "")))
+            if align:
+                token.attrs["class"] = align
+
+
+_markdown = MarkdownIt("commonmark", {"html": False, "highlight": highlight_block}).enable(["table", "strikethrough"])
+_markdown.add_render_rule("image", _image_as_link)
+_markdown.core.ruler.push("nbagent_local_links", _inert_local_links)
+_markdown.core.ruler.push("nbagent_aligned_cells", _aligned_cells)
+
+
+def sanitize(fragment: str) -> str:
+    """Clean an HTML fragment against the allow-list."""
+    return _cleaner.clean(fragment)
+
+
+# One line of prose, starting with a letter, in which no Markdown construct can start (no markup character,
+# entity, HTML, line break or trailing space): markdown-it would only wrap it in a paragraph (tests/test_render.py).
+_PROSE_LINE = re.compile(r"[^\W\d_][^\x00-\x1f\x7f-\x9f\u2028\u2029\\`*_\[\]!<>&#~|\"]*(?<!\s)")
+
+
+def markdown_html(text: str) -> str:
+    """Markdown (from the model) to sanitized HTML."""
+    if _PROSE_LINE.fullmatch(text):
+        return sanitize(f"<p>{text}</p>\n")  # what markdown-it makes of it, without parsing it (a re-run cell's short answer)
+    return sanitize(_markdown.render(text))
