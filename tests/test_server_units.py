@@ -177,11 +177,26 @@ def test_a_client_too_far_behind_is_dropped_once() -> None:
     async def run() -> tuple[bool, int, list[int]]:
         drops: list[int] = []
         client = Client(3, on_drop=lambda: drops.append(1))
-        for seq in range(1, 7):
-            client.offer(Frame(seq, b""))
+        for seq in range(1, 7):  # one event a read, none taken: the fourth read finds three waiting
+            client.offer([Frame(seq, b"")])
         return client.dropped, len(drops), [f.seq for f in await client.next(0.01)]
 
     assert asyncio.run(run()) == (True, 1, [])
+
+
+def test_a_burst_drops_no_client_that_keeps_up() -> None:
+    async def run() -> tuple[list[int], bool, list[int], bool]:
+        client = Client(3)
+        client.offer([Frame(seq, b"") for seq in range(1, 11)])  # one read of ten events: more than the limit
+        taken = [f.seq for f in await client.next(0.01)]
+        client.offer([Frame(11, b"")])
+        after = [f.seq for f in await client.next(0.01)]
+        kept_up = not client.dropped
+        client.offer([Frame(seq, b"") for seq in range(12, 16)])  # four wait, not taken ...
+        client.offer([Frame(16, b"")])  # ... when the next read comes: behind
+        return taken, kept_up, after, client.dropped
+
+    assert asyncio.run(run()) == (list(range(1, 11)), True, [11], True)
 
 
 def test_a_file_source_reads_only_what_was_appended(tmp_path: Path) -> None:

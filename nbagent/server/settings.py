@@ -31,7 +31,8 @@ class NbagentServer(Configurable):
     client_queue = Int(
         1000,
         min=1,
-        help="Events queued for one stream client at most; a client further behind is disconnected and resumes from its last id.",
+        help="Events of earlier reads queued for one stream client at most; a client further behind is disconnected and "
+        "resumes from its last id.",
     ).tag(config=True)
     send_timeout = Float(
         60.0,

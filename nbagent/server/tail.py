@@ -2,9 +2,10 @@
 
 The tail reads its :class:`~.source.EventSource` in a worker thread, a bounded chunk at a time,
 renders each new event once (:mod:`.present`), keeps the last ``buffer`` frames for clients that
-reconnect, and hands every frame to each client's bounded queue.  A client whose queue is full (it
-reads slower than the session writes) is dropped; it reconnects with its Last-Event-ID and catches
-up, while the others never wait for it.  A client older than the kept frames catches up through a
+reconnect, and hands each read's frames to every client's bounded queue.  A client that still has a
+full queue from earlier reads when new frames come (it reads slower than the session writes) is
+dropped; it reconnects with its Last-Event-ID and catches up, while the others never wait for it.
+A burst (one read of many events) never drops a client that keeps up.  A client older than the kept frames catches up through a
 shared :class:`~.replay.Replay`.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,14 +47,17 @@ class Client:
         self.on_drop = on_drop
         self._ready = asyncio.Event()
 
-    def offer(self, frame: Frame) -> None:
-        """Queue a frame, or drop the client if it already has ``limit`` waiting."""
-        if self.dropped or self.closed:
+    def offer(self, frames: Sequence[Frame]) -> None:
+        """Queue one read's frames, or drop the client if ``limit`` frames of earlier reads still wait (it fell behind).
+
+        So a client holds at most ``limit`` frames plus one bounded read, and a burst alone drops nobody.
+        """
+        if self.dropped or self.closed or not frames:
             return
         if len(self.queue) >= self.limit:
             self.drop()
             return
-        self.queue.append(frame)
+        self.queue.extend(frames)
         self._ready.set()
 
     def drop(self) -> None:
@@ -164,8 +168,8 @@ class Tail:
             while len(self.recent) > self.buffer or (self.kept_bytes > KEPT_BYTES and len(self.recent) > 1):
                 self.kept_bytes -= len(self.recent.popleft().data)
             self.last_seq = frame.seq
-            for client in list(self.clients):
-                client.offer(frame)
+        for client in list(self.clients):
+            client.offer(frames)
 
     async def refresh(self) -> None:
         """Read now (a client asks for more than the tail has seen) and wait for that read."""
