@@ -196,6 +196,7 @@ def test_verify_fails_a_fork_whose_inherited_lines_or_parent_were_changed(tmp_pa
 
 def test_the_panel_replay_and_server_views_say_where_a_fork_came_from(tmp_path: Path) -> None:
     from nbagent.render import html
+    from nbagent.render.timeline import Timeline
 
     path = parent_session(tmp_path)
     with Session.open(path) as parent, parent.fork(turn=1, name="kid"):
@@ -203,5 +204,8 @@ def test_the_panel_replay_and_server_views_say_where_a_fork_came_from(tmp_path: 
     kid = path.with_name("kid.jsonl")
     shown = html.transcript_html(history.read_all(kid))  # what the panel, the replay widget and the server's live view render
     assert "forked from parent at event 4" in shown
+    # The replay widget's header says it before any event is shown; a session that is no fork says nothing of the kind.
+    assert "forked from parent at event 4 · read-only" in Timeline(history.read_all(kid)).header_html()
+    assert "forked from" not in Timeline(history.read_all(path)).header_html()
     rows = {s.name: s.to_dict() for s in history.list_summaries(tmp_path)}  # the server's session list is these rows
     assert (rows["kid"]["parent_name"], rows["kid"]["forked_at"], rows["parent"]["parent"]) == ("parent", 4, "")

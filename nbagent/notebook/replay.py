@@ -369,7 +369,9 @@ class Replay(Playback):
         """The static summary output: what the session is, the hint to re-run the cell, the whole transcript (folded)."""
         transcript, plain = self.timeline.static()
         timeline, key = self.timeline, self.display_id
-        summary = html.header_html(f"Replay: {timeline.title}", self.source, origin=f"{timeline.size_text()} · {timeline.statuses[-1]}")
+        summary = html.header_html(
+            f"Replay: {timeline.title}", self.source, origin=f"{timeline.size_text()} · {timeline.forked_text()}{timeline.statuses[-1]}"
+        )
         page = (
             f'{sibling_style(key)}<div class="nbagent nbagent-static-{key}">{STYLE}{summary}'
             f'<p class="nbagent-hint"><b>{esc(HINT)}</b></p><details><summary>the whole transcript</summary>{transcript}</details></div>'

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import events as ev
+from .. import lineage
 from ..asides import Asides
 from ..fold import State
 from ..terminal import safe
@@ -134,7 +135,10 @@ class Timeline:
         self.statuses: list[str] = []
         self.turn_starts: list[int] = []
         state, current = State(), STARTING
+        self.forked: lineage.Lineage | None = None  # a fork's own session_start (the last one) names its parent
         for i, event in enumerate(self.events):
+            if event.get("type") == ev.SESSION_START:
+                self.forked = lineage.of_meta(event.get("meta") if isinstance(event.get("meta"), dict) else None)
             turns = state.turns
             follow(state, event)
             if state.turns > turns:
@@ -187,10 +191,14 @@ class Timeline:
         span = f" · {when(known[0], ms=True)} → {when(known[-1], ms=True)}" if known else ""
         return f"{len(self.events)} events · {plural(len(self.turn_starts), 'turn')}{span}"
 
+    def forked_text(self) -> str:
+        """Where a fork came from, followed by " · " ("forked from 20261204-101500-a1b2 at event 12 · "); '' if not a fork."""
+        return f"{self.forked.words} · " if self.forked is not None else ""
+
     def header_html(self) -> str:
         """The replay's title, source, size and span."""
         about = (
-            f"{self.size_text()} · read-only: nothing is run and no model is called · "
+            f"{self.size_text()} · {self.forked_text()}read-only: nothing is run and no model is called · "
             f"quiet gaps longer than {self.max_gap:g} s play as {self.max_gap:g} s"
         )
         return html.header_html(f"Replay: {self.title}", self.source, origin=about)
