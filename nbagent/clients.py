@@ -37,7 +37,7 @@ def client(provider: str | None) -> Any:
         raise NbagentError(missing)
     # One client per provider and configuration, kept: each %agent turn builds its model, and a new client would read
     # the credential chain again and (Vertex) mint a new token. Changed variables make a new one.
-    key = (info.name, tuple(os.environ.get(name) for name in _CONFIG_ENV.get(info.name, ())))
+    key = (info.name, tuple(os.environ.get(name) for name in (*_CONFIG_ENV.get(info.name, ()), *_PROXY_ENV)))
     with _clients_lock:
         held = _clients.get(key)
     if held is not None:
@@ -67,6 +67,7 @@ _CONFIG_ENV = {
         "AZURE_TENANT_ID",
     ),
 }
+_PROXY_ENV = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "all_proxy", "no_proxy")  # httpx's
 _clients: dict[tuple[str, tuple[str | None, ...]], Any] = {}
 _clients_lock = threading.Lock()
 

@@ -57,16 +57,15 @@ class AnthropicModel:
     """Claude through the official SDK: streaming, prompt caching; one attempt per call (the loop owns retries)."""
 
     def __init__(self, name: str = DEFAULT_MODEL, *, client: Any | None = None, provider: str | None = None) -> None:
-        info = providers.lookup(provider)  # the cloud's own SDK client (providers.py): "anthropic" unless asked
-        if client is None and info.name != "anthropic":
-            client = clients.client(info.name)
+        info = providers.lookup(provider)  # the cloud's own SDK client (clients.py): "anthropic" unless asked
         if client is None:
-            if not has_api_key():
+            if info.name == "anthropic" and not has_api_key():
                 raise NbagentError(
                     "No Anthropic API key: set ANTHROPIC_API_KEY in the environment (or pass client=anthropic.Anthropic(...)). "
                     "To try nbagent without a key, use the offline demo model: `nbagent demo`."
                 )
-            client = anthropic.Anthropic()  # honours ANTHROPIC_BASE_URL
+            # Kept per configuration: each %agent turn makes its model, and keeps the connection the last one opened.
+            client = clients.client(info.name)
         self.provider = info.name
         self.info = info
         self.name = providers.table_name(info.name, name)  # the model table's name: its limits and thinking rules apply

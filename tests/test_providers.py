@@ -540,3 +540,12 @@ def test_agent_provider_problems_are_one_line_usage_errors(shell: Any, monkeypat
     result = shell.run_cell("%agent hi")  # no Application Default Credentials on this machine (the fixture hides them)
     assert isinstance(result.error_in_exec, UsageError)
     assert str(result.error_in_exec).startswith("No Google credentials for Google Vertex AI")
+
+
+def test_each_turn_on_the_claude_api_keeps_the_client_and_its_connections(api: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", api.base_url)
+    first, second = AnthropicModel("claude-sonnet-4-6"), AnthropicModel("claude-opus-4-8")  # two %agent turns
+    assert first.client._client is second.client._client  # one httpx pool: the next turn reuses the open connection
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "another-key")  # a changed configuration makes a new client
+    assert AnthropicModel("claude-sonnet-4-6").client.api_key == "another-key"
