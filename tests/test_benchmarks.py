@@ -131,3 +131,13 @@ def test_the_long_session_sections_run_on_tiny_sizes(tmp_path: Path) -> None:
         assert heading in report
     assert "needs both sizes" in report  # the growth target needs 10k and 100k events
     assert report.count("**PASS**") + report.count("**FAIL**") == 2 + 2 + 2  # windows, resume vs encode per size, snapshot
+
+
+@pytest.mark.slow  # a round of every command as its own process
+def test_the_startup_benchmark_runs_every_command() -> None:
+    from benchmarks import startup
+
+    result = startup.measure(runs=1)
+    assert len(result) == 8 and all(seconds > 0 for seconds in result.values())
+    table = startup.report(result)
+    assert "| nbagent export .ipynb |" in table and "× the interpreter's floor" in table
