@@ -5,8 +5,8 @@ renders each new event once (:mod:`.present`), keeps the last ``buffer`` frames 
 reconnect, and hands each read's frames to every client's bounded queue.  A client that still has a
 full queue from earlier reads when new frames come (it reads slower than the session writes) is
 dropped; it reconnects with its Last-Event-ID and catches up, while the others never wait for it.
-A burst (one read of many events) never drops a client that keeps up.  A client older than the kept frames catches up through a
-shared :class:`~.replay.Replay`.
+A burst (one read of many events) never drops a client that keeps up.  A client older than the kept
+frames catches up through a shared :class:`~.replay.Replay`.
 """
 
 from __future__ import annotations
