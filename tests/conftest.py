@@ -26,7 +26,7 @@ os.environ["NBAGENT_DATA_DIR"] = _DATA_DIR
 
 
 def missing_part(marker: str, environ: Mapping[str, str] = os.environ) -> str | None:
-    """Why this machine lacks the part a ``kernel``, ``browser`` or ``postgres`` test needs (None: it has it)."""
+    """Why this machine lacks the part a ``kernel``, ``browser``, ``postgres`` or ``mcp`` test needs (None: it has it)."""
     path = environ.get("PATH", "")
     if marker == "kernel":
         for package in ("jupyter_client", "ipykernel"):
@@ -50,6 +50,9 @@ def missing_part(marker: str, environ: Mapping[str, str] = os.environ) -> str | 
     elif marker == "postgres":
         if not environ.get("NBAGENT_TEST_POSTGRES") and not (shutil.which("initdb", path=path) and shutil.which("pg_ctl", path=path)):
             return "needs PostgreSQL: set NBAGENT_TEST_POSTGRES to a server's DSN, or put initdb and pg_ctl on PATH"
+    elif marker == "mcp":
+        if importlib.util.find_spec("mcp") is None:
+            return "needs the mcp SDK: pip install -e '.[test]' (or 'nbagent[mcp]')"
     return None
 
 
@@ -78,7 +81,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Skip a test whose part is missing here, with a one-line reason; under CI=true fail instead (CI runs everything)."""
-    for marker in ("kernel", "browser", "postgres"):
+    for marker in ("kernel", "browser", "postgres", "mcp"):
         if item.get_closest_marker(marker) is None:
             continue
         reason = missing_part(marker)

@@ -33,3 +33,10 @@ def test_only_marked_tests_are_checked(request: pytest.FixtureRequest, monkeypat
     conftest.pytest_runtest_setup(request.node)  # no kernel, browser or postgres mark: nothing to check
     assert conftest.missing_part("postgres", {"PATH": str(tmp_path)}) is not None
     assert conftest.missing_part("slow", {"PATH": str(tmp_path)}) is None
+
+
+def test_the_mcp_part_is_the_mcp_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert conftest.missing_part("mcp") is None  # the test extra installs it
+    real = conftest.importlib.util.find_spec
+    monkeypatch.setattr(conftest.importlib.util, "find_spec", lambda name, *a: None if name == "mcp" else real(name, *a))
+    assert conftest.missing_part("mcp") == "needs the mcp SDK: pip install -e '.[test]' (or 'nbagent[mcp]')"

@@ -23,11 +23,9 @@ from nbagent import events as ev
 from nbagent.approval import ApprovalRequest, Decision
 from nbagent.errors import UntrustedLogError
 from nbagent.mcp import Manager, McpServers
-from tests import mcp_part
 from tests.fake_anthropic import FakeAnthropic, text, tool_use
 
-mcp_part.require()
-pytestmark = pytest.mark.slow  # each test starts a Python MCP server (~1-2 s)
+pytestmark = [pytest.mark.mcp, pytest.mark.slow]  # each test starts a Python MCP server (~1-2 s)
 
 MODEL = "claude-test"
 ROOT = Path(__file__).resolve().parent.parent

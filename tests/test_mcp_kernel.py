@@ -11,12 +11,10 @@ from typing import Any
 
 import pytest
 
-from tests import mcp_part
 from tests.fake_anthropic import FakeAnthropic, text, tool_use
 from tests.kernels import Kernel, button_id, click, errors, kernel_env, wait_for
 
-mcp_part.require()
-pytestmark = [pytest.mark.kernel, pytest.mark.slow]
+pytestmark = [pytest.mark.mcp, pytest.mark.kernel, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parent.parent
 

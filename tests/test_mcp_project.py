@@ -19,10 +19,9 @@ from nbagent.mcp import McpServers, project
 from nbagent.notebook import mcp_servers
 from nbagent.notebook.settings import Agent
 from nbagent.reader import read_events
-from tests import mcp_part
 from tests.fake_anthropic import FakeAnthropic, text, tool_use
 
-mcp_part.require()
+pytestmark = pytest.mark.mcp
 
 ROOT = Path(__file__).resolve().parent.parent
 
