@@ -316,6 +316,19 @@ class ConsoleLog:
 
 
 # Driving JupyterLab / Notebook 7 -----------------------------------------------------------------------------
+APP_READY_JS = """
+() => {
+  const app = window.jupyterapp;
+  if (!app || !app.shell || !app.shell.isAttached || !app.commands.hasCommand('docmanager:open')) return false;
+  if (/[?&]reset(=|&|$)/.test(window.location.search)) return false;
+  if (!window.nbagentTestRestored) {
+    window.nbagentTestRestored = 'waiting';
+    app.restored.then(() => { window.nbagentTestRestored = 'yes'; });
+  }
+  return window.nbagentTestRestored === 'yes';
+}
+"""
+
 PANEL_JS = """
 (path) => {
   const app = window.jupyterapp;
@@ -371,25 +384,35 @@ class Jupyter:
         self.wait_app()
 
     def wait_app(self, timeout: float = STARTUP_TIMEOUT) -> None:
-        """Wait until ``window.jupyterapp`` is started and its shell is attached."""
-        self.page.wait_for_function(
-            "() => window.jupyterapp && window.jupyterapp.shell && window.jupyterapp.shell.isAttached && "
-            "window.jupyterapp.commands.hasCommand('docmanager:open')",
-            timeout=timeout * 1000,
-        )
+        """Wait until ``window.jupyterapp`` is started, its shell attached and its layout restored, on the page's final URL.
+
+        Lab's ``?reset`` may clear the workspace after the commands exist, and reloads the page when the workspace
+        was read first; a notebook opened before that would vanish.
+        """
+        self.page.wait_for_function(APP_READY_JS, timeout=timeout * 1000)
 
     def open(self, path: str, timeout: float = STARTUP_TIMEOUT) -> None:
         """Open a notebook the way a user does (Lab: the file browser's open; Notebook 7: its own page) and wait for its kernel."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
         if self.kind == "lab":
-            self.page.evaluate("(path) => { window.jupyterapp.commands.execute('docmanager:open', {path, factory: 'Notebook'}); }", path)
+            script = "(path) => window.jupyterapp.commands.execute('docmanager:open', {path, factory: 'Notebook'}).then(() => true)"
+            self.page.evaluate(script, path)
         else:
             self.page.goto(self.server.url(f"notebooks/{urllib.parse.quote(path)}"))
             self.wait_app(timeout)
-        self.page.wait_for_function(
-            "([js, path]) => { const s = eval(js)(path); return s.open && s.ready && s.status === 'idle'; }",
-            arg=[STATE_JS, path],
-            timeout=timeout * 1000,
-        )
+        try:
+            self.page.wait_for_function(
+                "([js, path]) => { const s = eval(js)(path); return s.open && s.ready && s.status === 'idle'; }",
+                arg=[STATE_JS, path],
+                timeout=timeout * 1000,
+            )
+        except PlaywrightTimeoutError:
+            dialogs = self.page.locator(".jp-Dialog").all_inner_texts()
+            state = self.state(path)
+            raise TimeoutError(
+                f"{path} did not open with an idle kernel in {timeout:.0f} s: {state}; dialogs {dialogs}; at {self.page.url}"
+            ) from None
         self.page.locator(f"#{self.state(path)['id']}").wait_for(state="visible", timeout=timeout * 1000)
 
     def state(self, path: str) -> dict[str, Any]:
