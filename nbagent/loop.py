@@ -25,8 +25,6 @@ from .errors import Interrupted, ModelError, NbagentError, RefusedRequestError, 
 from .fold import DROP_THINKING, SERVER_REFUSED
 from .model import DEFAULT_MODEL, AnthropicModel, Model, ModelRequest, Reply
 from .retries import back_off
-from .rules import UNKNOWN_OUTCOME as UNKNOWN_OUTCOME  # re-exported: callers import the refusals from the loop
-from .rules import UNTRUSTED as UNTRUSTED
 from .session import Session
 from .tools import Tool, Toolbox
 

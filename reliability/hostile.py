@@ -43,7 +43,7 @@ import nbagent
 from nbagent import events as ev
 from nbagent.approval import ApprovalRequest
 from nbagent.errors import LogError, NotALogError, UntrustedLogError
-from nbagent.loop import UNKNOWN_OUTCOME, UNTRUSTED
+from nbagent.rules import UNKNOWN_OUTCOME, UNTRUSTED
 from nbagent.tools import Effect
 from tests.fake_anthropic import FakeAnthropic, RecordedRequest, Reply, text, tool_use
 

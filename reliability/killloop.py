@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from nbagent import fold, stores
-from nbagent.loop import UNKNOWN_OUTCOME
 from nbagent.reader import scan
+from nbagent.rules import UNKNOWN_OUTCOME
 from nbagent.stores import ENV
 from nbagent.tools import idempotency_key
 from tests.crash_tools import read_effects

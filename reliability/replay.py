@@ -22,7 +22,7 @@ import anthropic
 
 import nbagent
 from nbagent.approval import AUTO_APPROVES
-from nbagent.loop import UNKNOWN_OUTCOME
+from nbagent.rules import UNKNOWN_OUTCOME
 from nbagent.tools import idempotency_key
 from tests.fake_anthropic import FakeAnthropic, text
 

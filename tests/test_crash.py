@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 import nbagent
-from nbagent.loop import UNKNOWN_OUTCOME
+from nbagent.rules import UNKNOWN_OUTCOME
 from nbagent.tools import idempotency_key
 from tests.crash_tools import read_effects
 from tests.fake_anthropic import FakeAnthropic, RecordedRequest, Reply, text, tool_use

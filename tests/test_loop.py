@@ -14,7 +14,7 @@ from anthropic.lib.tools import ToolError
 
 import nbagent
 from nbagent import events as ev
-from nbagent.loop import UNKNOWN_OUTCOME
+from nbagent.rules import UNKNOWN_OUTCOME
 from nbagent.tools import idempotency_key
 from tests.fake_anthropic import FakeAnthropic, Reply, error, stream_error, text, tool_use, tool_uses
 
