@@ -55,7 +55,7 @@ def _nbformat() -> Any:
 
 
 def _markdown_cell(source: str, meta: dict[str, Any] | None = None) -> NotebookNode:
-    return _nbformat().v4.new_markdown_cell(source, **({"metadata": meta} if meta is not None else {}))
+    return _nbformat().v4.new_markdown_cell(source, metadata=meta or {})
 
 
 def _stream(name: str, text: str) -> NotebookNode:
