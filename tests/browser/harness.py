@@ -520,13 +520,12 @@ class Jupyter:
             state = self.state(path)
             return after.count("execute_input") >= code_cells and not state["busy"] and state["status"] == "idle"
 
-        deadline = time.monotonic() + timeout
-        while not done():
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"{path}: Restart and Run All did not finish in {timeout:.0f} s: {self.statuses(path)}, {self.state(path)}"
-                )
-            time.sleep(0.25)
+        wait_until(
+            done,
+            timeout,
+            lambda: f"{path}: Restart and Run All did not finish in {timeout:.0f} s: {self.statuses(path)}, {self.state(path)}",
+            0.25,
+        )
         self.wait_idle(path)
 
     def record_statuses(self, path: str) -> None:
