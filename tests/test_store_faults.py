@@ -11,6 +11,7 @@ import base64
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -225,14 +226,16 @@ def test_no_server_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.Monke
         Session.open(tmp_path / "s.jsonl")
 
 
+# Each line is one write(2) of under PIPE_BUF bytes, so a SIGKILL cannot tear it: print() with several
+# arguments writes each one separately when stdout is unbuffered (PYTHONUNBUFFERED, as in CI).
 CHILD = """
-import sys, nbagent
+import os, sys, nbagent
 from nbagent import events as ev
 session = nbagent.Session.open(sys.argv[1], fsync=sys.argv[2], snapshot_every=7)
-print("OPEN", session.seq, flush=True)
+os.write(1, f"OPEN {session.seq}\\n".encode())
 while True:
     event = session.append(ev.USER_MSG if session.seq % 3 else ev.DELTA, **({"content": "x" * 200} if session.seq % 3 else {"index": 0, "text": "d"}))
-    print("ACK", event["seq"], flush=True)
+    os.write(1, f"ACK {event['seq']}\\n".encode())
 """
 
 
@@ -247,7 +250,8 @@ def test_sigkill_mid_commit_leaves_whole_transactions_and_the_next_open_resumes(
         time.sleep(rng.uniform(0.05, 0.4))
         child.kill()
         out, _ = child.communicate()
-        acks = [int(line.split()[1]) for line in out.splitlines() if line.startswith("ACK")]
+        assert re.fullmatch(r"(ACK \d+\n)*", out), out[-200:]  # whole lines only
+        acks = [int(seq) for seq in re.findall(r"ACK (\d+)", out)]
         seqs = [e["seq"] for e in stores.get_store().read(path)]
         assert seqs == list(range(1, len(seqs) + 1))  # whole, in order, no gap
         if acks:
