@@ -54,14 +54,6 @@ def _nbformat() -> Any:
     return nbformat
 
 
-def _markdown_cell(source: str, meta: dict[str, Any] | None = None) -> NotebookNode:
-    return _nbformat().v4.new_markdown_cell(source, metadata=meta or {})
-
-
-def _stream(name: str, text: str) -> NotebookNode:
-    return _nbformat().v4.new_output("stream", name=name, text=text)
-
-
 __all__ = [
     "FORMATS",
     "Part",
@@ -266,6 +258,14 @@ def _compaction_markdown(part: Part) -> str:
 # Notebook ----------------------------------------------------------------------------------------
 def _not_exported(why: str) -> str:
     return f"(an image not exported: {why})\n"
+
+
+def _markdown_cell(source: str, meta: dict[str, Any] | None = None) -> NotebookNode:
+    return _nbformat().v4.new_markdown_cell(source, metadata=meta or {})
+
+
+def _stream(name: str, text: str) -> NotebookNode:
+    return _nbformat().v4.new_output("stream", name=name, text=text)
 
 
 def _image_output(image: tuple[str, str]) -> NotebookNode:
