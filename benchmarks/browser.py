@@ -40,10 +40,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from nbagent import events as ev
-from nbagent.reader import read_events
+from nbagent.record import events as ev
+from nbagent.record.log_reader import read_events
 from tests.browser.harness import PANEL_JS, Jupyter, JupyterServer, kernel_env, launch_chromium, wait_stable, write_notebook
-from tests.fake_anthropic import FakeAnthropic, text, tool_use
+from tests.support.fake_anthropic import FakeAnthropic, text, tool_use
 
 LENGTH = 20_000
 NOTEBOOK = "long-answer.ipynb"

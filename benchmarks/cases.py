@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import nbagent
-from nbagent import events as ev
-from nbagent import snapshot
-from nbagent.deltas import DELTA_INTERVAL
-from nbagent.log import EventLog
+from nbagent.agent.deltas import DELTA_INTERVAL
+from nbagent.record import events as ev
+from nbagent.stores import snapshot
+from nbagent.stores.writer import EventLog
 
 from . import naive
 from .scripted import TOOL_NAME, ScriptedModel, Stopwatch, event_mix, make_lookup, prompt
@@ -229,7 +229,7 @@ def bench_append(count: int, rounds: int, workdir: Path) -> dict[str, float]:
 
 
 # 2b. Redaction cost per line ----------------------------------------------------------------------------
-# The shapes events.py looked for before nbagent.redact (kept here as the baseline).
+# The shapes events.py looked for before nbagent.record.redact (kept here as the baseline).
 OLD_KEY_SHAPES = (
     r"sk-ant-[A-Za-z0-9_\-]{16,}|sk-(?:proj-)?[A-Za-z0-9_\-]{32,}|AKIA[0-9A-Z]{16}"
     r"|gh[pousr]_[A-Za-z0-9]{30,}|xox[abpr]-[A-Za-z0-9\-]{20,}"
@@ -262,11 +262,11 @@ def redaction_lines() -> dict[str, str]:
 
 
 def bench_redaction(number: int = 20000) -> dict[str, tuple[int, float, float]]:
-    """Per line: (bytes, seconds with the old single regex, seconds with nbagent.redact.json_body); best of 5."""
+    """Per line: (bytes, seconds with the old single regex, seconds with nbagent.record.redact.json_body); best of 5."""
     import re
     import timeit
 
-    from nbagent import redact
+    from nbagent.record import redact
 
     old = re.compile(OLD_KEY_SHAPES)
     out = {}

@@ -21,8 +21,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from nbagent import events as ev
-from nbagent.session import Session
+from nbagent.agent.session import Session
+from nbagent.record import events as ev
 
 PLOT = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(100_000)).decode()  # the size of a small plot, not a valid image
 

@@ -198,7 +198,7 @@ def section(sizes: Sizes, workdir: Path, say: Callable[[str], None] = lambda tex
     out.append(
         "Each request: a user message and a streamed 60-word reply (20 text deltas), no tools, the same plain Messages call "
         '(nbagent with `ContextSettings(compact="off")`); every loop keeps its own history and the histories are checked equal. '
-        "The middle rows split nbagent's overhead: its adapter (`nbagent.model.AnthropicModel`), then the delta log, then the "
+        "The middle rows split nbagent's overhead: its adapter (`nbagent.model.claude.AnthropicModel`), then the delta log, then the "
         "loop and the rest of the log. The history grows by two messages a request, the same for every loop; wall times include "
         "the fake's own time, so they carry its noise; client CPU is the client alone (user + system, so fsync's kernel work counts).\n"
     )

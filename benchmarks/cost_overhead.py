@@ -24,9 +24,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from nbagent import budget, fold
-from nbagent import events as ev
-from nbagent.usage import Tokens
+from nbagent.record import events as ev
+from nbagent.state import budget, fold
+from nbagent.state.tokens import Tokens
 
 TARGET_MS = 0.05
 USAGE = {

@@ -19,11 +19,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from nbagent import events as ev
-from nbagent import trust
-from nbagent.fork import fork
+from nbagent.agent.fork import fork
+from nbagent.agent.session import Session
 from nbagent.history.copy import copy
-from nbagent.session import Session
+from nbagent.record import events as ev
+from nbagent.record import trust
 
 
 def parent(folder: Path, turns: int) -> Path:

@@ -1,7 +1,7 @@
 """Long sessions: request size with and without compaction, resume and snapshot cost with periodic compaction.
 
 Request sizes come from one scripted session run twice through the real SDK against the fake API
-(tests/fake_anthropic.py) with a small window: once compacting on the server, once locally; the
+(tests/support/fake_anthropic.py) with a small window: once compacting on the server, once locally; the
 same session without compaction is the fold of the server run's log with the compaction taken out,
 computed and never sent.  Resume and snapshot costs are measured on logs built by appending events
 through ``nbagent.Session`` (fsync="never"), with a server ``compaction`` block every ``every`` events
@@ -23,9 +23,10 @@ from typing import Any
 import anthropic
 
 import nbagent
-from nbagent import context as ctx
-from nbagent import events as ev
-from nbagent import fold, snapshot
+from nbagent.record import events as ev
+from nbagent.state import context as ctx
+from nbagent.state import fold
+from nbagent.stores import snapshot
 
 # The SDK's own body encoder settings (anthropic._utils._json.openapi_dumps): the request's bare encode.
 ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -62,7 +63,7 @@ def _is_summary(body: dict[str, Any]) -> bool:
 
 
 def _responder(counter: list[int]) -> Any:
-    from tests.fake_anthropic import RecordedRequest, Reply, text, tool_use
+    from tests.support.fake_anthropic import RecordedRequest, Reply, text, tool_use
 
     def respond(request: RecordedRequest) -> Reply:
         if _is_summary(request.body):
@@ -86,8 +87,8 @@ def inspect(sensor: int) -> str:
 
 def _session(requests: int, path: Path, settings: ctx.ContextSettings) -> tuple[list[Any], int]:
     """Run the scripted session to ``requests`` model requests; the fake's requests that it answered, and its summary calls."""
-    from tests import fake_context
-    from tests.fake_anthropic import FakeAnthropic
+    from tests.support import fake_context
+    from tests.support.fake_anthropic import FakeAnthropic
 
     counter = [0]
     with FakeAnthropic() as fake:
@@ -139,7 +140,7 @@ def _without_compaction(path: Path, bodies: list[dict[str, Any]]) -> Sizes:
 
 def bench_request_sizes(requests: int, workdir: Path) -> list[Sizes]:
     """Request sizes of the scripted session: server compaction, local compaction, and neither (computed)."""
-    from tests import fake_context
+    from tests.support import fake_context
 
     out, logs = [], {}
     for name, settings in (
@@ -224,7 +225,7 @@ def build_logs(sizes: list[int], every: int, workdir: Path) -> dict[tuple[int, b
 
 
 def request_body(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """The body the adapter sends for these messages (as nbagent.model.AnthropicModel builds it)."""
+    """The body the adapter sends for these messages (as nbagent.model.claude.AnthropicModel builds it)."""
     return {"model": MODEL, "max_tokens": 8192, "messages": messages, "cache_control": {"type": "ephemeral"}, "tools": [TOOL_DEFINITION]}
 
 

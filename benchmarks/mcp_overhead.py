@@ -1,6 +1,6 @@
 """What a call through an MCP server costs over calling the same function directly: ``python -m benchmarks.mcp_overhead``.
 
-The function is the test server's ``add`` (tests/mcp_server.py, on the official ``mcp`` SDK). Side by side, per call:
+The function is the test server's ``add`` (tests/support/mcp_server.py, on the official ``mcp`` SDK). Side by side, per call:
 
 - direct: the same function as an ``@nbagent.tool``, through ``Tool.invoke`` (schema check and all);
 - SDK floor: the SDK's own ``Client.call_tool`` over stdio, awaited in one event loop (no nbagent in the path);
@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import nbagent
-from nbagent.mcp import Manager, McpServers
+from nbagent.tools.mcp import Manager, McpServers
 
 ROOT = Path(__file__).resolve().parent.parent
-SERVER = {"command": sys.executable, "args": ["-m", "tests.mcp_server"], "cwd": str(ROOT)}
+SERVER = {"command": sys.executable, "args": ["-m", "tests.support.mcp_server"], "cwd": str(ROOT)}
 
 
 def per_call(call: Callable[[], Any], calls: int, rounds: int) -> list[float]:

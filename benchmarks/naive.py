@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nbagent.model import ModelRequest
+from nbagent.model.claude import ModelRequest
 
 from .scripted import ScriptedModel
 

@@ -2,7 +2,7 @@
 
 A reply asks for N calls of a read tool that takes ``--delay`` seconds (0.5: it sleeps, as a read waiting on a
 disk or a network does), N = 1, 4, 16. Each N runs through the real loop and SDK against the fake API
-(tests/fake_anthropic.py, in this process), with ``parallel=False``, the default bound (4) and a bound of 16.
+(tests/support/fake_anthropic.py, in this process), with ``parallel=False``, the default bound (4) and a bound of 16.
 Timed: the tool phase (from the reply's ``assistant_msg`` to the last ``tool_result``, read from the log's
 timestamps) and the whole request (both model calls included); the ratios are one-at-a-time over side-by-side.
 """
@@ -19,9 +19,9 @@ from pathlib import Path
 import anthropic
 
 import nbagent
-from nbagent import events as ev
-from nbagent.parallel import DEFAULT_BOUND
-from tests.fake_anthropic import FakeAnthropic, text, tool_uses
+from nbagent.agent.parallel import DEFAULT_BOUND
+from nbagent.record import events as ev
+from tests.support.fake_anthropic import FakeAnthropic, text, tool_uses
 
 MODES: tuple[tuple[str, int | bool], ...] = (
     ("one at a time", False),

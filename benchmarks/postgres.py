@@ -1,6 +1,6 @@
 """The PostgreSQL store beside the file store, in one run: ``python -m benchmarks.postgres [--quick]`` prints Markdown tables.
 
-A throwaway cluster (tests/pg_harness.py, fsync on, reached over its Unix socket) is started for
+A throwaway cluster (tests/support/pg_harness.py, fsync on, reached over its Unix socket) is started for
 the run.  Measured: per-turn cost and appends per second for each store and fsync policy, against
 the same lines inserted with plain psycopg, one transaction each (the floor); NOTIFY-to-subscriber
 latency; listing 1,000 and 100,000 sessions from the index; resume time at 10k and 100k events.
@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nbagent import events as ev
 from nbagent import stores
-from nbagent.session import Session
+from nbagent.agent.session import Session
+from nbagent.record import events as ev
 
 TURN = 13  # events in one turn of add_turn: request, model call, 5 deltas, tool call, start, result, call, delta, answer
 
@@ -195,7 +195,7 @@ def resume(url: str, folder: Path, sizes: tuple[int, ...]) -> list[tuple[int, fl
 
 def main(argv: list[str] | None = None) -> None:
     """Run everything and print the tables."""
-    from tests.pg_harness import Cluster
+    from tests.support.pg_harness import Cluster
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.postgres")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run)")

@@ -119,7 +119,7 @@ def bench_rerun(sizes: tuple[int, ...], repeats: int, workdir: Path) -> list[Rer
     ``PYTHONDONTWRITEBYTECODE`` set, every kernel compiles the modules the first %agent cell imports.
     """
     compileall.compile_dir(Path(nbagent.__file__).parent, quiet=1)
-    from tests.fake_anthropic import FakeAnthropic, text
+    from tests.support.fake_anthropic import FakeAnthropic, text
 
     (workdir / "data").mkdir(exist_ok=True)
     (workdir / "ipython").mkdir(exist_ok=True)

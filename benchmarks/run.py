@@ -241,9 +241,9 @@ def run(sizes: Sizes, workdir: Path, progress: bool = True) -> str:
     # 2b
     redaction = cases.bench_redaction()
     out.append(
-        "### 2b. Redaction cost per line (`nbagent.redact.json_body` vs the single key-shape regex it replaced; no secret in the line)\n"
+        "### 2b. Redaction cost per line (`nbagent.record.redact.json_body` vs the single key-shape regex it replaced; no secret in the line)\n"
     )
-    out.append("| line | bytes | old regex | nbagent.redact | ratio |")
+    out.append("| line | bytes | old regex | nbagent.record.redact | ratio |")
     out.append("|---|---:|---:|---:|---:|")
     for name, (size, before, after) in redaction.items():
         out.append(f"| {name} | {size:,} | {before * 1e6:.1f} µs | {after * 1e6:.1f} µs | {after / before:.1f}x |")

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from nbagent.model import ModelRequest
+from nbagent.model.claude import ModelRequest
 
 DELTAS_PER_REPLY = 20
 TOOL_NAME = "lookup"

@@ -1,6 +1,6 @@
 """The cost of one request through the SDK, and nbagent's overhead over a floor that sends the same history.
 
-The fake API (tests/fake_anthropic.py) runs in a child process, so the client's CPU time
+The fake API (tests/support/fake_anthropic.py) runs in a child process, so the client's CPU time
 (``time.process_time``) is the client's alone; it is told to forget its simulated prompt cache on each
 request (it compares each request with every earlier one, which would grow with the run).
 """
@@ -22,16 +22,16 @@ import anthropic
 from anthropic.lib.streaming import _beta_messages, _messages
 
 import nbagent
-from nbagent import context as ctx
-from nbagent.deltas import DeltaWriter
-from nbagent.model import AnthropicModel, ModelRequest
+from nbagent.agent.deltas import DeltaWriter
+from nbagent.model.claude import AnthropicModel, ModelRequest
+from nbagent.state import context as ctx
 
 from .cases import REPO
 
 MODEL = "claude-test"
 _CHILD = """
 import sys
-from tests.fake_anthropic import FakeAnthropic, text
+from tests.support.fake_anthropic import FakeAnthropic, text
 words, chunks = int(sys.argv[1]), int(sys.argv[2])
 fake = FakeAnthropic().start()
 def respond(request):
@@ -67,7 +67,7 @@ def fake_process(words: int, chunks: int) -> Iterator[anthropic.Anthropic]:
 
 # 5a. One request: the stream() helper vs create(stream=True) -------------------------------------------------
 def _reply(message: Any) -> dict[str, Any]:
-    """What nbagent keeps of a reply (as nbagent.model.AnthropicModel returns it)."""
+    """What nbagent keeps of a reply (as nbagent.model.claude.AnthropicModel returns it)."""
     return {
         "content": [b.model_dump(mode="json", exclude_none=True) for b in message.content],
         "stop_reason": message.stop_reason,

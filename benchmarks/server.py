@@ -1,6 +1,6 @@
 """The session stream of nbagent.server under load: log append to SSE delivery, server CPU and memory.
 
-A real ``jupyter server`` (tests/server_harness.py) on 127.0.0.1 and 1, 10 and 100 SSE clients on one
+A real ``jupyter server`` (tests/support/server_harness.py) on 127.0.0.1 and 1, 10 and 100 SSE clients on one
 session (asyncio connections in this process), while this process appends events through
 ``nbagent.Session`` at a steady rate (like a streamed answer: a delta every 50 ms by default).
 
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from nbagent import Session
-from tests.server_harness import NbServer, session_api
+from tests.support.server_harness import NbServer, session_api
 
 NOTEBOOK = "bench.ipynb"
 

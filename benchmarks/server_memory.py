@@ -1,7 +1,7 @@
 """The server on one big log: peak memory of a catch-up from 0 with 1 and 10 clients (one never reads), and ``events?limit=1``.
 
 A log of ``--events`` events (the scripted mix, written once through ``nbagent.Session`` and kept in
-``--cache``) is served by a fresh ``jupyter server`` (tests/server_harness.py) per case:
+``--cache``) is served by a fresh ``jupyter server`` (tests/support/server_harness.py) per case:
 
 - *1 client*: one SSE client reads the stream from 0 to the log's last event;
 - *10 clients*: nine read from 0 to the end, one sends its request and never reads (a small receive buffer);
@@ -31,7 +31,7 @@ from pathlib import Path
 import nbagent
 from benchmarks.scripted import event_mix
 from reliability.redteam.server import closed_by_server
-from tests.server_harness import NbServer, session_api
+from tests.support.server_harness import NbServer, session_api
 
 NOTEBOOK = "bench.ipynb"
 

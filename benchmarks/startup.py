@@ -9,7 +9,7 @@ Side by side in one run, in turns (each round runs every command once), medians 
 * in this process: an ``AnthropicModel`` for a turn, the first (which builds the SDK's client) and the next ones
   (each ``%agent`` turn makes its model; the client and its connections are kept per configuration).
 
-Ratios are to the interpreter's floor; nothing is asserted (tests/test_cli.py checks the readers import
+Ratios are to the interpreter's floor; nothing is asserted (tests/cli/test_cli.py checks the readers import
 neither the SDK nor nbformat, which is what keeps them quick).
 """
 
@@ -28,7 +28,7 @@ from pathlib import Path
 def _log(folder: Path) -> Path:
     """A short finished session: a request and its answer."""
     import nbagent
-    from nbagent.model import DemoModel
+    from nbagent.model.claude import DemoModel
 
     path = folder / "s.jsonl"
     with nbagent.Session.open(path) as session:
@@ -69,7 +69,7 @@ def measure(runs: int = 5) -> dict[str, float]:
 def _model_times(runs: int) -> dict[str, list[float]]:
     """Seconds to make a turn's AnthropicModel: the first in a fresh process (builds the client), then kept ones."""
     code = (
-        "import time; from nbagent.model import AnthropicModel; import anthropic\n"
+        "import time; from nbagent.model.claude import AnthropicModel; import anthropic\n"
         "t = time.perf_counter(); AnthropicModel('claude-sonnet-4-6'); first = time.perf_counter() - t\n"
         "t = time.perf_counter(); [AnthropicModel('claude-sonnet-4-6') for _ in range(20)]; kept = (time.perf_counter() - t) / 20\n"
         "print(first, kept)"

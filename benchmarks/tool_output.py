@@ -45,7 +45,7 @@ def python_code(size: int) -> str:
 def measure(case: str, size: int) -> dict[str, Any]:
     """Run one case here (in the child) and return its figures."""
     if case == "shell":
-        from nbagent import toolkit
+        from nbagent.tools import builtin as toolkit
 
         before = rss_mb()
         began = time.perf_counter()

@@ -5,9 +5,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .approval import ApprovalPolicy, ApprovalRequest, Decision
-from .budget import BudgetError, BudgetReached
-from .context import ContextSettings
+from .agent.approval import ApprovalPolicy, ApprovalRequest, Decision
+from .agent.session import Session, Subscriber
 from .errors import (
     Interrupted,
     LogCorruptError,
@@ -20,26 +19,27 @@ from .errors import (
     NotALogError,
     RefusedRequestError,
 )
-from .fold import State
-from .reader import follow, read_events
-from .session import Session, Subscriber
+from .record.log_reader import follow, read_events
+from .state.budget import BudgetError, BudgetReached
+from .state.context import ContextSettings
+from .state.fold import State
 
 if TYPE_CHECKING:
-    from .loop import Loop, run
-    from .model import AnthropicModel, DemoModel, Model, ModelRequest
-    from .tools import Tool, tool
+    from .agent.loop import Loop, run
+    from .model.claude import AnthropicModel, DemoModel, Model, ModelRequest
+    from .tools.decorator import Tool, tool
 
 # These need the anthropic SDK, whose import takes about a second; they are loaded on first
 # use so that `nbagent sessions` and other log readers start fast.
 _NEEDS_SDK = {
-    "Loop": "loop",
-    "run": "loop",
-    "AnthropicModel": "model",
-    "DemoModel": "model",
-    "Model": "model",
-    "ModelRequest": "model",
-    "Tool": "tools",
-    "tool": "tools",
+    "Loop": "agent.loop",
+    "run": "agent.loop",
+    "AnthropicModel": "model.claude",
+    "DemoModel": "model.claude",
+    "Model": "model.claude",
+    "ModelRequest": "model.claude",
+    "Tool": "tools.decorator",
+    "tool": "tools.decorator",
 }
 
 __version__ = "0.1.0"
@@ -83,7 +83,7 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(f".{_NEEDS_SDK[name]}", __name__), name)
         globals()[name] = value
         return value
-    if name in ("loop", "model", "tools"):
+    if name in ("agent", "model", "tools"):
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

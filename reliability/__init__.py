@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# The campaign uses the fake Messages API server of the test suite (tests/fake_anthropic.py).
+# The campaign uses the fake Messages API server of the test suite (tests/support/fake_anthropic.py).
 _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)

@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import nbagent
-from nbagent import events as ev
-from nbagent import fold, snapshot, trust
+from nbagent.record import events as ev
+from nbagent.record import trust
+from nbagent.state import fold
+from nbagent.stores import snapshot
 
 from .payloads import BENIGN_LINK, ESCAPES, NAME, PNG
 

@@ -2,7 +2,7 @@
 
 Every event the session logs is announced on stdout as ``EV <seq> <type> <crc> <durable>``
 from a subscriber, that is after ``append`` wrote it (and, for durable events under
-fsync="turn", fsynced it).  The tools (tests/crash_tools.py, shared with the crash tests'
+fsync="turn", fsynced it).  The tools (tests/support/crash_tools.py, shared with the crash tests'
 child) keep an independent record of what they did in the effects file, never in the log.
 
 Kill hooks (each prints ``READY ...`` and blocks until the parent kills the process):
@@ -25,9 +25,9 @@ import tempfile
 import anthropic
 
 import nbagent
-from nbagent import events as ev
-from tests.crash_tools import KillPoint, child_arguments, make_tools
-from tests.forkserver import serve_forks
+from nbagent.record import events as ev
+from tests.support.crash_tools import KillPoint, child_arguments, make_tools
+from tests.support.forkserver import serve_forks
 
 PROMPTS = (
     "Charge the first order, note it in the ledger, and check the balance.",
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
 def warm_up() -> None:
     """Run the whole job once, so the SDK's lazily built models are ready in every fork."""
     from reliability.killloop import respond
-    from tests.fake_anthropic import FakeAnthropic
+    from tests.support.fake_anthropic import FakeAnthropic
 
     with tempfile.TemporaryDirectory() as folder, FakeAnthropic() as fake:
         fake.responder = respond

@@ -7,7 +7,7 @@ live link getting through) or ``ran`` (something ran unasked, changed a file, or
 
 * the CLI: ``python -m nbagent ...`` as a subprocess with the victim's own ``NBAGENT_DATA_DIR``;
 * ``Session.open`` / ``nbagent.run`` in this (the victim's) process, the model being the real
-  ``anthropic`` SDK against ``tests/fake_anthropic.py`` on 127.0.0.1;
+  ``anthropic`` SDK against ``tests/support/fake_anthropic.py`` on 127.0.0.1;
 * exports (``nbagent export``), rendered as a careless Markdown renderer would;
 * the notebook: ``%agent`` in an in-process IPython shell.
 
@@ -40,12 +40,12 @@ from typing import Any
 import anthropic
 
 import nbagent
-from nbagent import events as ev
-from nbagent.approval import ApprovalRequest
+from nbagent.agent.approval import ApprovalRequest
 from nbagent.errors import LogError, NotALogError, UntrustedLogError
-from nbagent.rules import UNKNOWN_OUTCOME, UNTRUSTED
-from nbagent.tools import Effect
-from tests.fake_anthropic import FakeAnthropic, RecordedRequest, Reply, text, tool_use
+from nbagent.record import events as ev
+from nbagent.state.decide import UNKNOWN_OUTCOME, UNTRUSTED
+from nbagent.tools.decorator import Effect
+from tests.support.fake_anthropic import FakeAnthropic, RecordedRequest, Reply, text, tool_use
 
 from . import payloads
 from .attacker import call_events, write_log
@@ -469,7 +469,7 @@ def forged_snapshots(tally: Tally, fake: FakeAnthropic, folder: Path, quick: boo
         for mode in modes:
             log = folder / f"forged-{steps}-{mode}.jsonl"
             shutil.copyfile(template, log)
-            shutil.copyfile(nbagent.snapshot.path_for(template), nbagent.snapshot.path_for(log))
+            shutil.copyfile(nbagent.stores.snapshot.path_for(template), nbagent.stores.snapshot.path_for(log))
             attacker(folder, "forge-snapshot", str(log), mode, str(other))
             problems = []
             try:
@@ -723,8 +723,8 @@ def hostile_files(tally: Tally, folder: Path, quick: bool, cli_rows: bool = True
             work = folder / "open" / path.name
             work.parent.mkdir(exist_ok=True)
             shutil.copyfile(path, work)
-            if nbagent.snapshot.path_for(path).exists():
-                shutil.copyfile(nbagent.snapshot.path_for(path), nbagent.snapshot.path_for(work))
+            if nbagent.stores.snapshot.path_for(path).exists():
+                shutil.copyfile(nbagent.stores.snapshot.path_for(path), nbagent.stores.snapshot.path_for(work))
             try:
                 with nbagent.Session.open(work) as session:
                     _ = session.state, session.trust
@@ -782,7 +782,7 @@ def secrets_in_output(tally: Tally, fake: FakeAnthropic, folder: Path, rows: tup
             os.environ.pop("ANTHROPIC_API_KEY", None)
         else:
             os.environ["ANTHROPIC_API_KEY"] = env_key
-    places = {"log": log.read_bytes(), "snapshot": nbagent.snapshot.path_for(log).read_bytes()}
+    places = {"log": log.read_bytes(), "snapshot": nbagent.stores.snapshot.path_for(log).read_bytes()}
     if "exports" in rows:
         for fmt in ("md", "ipynb"):
             out = folder / f"secrets.{fmt}"
@@ -909,7 +909,7 @@ def notebook_attacks(tally: Tally, fake: FakeAnthropic, folder: Path, quick: boo
 
 def kernel_attacks(tally: Tally, fake: FakeAnthropic, folder: Path, notebook: Path, marker: Path) -> None:
     """The same cloned and spliced sessions under a real ipykernel (jupyter_client): Run All, --resume, --restore."""
-    from tests.kernels import Kernel, kernel_env
+    from tests.support.kernels import Kernel, kernel_env
 
     cell: dict[str, Any] = {"allow_stdin": True, "timeout": 120}
     kernel = Kernel(folder, kernel_env(fake.base_url, JPY_SESSION_NAME=str(notebook)), timeout=120)

@@ -35,13 +35,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nbagent import fold, stores
-from nbagent.reader import scan
-from nbagent.rules import UNKNOWN_OUTCOME
+from nbagent import stores
+from nbagent.record.log_reader import scan
+from nbagent.state import fold
+from nbagent.state.decide import UNKNOWN_OUTCOME
 from nbagent.stores import ENV
-from nbagent.tools import idempotency_key
-from tests.crash_tools import read_effects
-from tests.fake_anthropic import FakeAnthropic, RecordedRequest, Reply, text, tool_uses
+from nbagent.tools.decorator import idempotency_key
+from tests.support.crash_tools import read_effects
+from tests.support.fake_anthropic import FakeAnthropic, RecordedRequest, Reply, text, tool_uses
 
 ROOT = Path(__file__).resolve().parent.parent
 WAIT = 60.0  # generous; every wait ends as soon as its condition holds

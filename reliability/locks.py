@@ -20,8 +20,8 @@ from typing import Any
 
 import nbagent
 from nbagent.errors import LogLockedError
-from tests.fake_anthropic import FakeAnthropic, text
-from tests.kernels import Kernel
+from tests.support.fake_anthropic import FakeAnthropic, text
+from tests.support.kernels import Kernel
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCKED_WORDS = "is open for writing in another process"

@@ -21,10 +21,10 @@ from typing import Any
 import anthropic
 
 import nbagent
-from nbagent.approval import AUTO_APPROVES
-from nbagent.rules import UNKNOWN_OUTCOME
-from nbagent.tools import idempotency_key
-from tests.fake_anthropic import FakeAnthropic, text
+from nbagent.agent.approval import AUTO_APPROVES
+from nbagent.state.decide import UNKNOWN_OUTCOME
+from nbagent.tools.decorator import idempotency_key
+from tests.support.fake_anthropic import FakeAnthropic, text
 
 
 @dataclass(frozen=True)

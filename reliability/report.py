@@ -147,7 +147,7 @@ def render(rows: list[Row], *, quick: bool, seed: int, elapsed: float) -> str:
         "",
         "Each scenario is seeded and reproducible with the same command and seed; the scenarios are those of",
         "issue 5 (numbered as there). A quick variant of each runs in the normal test suite",
-        "(`tests/test_reliability.py` and the storage scenario tests). Overall: "
+        "(`tests/campaigns/test_reliability.py` and the storage scenario tests). Overall: "
         + ("**every scenario passed**." if passed(rows) else "**some scenarios FAILED** (see below)."),
         "",
         "| Scenario | Cases run | What was checked | Result | Seed | Duration |",

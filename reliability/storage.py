@@ -3,8 +3,8 @@ I/O errors, failures during recovery, and fsync ordering.
 
 Each ``run_<scenario>(quick, seed) -> dict`` returns a table row: scenario, cases, checked,
 result ("pass"/"fail"), failures (the first few), details, seed, duration.  Faults come from
-the fault-injecting file layer in ``tests/faults.py``; sessions are driven by the real
-:class:`nbagent.loop.Loop` with a scripted model and real tools that keep their own record.
+the fault-injecting file layer in ``tests/support/faults.py``; sessions are driven by the real
+:class:`nbagent.agent.loop.Loop` with a scripted model and real tools that keep their own record.
 Run one: ``python -m reliability.storage truncation --quick``.
 """
 
@@ -24,16 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nbagent import events as ev
-from nbagent import fold
+from nbagent.agent.loop import Loop
+from nbagent.agent.session import Session
 from nbagent.errors import LogCorruptError, LogError, LogWriteError, NotALogError
-from nbagent.log import FileOps
-from nbagent.loop import Loop
-from nbagent.model import ModelRequest
-from nbagent.reader import read_events, scan
-from nbagent.session import Session
-from nbagent.tools import Tool, tool
-from tests.faults import NO_SYNC, Crash, Fault, FaultyFiles
+from nbagent.model.claude import ModelRequest
+from nbagent.record import events as ev
+from nbagent.record.log_reader import read_events, scan
+from nbagent.state import fold
+from nbagent.stores.writer import FileOps
+from nbagent.tools.decorator import Tool, tool
+from tests.support.faults import NO_SYNC, Crash, Fault, FaultyFiles
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "v1_session.jsonl"

@@ -13,7 +13,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from tests.fake_anthropic import FakeAnthropic
+from tests.support.fake_anthropic import FakeAnthropic
 
 # Tests never talk to the real API: drop any real key and base URL from the environment.
 for _name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
@@ -148,8 +148,8 @@ def server() -> Iterator[FakeAnthropic]:
 
 @pytest.fixture(scope="module")
 def kernel(server: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A real ipykernel (``tests.kernels.Kernel``) shared by a module's tests, in its own folder, its API at ``server``."""
-    from tests.kernels import Kernel, kernel_env
+    """A real ipykernel (``tests.support.kernels.Kernel``) shared by a module's tests, in its own folder, its API at ``server``."""
+    from tests.support.kernels import Kernel, kernel_env
 
     with Kernel(tmp_path_factory.mktemp("kernel"), kernel_env(server.base_url)) as started:
         yield started

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import nbagent
-from nbagent import events as ev
+from nbagent.record import events as ev
 from reliability.payloads import ESCAPES, NAME, NAME_SHOWN, TERMINAL, controls
 
 

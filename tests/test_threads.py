@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from nbagent import threads
-from nbagent.deltas import DeltaWriter
-from nbagent.session import Session
-from tests.kernels import Kernel, Message, button_id, click
+from nbagent.agent.deltas import DeltaWriter
+from nbagent.agent.session import Session
+from tests.support.kernels import Kernel, Message, button_id, click
 
 CELL = contextvars.ContextVar[str]("cell")
 

@@ -1,7 +1,7 @@
 """Session history, read from the logs on disk: finding, summarising, resolving, searching, verifying.
 
 Everything here only reads, except :func:`compact` (which writes a snapshot
-through :class:`~nbagent.session.Session`).  No IPython.
+through :class:`~nbagent.agent.session.Session`).  No IPython.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def compact(path: Path, source: Store = FILES) -> tuple[Path, int]:
     ``source`` is the session's store (from :func:`resolve_session`); the default is the file at ``path``,
     whatever ``NBAGENT_STORE`` says.
     """
-    from ..session import Session
+    from ..agent.session import Session
 
     with Session.open(path, snapshot_every=0, store=source) as session:
         written = session.snapshot()

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import store
 from ..errors import HistoryError
-from ..reader import scan, whole_lines
+from ..record.log_reader import scan, whole_lines
 from ..stores import FILES, Store, get_store, is_url, locate, session_url
+from ..stores import folders as store
 from .find import read_bytes, session_name
 from .resolve import resolve_session
 
@@ -73,7 +73,7 @@ def copy(source_spec: str, target_spec: str) -> Copied:
         log.sync()
     finally:
         log.close()
-    from ..session import Session
+    from ..agent.session import Session
 
     with Session.open(target, store=target_store):  # closing writes its snapshot (and a database's listing summary)
         pass

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
-from .. import events as ev
-from .. import lineage
+from ..record import events as ev
 from ..render.text import shorten, when
+from ..state import lineage
 from .summary import Summary
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import events as ev
 from ..errors import HistoryError
-from ..reader import Scan, scan
-from ..readfile import read_log_bytes
+from ..record import events as ev
+from ..record.log_reader import Scan, scan
+from ..record.readfile import read_log_bytes
 from ..stores import FILES, Store
 from ..stores.file_index import NOTEBOOK_SUFFIX, find_logs, notebook_of, session_name
 

@@ -7,12 +7,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
 
-from .. import store
 from ..errors import HistoryError, LogError, NotALogError
-from ..reader import check_start
+from ..record.log_reader import check_start
 from ..stores import FILES, Store, is_url, locate, session_url
+from ..stores import folders as store
+from .database import env_store, places, stored_under
 from .find import NOTEBOOK_SUFFIX, find_logs, session_name
-from .stored import env_store, places, stored_under
 from .summary import list_summaries, notebook_key, notebook_sessions, summarize
 
 T = TypeVar("T")
@@ -28,7 +28,7 @@ def resolve(spec: str, *, root: str | os.PathLike[str] = ".", folder: Path | Non
     folder): a name is the session of that name there, which may not exist yet; a
     path is continued only if it leads into ``folder``, and read (replayed) only if it
     is a valid log.  Whatever exists must begin like an nbagent log
-    (:func:`nbagent.reader.check_start`): nothing else is read further or written.
+    (:func:`nbagent.record.log_reader.check_start`): nothing else is read further or written.
     """
     path = _resolve(spec, root) if folder is None else _in_folder(spec, folder, write)
     check_start(path)

@@ -7,10 +7,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import events as ev
 from ..errors import LogCorruptError, LogVersionError
-from ..reader import iter_events
-from ..readfile import read_log_bytes
+from ..record import events as ev
+from ..record.log_reader import iter_events
+from ..record.readfile import read_log_bytes
 from ..render.text import text_of as _text_of
 from .find import session_name
 

@@ -9,14 +9,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .. import fold, prices, snapshot, store, trust
 from ..errors import LogError
-from ..readfile import open_regular
+from ..record import trust
+from ..record.readfile import open_regular
 from ..render.parts import context_figure, tokens_words
 from ..render.text import shorten, when
-from ..stores import FileStore, Listed, Store, file_index
+from ..state import fold, prices
+from ..state.tokens import Tokens
+from ..stores import FileStore, Listed, Store, file_index, snapshot
+from ..stores import folders as store
 from ..stores.file_index import snapshot_usable
-from ..usage import Tokens
 
 
 @dataclass

@@ -7,13 +7,14 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import events as ev
-from .. import fold, snapshot, trust
 from ..errors import HistoryError
-from ..reader import Reader
-from ..readfile import open_regular, read_lines
-from ..stores import FILES, Store, session_url
-from . import forks
+from ..record import events as ev
+from ..record import trust
+from ..record.log_reader import Reader
+from ..record.readfile import open_regular, read_lines
+from ..state import fold
+from ..stores import FILES, Store, session_url, snapshot
+from . import fork_check as forks
 
 
 @dataclass(frozen=True)

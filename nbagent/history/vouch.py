@@ -7,7 +7,7 @@ import textwrap
 from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
-from .. import redact
+from ..record import redact
 
 INDENT = "      "
 

@@ -1,6 +1,6 @@
 """The agent's work as notebook cells, in the magics: the comm's host, the button after a turn, ``Agent.cells``, ``%agent_cells``.
 
-The rules are elsewhere: which calls a turn made (:mod:`nbagent.turn_work`), the cells and the button
+The rules are elsewhere: which calls a turn made (:mod:`nbagent.state.turn_work`), the cells and the button
 (:mod:`.insert`), the messages (:mod:`.cells_comm`). A session this user did not write never inserts a cell.
 """
 
@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 
 from .. import __version__
-from .. import events as ev
-from ..session import Session
-from ..turn_work import TurnWork, turns
+from ..agent.session import Session
+from ..record import events as ev
+from ..state.turn_work import TurnWork, turns
 from . import insert
 from .cell_edit import Proposals
 from .cells_comm import Bridge, Message

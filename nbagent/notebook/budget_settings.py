@@ -6,8 +6,8 @@ from typing import Any
 
 from traitlets import Dict, Float, HasTraits, Int, TraitError, observe, validate
 
-from .. import budget as budgets
-from .. import prices
+from ..state import budget as budgets
+from ..state import prices
 
 NAMES = budgets.NAMES
 

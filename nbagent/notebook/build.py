@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
-from .. import approval as approvals
-from .. import clients, toolkit
+from ..agent import approval as approvals
+from ..agent.session import Session
 from ..errors import NbagentError
-from ..model import AnthropicModel, DemoModel, Model, has_api_key
-from ..session import Session
-from ..tools import Tool
+from ..model import clients
+from ..model.claude import AnthropicModel, DemoModel, Model, has_api_key
+from ..tools import builtin as toolkit
+from ..tools.decorator import Tool
 from . import kernel as nbkernel
 from . import python_tool as pytool
 from .agent_cells import cells_for
@@ -35,7 +36,7 @@ def view(shell: Any, title: str, *, live: bool = True, session: Session | None =
         from .output import StaticPanel
 
         return StaticPanel(title)  # no widgets: nothing in it will change
-    from ..server.links import kernel_page_url
+    from ..render.page_links import kernel_page_url
     from .panel import Panel
 
     notebook = nbkernel.notebook_path(shell)

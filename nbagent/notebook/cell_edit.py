@@ -12,11 +12,11 @@ from typing import Any
 
 from anthropic.lib.tools import ToolError
 
-from .. import redact
-from ..approval import ApprovalRequest
-from ..clip import clipped
+from ..agent.approval import ApprovalRequest
+from ..record import redact
 from ..render.parts import esc
-from ..tools import Tool
+from ..tools.clipping import clipped
+from ..tools.decorator import Tool
 from .cells_comm import Bridge, Message
 
 NAME = "propose_cell_edit"

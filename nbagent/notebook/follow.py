@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .. import events as ev
 from .. import threads
 from ..errors import NbagentError
+from ..record import events as ev
 from ..stores import Store
 
 FRAME = 0.2  # seconds: followed events are handed on at most this often

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .. import events as ev
-from ..session import Session
+from ..agent.session import Session
+from ..record import events as ev
 
 __all__ = ["calls_not_signed_by_user", "untrusted_warning"]
 

@@ -1,4 +1,4 @@
-"""A turn's work as notebook cells, and the "Insert as cells" output: pure rules (table tests: tests/test_cells_insert.py).
+"""A turn's work as notebook cells, and the "Insert as cells" output: pure rules (table tests: tests/notebook/test_insert.py).
 
 Each python call that ran without raising becomes a code cell with the outputs recorded at the time (as if the cell
 had run: its printed text, its plots); optionally a markdown cell with the turn's final answer. A call that raised is
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..turn_work import Call, TurnWork, label
+from ..state.turn_work import Call, TurnWork, label
 
 MIME = "application/vnd.nbagent.cells+json"
 STDERR = "[stderr]\n"  # how the python tool labels what the code wrote to stderr (python_tool._joined)

@@ -18,10 +18,10 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from .. import redact
-from ..clip import clipped
+from ..record import redact
+from ..tools.clipping import clipped
 from .cells import CellLog, CellRun
-from .summaries import summary, type_label
+from .value_summary import summary, type_label
 from .variables import HIDDEN, VariableWatch, hidden
 
 CELLS = ("In", "Out", "Err")

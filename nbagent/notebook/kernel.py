@@ -13,13 +13,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .. import events as ev
-from .. import prices
-from ..asides import Asides
-from ..providers import price_key
+from ..agent.session import Session
+from ..record import events as ev
 from ..render.parts import Start, ToolNames
-from ..session import Session
-from ..usage import totals
+from ..state import prices
+from ..state.asides import Asides
+from ..state.providers import price_key
+from ..state.tokens import totals
 from .python_tool import NAME as PYTHON
 from .restart import Turn, request_key
 

@@ -10,12 +10,12 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 
-from .. import events as ev
+from ..agent.loop import Loop
+from ..agent.session import Session
 from ..errors import Interrupted
-from ..log import FsyncPolicy, make_folder
-from ..loop import Loop
+from ..record import events as ev
 from ..render.parts import Start
-from ..session import Session
+from ..stores.writer import FsyncPolicy, make_folder
 from . import build, interpolate, mcp_servers, restart, restore, rewind
 from . import kernel as nbkernel
 from .agent_cells import AgentCells

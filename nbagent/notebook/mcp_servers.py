@@ -1,7 +1,7 @@
 """MCP servers in the notebook: ``Agent.mcp_servers``, a project ``.mcp.json`` approved in the panel, and ``%agent_mcp``.
 
 The user's own ``Agent.mcp_servers`` run. A ``.mcp.json`` beside the notebook is used only once this user approved its
-exact content (nbagent/mcp/project.py): the panel asks with Approve/Decline, a decline holds for the kernel (the same
+exact content (nbagent/tools/mcp/project.py): the panel asks with Approve/Decline, a decline holds for the kernel (the same
 content is not asked about again), and where nobody can answer (nbclient, papermill) none of its servers start and
 the panel says so.
 """
@@ -14,7 +14,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 
-from ..approval import ApprovalRequest
+from ..agent.approval import ApprovalRequest
 from . import kernel as nbkernel
 from .settings import Agent
 
@@ -29,8 +29,8 @@ def _folder(shell: Any) -> Path:
 
 def source(shell: Any, settings: Agent, view: Any, *, ask: bool = True) -> Any:
     """The run's MCP servers (an McpServers, nothing started), or None when there are none; UsageError for a bad setting."""
-    from ..mcp import McpConfigError, McpServers, project
-    from ..mcp.config import parse
+    from ..tools.mcp import McpConfigError, McpServers, project
+    from ..tools.mcp.config import parse
 
     try:
         configs = parse(settings.mcp_servers, origin="Agent.mcp_servers")
@@ -62,7 +62,7 @@ def source(shell: Any, settings: Agent, view: Any, *, ask: bool = True) -> Any:
 
 def _decide(found: Any, settings: Agent, view: Any, notes: list[str]) -> bool:
     """Whether this .mcp.json's servers may start: approved before, or approved now in the panel."""
-    from ..mcp import project
+    from ..tools.mcp import project
 
     if project.approved(found):
         return True
@@ -107,7 +107,7 @@ def status(settings: Agent, shell: Any, *, start: bool = False) -> str:
         state = connection.state + (f" ({connection.error})" if connection.error else "")
         restarts = f", restarted {connection.starts - 1}x" if connection.starts > 1 else ""
         lines.append(f"{config.name}  [{config.origin}]  {config.describe()}\n  state: {state}{restarts}")
-        from ..mcp.adapter import McpTool
+        from ..tools.mcp.adapter import McpTool
 
         for listed in connection.tools:
             tool = McpTool(config, listed, connection, [])

@@ -1,6 +1,6 @@
 """What the model is told at a new turn about the notebook: the cells the user ran, their errors, the variables.
 
-:func:`compose` is the rule (pure, table-tested in tests/test_notebook_context.py): a few lines a model reads,
+:func:`compose` is the rule (pure, table-tested in tests/notebook/test_notebook_context.py): a few lines a model reads,
 bounded by a budget in characters, with a line saying what was left out. :class:`NotebookContext` is the
 state the magics keep between turns (the cell log, the variable watch, the execution count of the last turn).
 """

@@ -1,9 +1,9 @@
 """The tools to look closer at the notebook: ``notebook_history``, ``inspect_variable`` and ``read_notebook`` (effect "read").
 
 Each answer is bounded (a cap on cells and characters, with a note of what was left out) and redacted
-(:mod:`nbagent.redact`). None calls a user ``__repr__``/``__str__``: cells are what :class:`~.cells.CellLog`
+(:mod:`nbagent.record.redact`). None calls a user ``__repr__``/``__str__``: cells are what :class:`~.cells.CellLog`
 captured, variables are described by :func:`.summaries.details`, and the notebook is the saved ``.ipynb``,
-read through :func:`nbagent.readfile.open_regular` (the file is the user's: regular files only, no link followed).
+read through :func:`nbagent.record.readfile.open_regular` (the file is the user's: regular files only, no link followed).
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from typing import Any
 
 from anthropic.lib.tools import ToolError
 
-from .. import redact
-from ..clip import clipped
-from ..readfile import open_regular
-from ..tools import Tool
+from ..record import redact
+from ..record.readfile import open_regular
+from ..tools.clipping import clipped
+from ..tools.decorator import Tool
 from . import kernel as nbkernel
 from .cells import CellLog, CellRun
 from .notebook_context import excluded
-from .summaries import details
+from .value_summary import details
 from .variables import VariableWatch, hidden
 
 HISTORY, INSPECT, READ = "notebook_history", "inspect_variable", "read_notebook"

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import events as ev
-from .. import providers
-from ..asides import Asides
-from ..fold import State
+from ..record import events as ev
 from ..render import html as render
 from ..render.parts import Start, ToolNames, timestamp, when
 from ..render.rows import ToolCalls
 from ..render.text import transcript_text
 from ..render.view import FINAL_STATUSES, STARTING, follow, status, status_line
+from ..state import providers
+from ..state.asides import Asides
+from ..state.fold import State
 
 
 class CellOutput:

@@ -17,15 +17,15 @@ from typing import Any, TextIO
 
 import ipywidgets as widgets
 
-from .. import events as ev
 from .. import threads
-from ..approval import ApprovalRequest, Decision
+from ..agent.approval import ApprovalRequest, Decision
+from ..record import events as ev
 from ..render import html as render
+from ..render.live_views import LIVE
 from ..render.parts import esc
 from ..render.style import STYLE
 from ..render.text import VIEW_LIMIT, Printer
 from ..render.view import FINAL_STATUSES, stream_effect
-from ..server.saving import LIVE
 from ..terminal import safe
 from .comm_route import keep_on_main_shell
 from .output import CellOutput
@@ -207,7 +207,7 @@ class Panel(CellOutput):
         """Display the panel (live widget + static fallback) in the current cell's output."""
         from IPython.display import display
 
-        # Marked live: the server extension saves it without its widget reference (nbagent/server/saving.py).
+        # Marked live: the server extension saves it without its widget reference (nbagent/render/live_views.py).
         display(self.bundle(), raw=True, metadata=LIVE, display_id=self.display_id)
         self.shown = True
 

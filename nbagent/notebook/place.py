@@ -16,11 +16,12 @@ from typing import Any, TextIO
 
 from IPython.core.error import UsageError
 
-from .. import history, store
+from .. import history
+from ..agent.session import Session
 from ..history.resolve import resolve_in_notebook
 from ..history.summary import notebook_key, notebook_sessions, notebook_summaries
-from ..session import Session
 from ..stores import Store, get_store, session_url
+from ..stores import folders as store
 from . import kernel as nbkernel
 from .usage import usage_errors
 
@@ -109,7 +110,7 @@ def print_sessions(place: Place, current: Path | None, notebook: str, held: Iter
         return
     print(f"Sessions {place.describe()} (* = current):", file=out)
     history.write_table(summaries, out, current=place.name_of(current) if current else "")
-    from ..server.links import where_to_open  # the live view on the Jupyter server (nbagent.server); a pure function
+    from ..render.page_links import where_to_open  # the live view on the Jupyter server (nbagent.server); a pure function
 
     shown = history.session_name(current) if current else summaries[-1].name
     print(where_to_open(notebook, shown), file=out)

@@ -1,7 +1,7 @@
 """The ``python`` tool: the agent runs code in the kernel's user namespace, as if in a hidden cell.
 
 Output is captured while the code runs: stdout and stderr into bounded buffers
-(:class:`nbagent.clip.HeadTail`: the head and the tail are kept, the middle only
+(:class:`nbagent.tools.clipping.HeadTail`: the head and the tail are kept, the middle only
 counted, so code printing gigabytes does not fill the kernel's memory), the value
 of the last expression, ``display()`` calls and inline figures with IPython's own
 capture utilities.  Text goes back to the model; images go back as base64 image
@@ -23,8 +23,8 @@ from anthropic.lib.tools import ToolError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-from ..clip import HeadTail, fit
-from ..tools import Tool
+from ..tools.clipping import HeadTail, fit
+from ..tools.decorator import Tool
 
 MAX_TEXT = 20_000  # characters of text in one block; the middle of longer output is counted, not kept
 IMAGE_MIME = ("image/png", "image/jpeg", "image/gif", "image/webp")

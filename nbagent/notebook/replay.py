@@ -22,16 +22,17 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from .. import events as ev
-from .. import threads, trust
+from .. import threads
 from ..errors import LogError, NbagentError
-from ..reader import read_events
+from ..record import events as ev
+from ..record import trust
+from ..record.log_reader import read_events
 from ..render import html
+from ..render.live_views import LIVE
 from ..render.matches import Found
 from ..render.parts import esc
 from ..render.style import STYLE, sibling_style
 from ..render.timeline import MAX_GAP, REPLAY_STYLE, Timeline
-from ..server.saving import LIVE
 from ..stores import FILES, Store, session_url
 from .comm_route import keep_on_main_shell
 from .follow import Follower

@@ -1,4 +1,4 @@
-"""The restart rule: what an ``%agent`` cell does with the turns its session recorded (pure; see tests/test_restart.py).
+"""The restart rule: what an ``%agent`` cell does with the turns its session recorded (pure; see tests/notebook/test_restart.py).
 
 Each ``user_msg`` this kernel records carries the kernel's id, so a turn recorded
 under another id was recorded before a restart (or by another kernel).  The magic

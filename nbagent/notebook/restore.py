@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import events as ev
-from ..session import Session
+from ..agent.session import Session
+from ..record import events as ev
 from .foreign import calls_not_signed_by_user
 from .kernel import CellTracker
 from .python_tool import run_code

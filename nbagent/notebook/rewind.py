@@ -2,7 +2,7 @@
 
 A fork records the cell that made it (its id, the kernel, the option) in its lineage, so a
 cell run again after a kernel restart reuses the fork it made instead of making a second one
-(:func:`reuse`, a pure rule; table: tests/test_rewind.py).  A rewind is honest about the kernel:
+(:func:`reuse`, a pure rule; table: tests/notebook/test_rewind.py).  A rewind is honest about the kernel:
 its variables, the files the agent changed and the cells it inserted are not rewound, and the
 next request's note says so.
 """
@@ -16,10 +16,10 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from .. import events as ev
+from ..agent.session import Session
 from ..history.summary import notebook_key
-from ..lineage import ForkPointError
-from ..session import Session
+from ..record import events as ev
+from ..state.lineage import ForkPointError
 from . import build, restart
 from . import kernel as nbkernel
 from .foreign import untrusted_warning

@@ -8,13 +8,13 @@ from IPython.core.error import UsageError
 from traitlets import Bool, Dict, Enum, Int, List, TraitError, Unicode, Union, validate
 from traitlets.config import Configurable
 
-from .. import models
-from ..approval import APPROVAL_MODES
-from ..context import COMPACT_MODES, DEFAULT_RESULT_BUDGET, CompactMode, ContextSettings
+from ..agent.approval import APPROVAL_MODES
+from ..agent.parallel import DEFAULT_BOUND
 from ..errors import NbagentError
-from ..model import DEFAULT_MODEL
-from ..parallel import DEFAULT_BOUND
-from ..providers import PROVIDERS
+from ..model.claude import DEFAULT_MODEL
+from ..state import model_table as models
+from ..state.context import COMPACT_MODES, DEFAULT_RESULT_BUDGET, CompactMode, ContextSettings
+from ..state.providers import PROVIDERS
 from . import python_tool as pytool
 from .budget_settings import BudgetSettings
 
@@ -208,7 +208,7 @@ class Agent(BudgetSettings, Configurable):  # the budget and price settings: bud
 
     @validate("mcp_servers")
     def _mcp_servers(self, proposal: Any) -> dict[str, Any]:
-        from ..mcp.config import McpConfigError, parse  # no SDK import: the servers start when a turn needs them
+        from ..tools.mcp.config import McpConfigError, parse  # no SDK import: the servers start when a turn needs them
 
         try:
             parse(proposal["value"], origin="Agent.mcp_servers")

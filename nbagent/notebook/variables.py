@@ -7,7 +7,7 @@ so the cost grows with the number of names, not with the size of the data.  Left
 names starting with ``_``, IPython's own names (``In``, ``Out``, ``exit``...), nbagent's own
 objects and the ``exclude`` patterns.  A variable named like a secret (``api_key``, ``token``,
 ``password``...) or holding a key-shaped value never shows its value, and a secret-named string is
-registered with :mod:`nbagent.redact`, so it is redacted wherever it appears later (a cell's source).
+registered with :mod:`nbagent.record.redact`, so it is redacted wherever it appears later (a cell's source).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import redact
-from .summaries import summary, type_label
+from ..record import redact
+from .value_summary import summary, type_label
 
 SECRET_NAME = re.compile(
     r"api_?key|apikey|secret|passw|passphrase|pwd|token(?!iz)|credential|private_?key|access_?key|auth(?!or)|cookie|bearer|signing",
@@ -37,7 +37,7 @@ class Variable:
     """A user variable as the model is told of it."""
 
     name: str
-    summary: str  # summaries.summary(value), redacted (nbagent.redact) and with secret-named values hidden
+    summary: str  # summaries.summary(value), redacted (nbagent.record.redact) and with secret-named values hidden
 
 
 @functools.lru_cache(maxsize=4096)

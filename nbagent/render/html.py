@@ -16,9 +16,10 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from .. import events as ev
-from .. import lineage, redact
-from ..asides import Asides, to_model
+from ..record import events as ev
+from ..record import redact
+from ..state import lineage
+from ..state.asides import Asides, to_model
 from .code import MAX_TOOL_TEXT, python_html
 from .parts import (
     Start,
@@ -168,7 +169,7 @@ def cut_off_html(streamed: str) -> str:
 def header_html(title: str, status: str = "", *, origin: str = "", link: str = "") -> str:
     """A view's header: its title, its status (with the tokens used), where it comes from, and a link to its live page.
 
-    ``link`` is a path on the same Jupyter server (nbagent.server.links), built by nbagent, never by the model.
+    ``link`` is a path on the same Jupyter server (nbagent.render.page_links), built by nbagent, never by the model.
     """
     line = f'<b>{esc(title)}</b> <span class="nbagent-dim">— {esc(status)}</span>' if status else f"<b>{esc(title)}</b>"
     if link:
@@ -302,7 +303,7 @@ HTML: dict[str, Callable[[Event, Context], str]] = {
 def event_html(event: Event, *, tool_names: Names | None = None, notes: Sequence[str] = ()) -> str:
     """One event as a safe HTML fragment ('' for events that show nothing, like deltas).
 
-    ``notes``: for a request, the notes to the model the fold put before it (see :class:`nbagent.asides.Asides`).
+    ``notes``: for a request, the notes to the model the fold put before it (see :class:`nbagent.state.asides.Asides`).
     """
     return HTML.get(kind_of(event), _nothing)(event, Context(tool_names or {}, notes))
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .. import events as ev
+from ..record import events as ev
 from ..terminal import safe
 from .parts import content_blocks, esc, kind_of, request_parts, text_of, tool_name
 

@@ -12,12 +12,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple
 
-from .. import redact
-from ..asides import Asides
-from ..context import DEFAULT_WINDOW
-from ..fold import State
-from ..usage import Tokens
-from . import images
+from ..record import redact
+from ..state.asides import Asides
+from ..state.context import DEFAULT_WINDOW
+from ..state.fold import State
+from ..state.tokens import Tokens
+from . import image_view as images
 
 Event = Mapping[str, Any]
 HEADER_KEYS = frozenset({"v", "seq", "ts", "type", "crc"})
@@ -275,7 +275,7 @@ def _count(value: Any) -> int:
 def tokens_words(tokens: Tokens) -> str:
     """Input and output in words, the one way every view says them: '12,892 tokens in (12,466 from cache) · 426 out'.
 
-    The input counts every input token, the cached ones too (see :class:`nbagent.usage.Tokens`); '' before any.
+    The input counts every input token, the cached ones too (see :class:`nbagent.state.tokens.Tokens`); '' before any.
     """
     if not tokens.used:
         return ""

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from ..fold import State
+from ..state.fold import State
 from .parts import ToolNames, content_blocks, dumps, shorten
 
 PYTHON, SHELL = "python", "shell"  # the notebook's python tool and the toolkit's shell tool
@@ -111,7 +111,7 @@ def exception_name(text: str) -> str:
     starts = [i for i, line in enumerate(lines) if line.startswith(_TRACEBACK)]
     if starts:  # the last traceback's own lines, not the code's indented source lines
         candidates = [line for line in lines[starts[-1] + 1 :] if not line[:1].isspace()]
-    else:  # nbagent.tools words an error "Name: message"; a syntax error ends with it
+    else:  # nbagent.tools.decorator words an error "Name: message"; a syntax error ends with it
         candidates = lines[:1] + lines[-1:]
     for line in reversed(candidates):
         match = _EXCEPTION_LINE.fullmatch(line)
@@ -268,7 +268,7 @@ def _cut(text: str, *, tail: bool) -> tuple[str, int]:
 
 
 def work(name: str, content: Any, *, is_error: bool = False) -> Work:
-    """What of a tool result is shown without a click (table: tests/test_render_work.py).
+    """What of a tool result is shown without a click (table: tests/render/test_rows.py).
 
     Images, always.  The printed output of ``python`` and ``shell`` (the value of a last expression, a
     ``describe()`` table, print output) up to :data:`SHOWN_LINES` lines, and an error's last lines.  The raw
@@ -342,7 +342,7 @@ USER_DECLINED = "The user declined this tool call."  # the note of a person's "n
 
 
 def decision_words(decision: Any, by: Any, note: Any = "") -> str:
-    """What an approval was decided with, in plain words: 'approved by you in the panel' (table: tests/test_render_work.py)."""
+    """What an approval was decided with, in plain words: 'approved by you in the panel' (table: tests/render/test_rows.py)."""
     verdict = decision if decision in ("approved", "declined") else "decided"
     note = note.strip() if isinstance(note, str) else ""
     if by == "nobody":

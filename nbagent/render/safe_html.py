@@ -3,7 +3,7 @@
 Model output is untrusted. What is left: no script, no event handlers, no ``style``, no ``id``/``name``, no svg
 or iframes, only http(s) and mailto links, no images at all (a remote image in model output could leak data
 through its URL), and no live link to this machine (:mod:`.hosts`: it may be the Jupyter server). Attacks:
-tests/test_render.py and the red-team campaigns.
+tests/render/test_render.py and the red-team campaigns.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def sanitize(fragment: str) -> str:
 
 
 # One line of prose, starting with a letter, in which no Markdown construct can start (no markup character,
-# entity, HTML, line break or trailing space): markdown-it would only wrap it in a paragraph (tests/test_render.py).
+# entity, HTML, line break or trailing space): markdown-it would only wrap it in a paragraph (tests/render/test_render.py).
 _PROSE_LINE = re.compile(r"[^\W\d_][^\x00-\x1f\x7f-\x9f\u2028\u2029\\`*_\[\]!<>&#~|\"]*(?<!\s)")
 
 

@@ -12,9 +12,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TextIO
 
-from .. import events as ev
-from .. import lineage, redact, terminal
-from ..asides import Asides, to_model
+from .. import terminal
+from ..record import events as ev
+from ..record import redact
+from ..state import lineage
+from ..state.asides import Asides, to_model
 from .parts import (
     Start,
     abandoned_words,
@@ -231,7 +233,7 @@ def show(
 ) -> Shown:
     """What ``event`` shows as text (not yet escaped for a terminal: :class:`Printer` and :func:`transcript_text` do that).
 
-    ``notes``: for a request, the notes to the model the fold put before it (see :class:`nbagent.asides.Asides`).
+    ``notes``: for a request, the notes to the model the fold put before it (see :class:`nbagent.state.asides.Asides`).
     """
     return SHOW.get(kind_of(event), _unknown)(event, Context(names or {}, result_limit, streamed, notes))
 

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import events as ev
-from .. import lineage
-from ..asides import Asides
-from ..fold import State
+from ..record import events as ev
+from ..state import lineage
+from ..state.asides import Asides
+from ..state.fold import State
 from ..terminal import safe
 from . import html, safe_html, text
 from .matches import Found, Part, parts_of, search

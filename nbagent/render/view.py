@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from .. import events as ev
-from ..fold import State, apply
-from ..usage import Tokens
+from ..record import events as ev
+from ..state.fold import State, apply
+from ..state.tokens import Tokens
 from .parts import kind_of, with_tokens
 
 Event = Mapping[str, Any]

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..render.live_views import pre_save
 from .kernel_status import untrack_subshell_requests
-from .saving import pre_save
 
 
 def _jupyter_server_extension_points() -> list[dict[str, str]]:

@@ -9,7 +9,7 @@ from ..errors import NbagentError
 from . import handlers, page
 from .paths import Roots
 from .pool import Pool
-from .settings import NbagentServer
+from .server_config import NbagentServer
 from .tail import Tails
 
 

@@ -27,16 +27,17 @@ from jupyter_server.base.handlers import APIHandler
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from .. import events as ev
-from .. import fold, redact, trust
 from ..errors import LogError
 from ..history.summary import Summary, from_state, summarize
-from ..reader import Reader
+from ..record import events as ev
+from ..record import redact, trust
+from ..record.log_reader import Reader
+from ..state import fold
 from .paging import read_page
 from .paths import Refused, Roots, Stored, Unavailable
 from .pool import Pool
 from .present import sse_notice
-from .settings import NbagentServer
+from .server_config import NbagentServer
 from .source import DAMAGE, Batch
 from .tail import BATCH_BYTES, Client, Frame, Tail, Tails
 

@@ -13,10 +13,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import events as ev
-from .. import fold, trust
 from ..history.summary import Summary, from_state, summarize
-from ..reader import scan
+from ..record import events as ev
+from ..record import trust
+from ..record.log_reader import scan
+from ..state import fold
 from .source import CHUNK, Batch, FileSource
 
 

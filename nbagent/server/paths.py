@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import store
 from ..errors import LogError, NbagentError
+from ..history.database import stored_under
 from ..history.find import NOTEBOOK_SUFFIX, find_logs, notebook_of
-from ..history.stored import stored_under
 from ..history.summary import Summary
+from ..stores import folders as store
 
 _SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages", "venv"})
 MAX_PATH = 4096

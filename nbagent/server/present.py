@@ -11,15 +11,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .. import events as ev
-from .. import redact
-from ..asides import Asides
-from ..fold import State
 from ..history.summary import Summary, from_state
+from ..record import events as ev
+from ..record import redact
 from ..render import html
 from ..render.parts import kind_of
 from ..render.rows import ToolCalls
 from ..render.view import STARTING, follow, status, status_line, stream_effect
+from ..state.asides import Asides
+from ..state.fold import State
 
 
 def request_line(content: Any) -> str:

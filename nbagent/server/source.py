@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from .. import events as ev
-from .. import trust
 from ..errors import LogCorruptError, LogError, LogVersionError, NotALogError
 from ..history.summary import trust_of
-from ..reader import Reader
+from ..record import events as ev
+from ..record import trust
+from ..record.log_reader import Reader
 
 CHUNK = 1 << 20  # bytes of log one read takes at most (more only for one longer line): what a read holds stays small
 RETRY_MAX = 30.0  # seconds between two attempts to reach a database that went away, at most

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .catchup import Reading, Replay
 from .present import Presenter, sse_frame
-from .replay import Reading, Replay
 from .source import Batch, EventSource, FileSource, StoreSource
 
 log = logging.getLogger("nbagent.server")

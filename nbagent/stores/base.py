@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from .. import events as ev
-from ..fold import State
-from ..lineage import Lineage
-from ..log import FsyncPolicy, Repair
-from ..reader import Scan
-from ..snapshot import Snapshot
+from ..record import events as ev
+from ..record.log_reader import Scan
+from ..state.fold import State
+from ..state.lineage import Lineage
+from .snapshot import Snapshot
+from .writer import FsyncPolicy, Repair
 
 
 @dataclass
@@ -84,7 +84,7 @@ class Log(Protocol):
         """The stored snapshot if its header is sound, else None and why."""
 
     def write_snapshot(self, state: State, **fields: Any) -> str:
-        """Store a snapshot of ``state`` (fields as :func:`nbagent.snapshot.write` takes them); returns where."""
+        """Store a snapshot of ``state`` (fields as :func:`nbagent.stores.snapshot.write` takes them); returns where."""
 
 
 class Store(Protocol):

@@ -11,10 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .. import fold, lineage, snapshot, store, trust
 from ..errors import HistoryError, LogCorruptError, LogVersionError, NotALogError
-from ..reader import iter_events, scan
-from ..readfile import open_regular
+from ..record import trust
+from ..record.log_reader import iter_events, scan
+from ..record.readfile import open_regular
+from ..state import fold, lineage
+from . import folders as store
+from . import snapshot
 from .base import Listed
 
 NOTEBOOK_SUFFIX = ".ipynb"

@@ -8,17 +8,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .. import events as ev
-from .. import lineage, reader, snapshot, trust
 from ..errors import LogError
-from ..fold import State
-from ..log import EventLog, FileOps, FsyncPolicy
-from . import file_index
+from ..record import events as ev
+from ..record import log_reader as reader
+from ..record import trust
+from ..state import lineage
+from ..state.fold import State
+from . import file_index, snapshot
 from .base import Listed
+from .writer import EventLog, FileOps, FsyncPolicy
 
 
 class FileLog(EventLog):
-    """The append-only file (:class:`nbagent.log.EventLog`) with its snapshot file beside it."""
+    """The append-only file (:class:`nbagent.stores.writer.EventLog`) with its snapshot file beside it."""
 
     def load_snapshot(self) -> tuple[snapshot.Snapshot | None, str]:
         """The snapshot file beside the log if its header is sound, else None and why."""
@@ -30,7 +32,7 @@ class FileLog(EventLog):
 
 
 class FileStore:
-    """Session logs as files beside their notebooks (see :mod:`nbagent.store` for the layout)."""
+    """Session logs as files beside their notebooks (see :mod:`nbagent.stores.folders` for the layout)."""
 
     url = ""
 

@@ -23,14 +23,14 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import events as ev
-from .. import lineage, snapshot
 from ..errors import LogCorruptError, LogError
-from ..log import FsyncPolicy
-from ..reader import Reader
-from ..store import LOG_SUFFIX, STORE_DIR, check_name
-from . import migrations
+from ..record import events as ev
+from ..record.log_reader import Reader
+from ..state import lineage
+from . import migrations, snapshot
 from .base import Listed
+from .folders import LOG_SUFFIX, STORE_DIR, check_name
+from .writer import FsyncPolicy
 
 if TYPE_CHECKING:
     from .postgres_log import PostgresLog

@@ -12,12 +12,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .. import events as ev
-from .. import snapshot
 from ..errors import LogCorruptError, LogError, LogLockedError, LogWriteError
-from ..fold import State
-from ..log import FSYNC_POLICIES, LOCKED, FsyncPolicy, Repair
-from ..reader import Scan, scan
+from ..record import events as ev
+from ..record.log_reader import Scan, scan
+from ..state.fold import State
+from . import snapshot
 from .postgres import (
     LOCK_CLASS,
     REQUESTS_LIMIT,
@@ -30,6 +29,7 @@ from .postgres import (
     scratch_folder,
     write_private,
 )
+from .writer import FSYNC_POLICIES, LOCKED, FsyncPolicy, Repair
 
 APPEND = """
 WITH upd AS (

@@ -61,9 +61,9 @@ class Parts:
         self._cluster: Any = None
 
     def postgres(self) -> Any:
-        """A throwaway PostgreSQL cluster (tests/pg_harness.py), started once; Missing when none can be."""
+        """A throwaway PostgreSQL cluster (tests/support/pg_harness.py), started once; Missing when none can be."""
         if self._cluster is None:
-            from tests import pg_harness
+            from tests.support import pg_harness
 
             reason = pg_harness.missing()
             if reason:

@@ -158,7 +158,7 @@ def _server(root: Path, home: Path) -> Iterator[tuple[int, str]]:
     try:
         import jupyter_server  # noqa: F401
 
-        from tests.server_harness import NbServer
+        from tests.support.server_harness import NbServer
     except ImportError as exc:
         raise Missing(f"jupyter_server is not installed ({exc})") from None
     data = home / "server-data"
@@ -207,7 +207,7 @@ def _server_attacks(ctx: Context) -> list[Finding]:
 # Informational: a huge line, --limit 0 --------------------------------------------------------------------
 MEASURE = """
 import sys
-from nbagent.cli import main
+from nbagent.cli.main import main
 code = main(sys.argv[1:])
 with open("/proc/self/io") as io:
     print(dict(line.split(": ") for line in io.read().splitlines())["rchar"], file=sys.stderr)

@@ -34,7 +34,7 @@ FORGED, MINE = "forged", "mine"
 def write(url: str, notebook: str, name: str) -> None:
     """Alice's own session in the database, signed with her key."""
     import nbagent
-    from nbagent import events as ev
+    from nbagent.record import events as ev
     from nbagent.stores.postgres import key_path
 
     with nbagent.Session.open(key_path(notebook, name), store=url, fsync="never") as session:
@@ -66,7 +66,7 @@ def forge(url: str, notebook: str, victim: str) -> None:
 def think(path: str) -> None:
     """A log whose reply holds a secret in its thinking, its redacted thinking and its compaction block (all verbatim)."""
     import nbagent
-    from nbagent import events as ev
+    from nbagent.record import events as ev
 
     blocks = [
         {"type": "thinking", "thinking": f"{MARKER}: the key is {SECRET}.", "signature": "EqQBCkYIBxgCKkB" + SECRET},
@@ -148,7 +148,7 @@ def forged_labels(server: Any, alice: str, alice_url: str, alice_data: Path, lis
     rows = {r["name"]: r for r in reply.body.get("sessions", [])} if reply.status == 200 else {}
     if rows.get(FORGED, {}).get("trust", "yours") == "yours":
         problems.append(f"the server's listing labels it {rows.get(FORGED, {}).get('trust')!r} (status {reply.status})")
-    from tests.server_harness import session_api
+    from tests.support.server_harness import session_api
 
     events = server.get(session_api(stored, FORGED) + "/events")
     if events.status != 200 or events.body.get("trust") != "other key":
@@ -208,7 +208,7 @@ def thinking_shown(ctx: Context, server: Any, alice_data: Path, log: Path) -> li
         done = run(alice_data, "export", str(log), "-o", str(out), module="nbagent")
         text = out.read_text() if out.exists() else f"(not written: {done.stderr.strip()})"
         found.append(leaks(f"nbagent export .{suffix}", text, left_out=True))
-    from tests.server_harness import session_api
+    from tests.support.server_harness import session_api
 
     notebook = log.parent.name
     reply = server.get(session_api(notebook, log.stem) + "/events")
@@ -224,7 +224,7 @@ def thinking_shown(ctx: Context, server: Any, alice_data: Path, log: Path) -> li
 
 def attacks(ctx: Context) -> list[Finding]:
     """Defects 4 and 9 against a real PostgreSQL cluster, a real Jupyter server and the real command line."""
-    from tests.server_harness import NbServer
+    from tests.support.server_harness import NbServer
 
     admin = ctx.postgres().new_database()
     alice, alice_url, _mallory, mallory_url = _roles(admin)

@@ -75,9 +75,9 @@ def child(case: str, size: int, folder: Path) -> dict[str, Any]:
     import anthropic
 
     import nbagent
-    from nbagent import events as ev
-    from nbagent import toolkit
-    from tests.fake_anthropic import FakeAnthropic, text, tool_use
+    from nbagent.record import events as ev
+    from nbagent.tools import builtin as toolkit
+    from tests.support.fake_anthropic import FakeAnthropic, text, tool_use
 
     tools: list[Any] = [toolkit.shell]
     if case == "python":

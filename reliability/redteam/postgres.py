@@ -23,9 +23,9 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import nbagent
-from nbagent import events as ev
-from nbagent.cli import main
+from nbagent.cli.main import main
 from nbagent.errors import LogError
+from nbagent.record import events as ev
 
 from . import Context, Finding
 

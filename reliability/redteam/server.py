@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 from nbagent import Session
-from nbagent import events as ev
+from nbagent.record import events as ev
 from nbagent.server.source import CHUNK
-from tests.server_harness import NbServer, session_api
+from tests.support.server_harness import NbServer, session_api
 
 from . import Context, Finding
 

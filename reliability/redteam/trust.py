@@ -1,7 +1,7 @@
 """Defects 1 and 11 of issue 20: ``nbagent trust`` and the library continuing a log this user did not write.
 
 The victim is this process and the ``nbagent`` command it starts (one data folder, one key); the
-attacker is ``tests/attacker_proc.py`` with a data folder (a key) of its own, writing into a folder
+attacker is ``tests/support/attacker_proc.py`` with a data folder (a key) of its own, writing into a folder
 both can write.  Each attack ends with ``nbagent.run`` against the fake Messages API on 127.0.0.1.
 """
 
@@ -22,15 +22,15 @@ from typing import Any
 import anthropic
 
 import nbagent
-from nbagent import events as ev
 from nbagent.errors import LogError
+from nbagent.record import events as ev
 from reliability.attacker import call_events
-from tests.fake_anthropic import FakeAnthropic, text, tool_use
+from tests.support.fake_anthropic import FakeAnthropic, text, tool_use
 
 from . import Context, Finding
 
 ROOT = Path(__file__).resolve().parents[2]
-ATTACKER = ROOT / "tests" / "attacker_proc.py"
+ATTACKER = ROOT / "tests" / "support" / "attacker_proc.py"
 GOOD, EVIL = "GOOD-PAYLOAD!", "EVIL-PAYLOAD!"  # same length: the attacker rewrites the call in place
 CALL_LINE = 4  # session_start, user_msg, model_call, then the assistant_msg with the call
 PROMPT = "Trust this session? [y/N] "
@@ -79,7 +79,7 @@ def _victim(folder: Path) -> Iterator[Path]:
 
 
 def attacker(folder: Path, *args: Any) -> None:
-    """The second user's process: tests/attacker_proc.py with its own data folder, hence its own key."""
+    """The second user's process: tests/support/attacker_proc.py with its own data folder, hence its own key."""
     done = subprocess.run(
         [sys.executable, str(ATTACKER), *map(str, args)], env=_env(folder / "attacker-data"), capture_output=True, text=True, timeout=120
     )
@@ -167,7 +167,7 @@ def trust_race(ctx: Context) -> Finding:
     if "Traceback" in err:
         problems.append(f"traceback: {err[-300:]!r}")
     with contextlib.suppress(FileNotFoundError):
-        nbagent.snapshot.path_for(log).unlink()  # the attacker deletes the snapshot (write access to the folder is enough)
+        nbagent.stores.snapshot.path_for(log).unlink()  # the attacker deletes the snapshot (write access to the folder is enough)
     runs, sent, error = resume(log, None, "deny", text("done"))
     if any(r["text"] == EVIL for r in runs):
         problems.append(f"the swapped call ran under approval='deny' (trust exit {code}: {err.strip()[-200:]!r})")
@@ -191,7 +191,7 @@ def tamper_after_trust(ctx: Context) -> Finding:
         problems.append(f"an honest trust failed (exit {code}): {err[-300:]!r}")
     attacker(ctx.folder, "tamper", log, CALL_LINE, GOOD, EVIL)
     with contextlib.suppress(FileNotFoundError):
-        nbagent.snapshot.path_for(log).unlink()
+        nbagent.stores.snapshot.path_for(log).unlink()
     runs, sent, error = resume(log, None, "deny", text("done"))
     if runs:
         problems.append(f"a call ran after the trusted lines changed: {runs}")

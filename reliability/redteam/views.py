@@ -27,7 +27,7 @@ from typing import Any
 
 from markdown_it import MarkdownIt
 
-from nbagent import events as ev
+from nbagent.record import events as ev
 from reliability.hostile import ROOT, victim
 
 from . import Context, Finding
@@ -92,9 +92,9 @@ def foreign_events(port: int, image: str) -> list[tuple[str, dict[str, Any]]]:
 
 
 def write_foreign(log: Path, events: list[tuple[str, dict[str, Any]]], attacker_data: Path) -> None:
-    """The second user's process (tests/attacker_proc.py ``session``, its own NBAGENT_DATA_DIR) writes the log."""
+    """The second user's process (tests/support/attacker_proc.py ``session``, its own NBAGENT_DATA_DIR) writes the log."""
     env = {**os.environ, "NBAGENT_DATA_DIR": str(attacker_data)}
-    args = [sys.executable, "-m", "tests.attacker_proc", "session", str(log), json.dumps(events)]
+    args = [sys.executable, "-m", "tests.support.attacker_proc", "session", str(log), json.dumps(events)]
     result = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
     if result.returncode != 0:
         raise RuntimeError(f"the attacker's session failed: {result.stderr[-3000:]}")
@@ -142,7 +142,7 @@ def _live(hrefs: list[str]) -> list[str]:
 # The views ---------------------------------------------------------------------------------------------
 def _stream_html(root: Path, home: Path, port: int) -> str:
     """The HTML a real Jupyter server's stream sends the session page for the whole session."""
-    from tests.server_harness import NbServer
+    from tests.support.server_harness import NbServer
 
     server = NbServer(root, home, port=port)
     server.start()
@@ -213,7 +213,7 @@ def attacks(ctx: Context) -> list[Finding]:
         (root / NOTEBOOK).write_text("{}")
         log = root / "work" / ".nbagent" / "analysis.ipynb" / f"{SESSION}.jsonl"
         write_foreign(log, foreign_events(port, image), ctx.folder / "attacker-data")
-        from nbagent.reader import read_events
+        from nbagent.record.log_reader import read_events
 
         events = list(read_events(log))
         views: dict[str, Callable[[], tuple[list[str], list[str]]]] = {

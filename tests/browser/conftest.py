@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tests.browser.harness import ConsoleLog, Jupyter, JupyterServer, kernel_env, launch_chromium, screenshot_pages
-from tests.fake_anthropic import FakeAnthropic
+from tests.support.fake_anthropic import FakeAnthropic
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page

@@ -20,9 +20,9 @@ import pytest
 
 from reliability.attacker import cloned_notebook_log
 from tests.browser.harness import PANEL_JS, Jupyter, visible_text, wait_until, write_notebook
-from tests.fake_anthropic import FakeAnthropic, text, tool_use
-from tests.test_labextension import installed_extension
-from tests.test_security import as_another_user
+from tests.notebook.test_labextension import installed_extension
+from tests.security.test_security import as_another_user
+from tests.support.fake_anthropic import FakeAnthropic, text, tool_use
 
 MIME_TYPE = "application/vnd.nbagent.cells+json"
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.browser.harness import Jupyter, contrast, visible_text, write_notebook
-from tests.fake_anthropic import FakeAnthropic, text
+from tests.support.fake_anthropic import FakeAnthropic, text
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 NOTEBOOK = "long_session.ipynb"

@@ -32,7 +32,7 @@ from tests.browser.harness import (
     wait_until,
     write_notebook,
 )
-from tests.fake_anthropic import FakeAnthropic, text, tool_use, tool_uses
+from tests.support.fake_anthropic import FakeAnthropic, text, tool_use, tool_uses
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # a real Jupyter server and Chromium: seconds to start
 T = TypeVar("T")
@@ -73,7 +73,7 @@ FINAL = {  # the cell index of each %agent cell -> the last words of its answer
 }
 SESSIONS_CELL, REPLAY_CELL = 5, 6
 NBAGENT_CELLS = (*FINAL, SESSIONS_CELL, REPLAY_CELL)
-QUESTION = "marked irreversible"  # words of the approval question (nbagent/approval.py), to count how often it is drawn
+QUESTION = "marked irreversible"  # words of the approval question (nbagent/agent/approval.py), to count how often it is drawn
 MARKER = re.compile(r"interrupt", re.IGNORECASE)
 NOT_FOUND = "model not found"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from tests.browser.harness import PANEL_JS, Jupyter, JupyterServer, visible_text, wait_until, write_notebook
-from tests.fake_anthropic import FakeAnthropic, text, tool_use
+from tests.support.fake_anthropic import FakeAnthropic, text, tool_use
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.kernel]
 COMMAND = "echo tidy"

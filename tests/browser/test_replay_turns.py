@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.browser.harness import ARTIFACTS, Jupyter, JupyterServer, visible_text, wait_stable, wait_until, write_notebook
-from tests.fake_anthropic import FakeAnthropic, text
+from tests.support.fake_anthropic import FakeAnthropic, text
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.kernel]
 NOTEBOOK = "replay-turns.ipynb"

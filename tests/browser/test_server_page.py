@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from nbagent import events as ev
-from nbagent.reader import read_events
+from nbagent.record import events as ev
+from nbagent.record.log_reader import read_events
 from reliability.attacker import markdown_log, write_log
 from reliability.payloads import MARKUP
 from tests.browser.harness import ConsoleLog
-from tests.server_harness import NbServer, start_writer, write_turns
+from tests.support.server_harness import NbServer, start_writer, write_turns
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page

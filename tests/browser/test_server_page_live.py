@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from nbagent import events as ev
-from nbagent.reader import read_events
+from nbagent.record import events as ev
+from nbagent.record.log_reader import read_events
 from tests.browser.harness import ARTIFACTS, Jupyter, JupyterServer, contrast, visible_text, wait_until, write_notebook
-from tests.fake_anthropic import FakeAnthropic, text
-from tests.server_harness import start_writer, write_turns
+from tests.support.fake_anthropic import FakeAnthropic, text
+from tests.support.server_harness import start_writer, write_turns
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page

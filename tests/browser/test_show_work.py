@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.browser.harness import ARTIFACTS, Jupyter, visible_text, wait_until, write_notebook
-from tests.fake_anthropic import FakeAnthropic, text, tool_use
+from tests.support.fake_anthropic import FakeAnthropic, text, tool_use
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.kernel]
 

@@ -1,7 +1,7 @@
 """One truth about tokens as a user sees it (issue 22, point 5): one session's figures, in the same words, in the
 live panel's finished header, ``%agent_sessions`` and the server's session list, in a real JupyterLab.
 
-(tests/test_tokens_agree.py checks every view, the replay and exports included, against the fold's definition;
+(tests/render/test_tokens_agree.py checks every view, the replay and exports included, against the fold's definition;
 this checks what reaches the screen.)
 """
 
@@ -12,7 +12,7 @@ import re
 import pytest
 
 from tests.browser.harness import Jupyter, visible_text, wait_until, write_notebook
-from tests.fake_anthropic import FakeAnthropic, text
+from tests.support.fake_anthropic import FakeAnthropic, text
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.kernel]
 

@@ -18,7 +18,7 @@ import pytest
 from reliability.hostile import victim
 from reliability.redteam import views
 from tests.browser.harness import free_port
-from tests.server_harness import NbServer
+from tests.support.server_harness import NbServer
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page

@@ -136,10 +136,10 @@
       link.href = "?notebook=" + enc(s.notebook) + "&session=" + enc(s.name);
       row.insertCell().appendChild(link);
       const fork = s.parent ? "(fork of " + (s.parent_name || s.parent.slice(0, 8)) + " at event " + s.forked_at + ") " : "";
-      row.insertCell().textContent = fork + (s.title || "-"); // where a fork came from (nbagent/lineage.py)
+      row.insertCell().textContent = fork + (s.title || "-"); // where a fork came from (nbagent/state/lineage.py)
       row.insertCell().textContent = s.turns;
       row.insertCell().textContent = s.tokens_text || "-"; // the words every view says them in (render/parts.tokens_words)
-      row.insertCell().textContent = s.cost_text || "-"; // dollars, or "cost unknown" (nbagent/prices.py)
+      row.insertCell().textContent = s.cost_text || "-"; // dollars, or "cost unknown" (nbagent/state/prices.py)
       if (s.cost_why) row.cells[row.cells.length - 1].title = s.cost_why;
       row.insertCell().textContent = s.context;
       row.insertCell().textContent = s.status;

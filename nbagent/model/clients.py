@@ -1,0 +1,222 @@
+"""The SDK's client for each cloud, built from the environment as the cloud's own tools are; its credentials redacted.
+
+What each provider is (names, model ids, which credentials, what it offers) is the table in
+nbagent/state/providers.py; this builds the client: ``Anthropic``, ``AnthropicBedrock``, ``AnthropicVertex`` or
+``AnthropicFoundry``, from AWS's credential chain, Google's Application Default Credentials or Azure's key or
+Entra ID. Each credential a client holds is registered with :mod:`nbagent.record.redact`, so it never reaches a log,
+an error or a view. A missing library or credential is an NbagentError that says what to do, before any request.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import NbagentError
+from ..record import redact
+from ..state.providers import ProviderInfo, lookup
+
+CLOUD_SCOPE = "https://www.googleapis.com/auth/cloud-platform"  # what the SDK asks ADC for (anthropic/lib/_extras/_google_auth.py)
+# The Entra ID audience of the Foundry data plane (tokens from DefaultAzureCredential for "https://ai.azure.com/.default").
+FOUNDRY_SCOPE = "https://ai.azure.com/.default"
+
+
+def client(provider: str | None) -> Any:
+    """The SDK's client for ``provider``, configured from the environment as the cloud's own tools are.
+
+    Raises NbagentError, before any request, where the cloud's library is missing (which extra to install) or
+    where no credentials can be found (how to give them). Every credential the client holds is registered for
+    redaction.
+    """
+    info = lookup(provider)
+    missing = problem(info.name) if info.name != "anthropic" else None
+    if missing:
+        raise NbagentError(missing)
+    # One client per provider and configuration, kept: each %agent turn builds its model, and a new client would read
+    # the credential chain again and (Vertex) mint a new token. Changed variables make a new one.
+    key = (info.name, tuple(os.environ.get(name) for name in (*_CONFIG_ENV.get(info.name, ()), *_PROXY_ENV)))
+    with _clients_lock:
+        held = _clients.get(key)
+    if held is not None:
+        return held
+    made = _build(info)
+    with _clients_lock:
+        _clients[key] = made
+    return made
+
+
+# The variables a cloud's client is configured from (the SDK's and the cloud library's): a change builds a new client.
+_CONFIG_ENV = {
+    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"),
+    "bedrock": (
+        *("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION"),
+        *("AWS_DEFAULT_REGION", "AWS_BEARER_TOKEN_BEDROCK", "ANTHROPIC_BEDROCK_BASE_URL", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"),
+    ),
+    "vertex": (
+        *("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CONFIG", "CLOUD_ML_REGION"),
+        *("ANTHROPIC_VERTEX_PROJECT_ID", "ANTHROPIC_VERTEX_BASE_URL"),
+    ),
+    "foundry": (
+        "ANTHROPIC_FOUNDRY_API_KEY",
+        "ANTHROPIC_FOUNDRY_RESOURCE",
+        "ANTHROPIC_FOUNDRY_BASE_URL",
+        "AZURE_CLIENT_ID",
+        "AZURE_TENANT_ID",
+    ),
+}
+_PROXY_ENV = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "all_proxy", "no_proxy")  # httpx's
+_clients: dict[tuple[str, tuple[str | None, ...]], Any] = {}
+_clients_lock = threading.Lock()
+
+
+def _build(info: ProviderInfo) -> Any:
+    """A new client for ``info``'s cloud (see :func:`client`)."""
+    import anthropic
+
+    builder = _BUILDERS[info.name]
+    try:
+        made = builder(info)
+    except NbagentError:
+        raise
+    except ImportError as exc:
+        raise NbagentError(f"{info.label} needs its libraries: pip install '{info.extra}' ({exc}).") from None
+    except (anthropic.AnthropicError, ValueError, RuntimeError) as exc:  # the SDK's own "no region", "missing credentials"
+        raise NbagentError(redact.text(f"Cannot reach Claude on {info.label}: {exc}. Credentials: {info.credentials}.")) from None
+    register_secrets(made)
+    return made
+
+
+def _anthropic(info: ProviderInfo) -> Any:
+    import anthropic  # here, not at the top: a view that only names the provider never loads the SDK
+
+    if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
+        raise NbagentError(f"No Anthropic API key: {info.credentials}.")
+    return anthropic.Anthropic()  # honours ANTHROPIC_BASE_URL
+
+
+def _bedrock(info: ProviderInfo) -> Any:
+    import anthropic
+
+    if os.environ.get("AWS_BEARER_TOKEN_BEDROCK"):  # a Bedrock API key: no signing, no boto3 session needed
+        return anthropic.AnthropicBedrock()
+    import boto3  # the SDK signs with boto3's credential chain (env, profile, SSO, container or instance role)
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        credentials = boto3.Session().get_credentials()
+        frozen = credentials.get_frozen_credentials() if credentials is not None else None
+    except (BotoCoreError, ClientError) as exc:  # a profile that does not exist, an expired SSO sign-in, ...
+        raise NbagentError(redact.text(f"AWS credentials for {info.label} could not be loaded: {exc}. {info.credentials}.")) from None
+    if frozen is None:
+        raise NbagentError(f"No AWS credentials for {info.label}: {info.credentials}.")
+    redact.register(frozen.secret_key)
+    redact.register(frozen.token)
+    return anthropic.AnthropicBedrock()  # signs each request itself, from the same chain
+
+
+def _vertex(info: ProviderInfo) -> Any:
+    import anthropic
+    import google.auth
+    import google.auth.exceptions
+
+    try:
+        credentials, project = google.auth.default(scopes=[CLOUD_SCOPE])
+    except google.auth.exceptions.DefaultCredentialsError as exc:
+        raise NbagentError(f"No Google credentials for {info.label}: {info.credentials} ({exc}).") from None
+    options: dict[str, Any] = {"credentials": credentials}
+    if not os.environ.get("ANTHROPIC_VERTEX_PROJECT_ID") and project:
+        options["project_id"] = project  # ADC's own project (GOOGLE_CLOUD_PROJECT, a service account's)
+    return anthropic.AnthropicVertex(**options)
+
+
+def _foundry(info: ProviderInfo) -> Any:
+    import anthropic
+
+    if os.environ.get("ANTHROPIC_FOUNDRY_API_KEY"):
+        return anthropic.AnthropicFoundry()
+    try:
+        from azure.identity import DefaultAzureCredential, get_bearer_token_provider
+    except ImportError:
+        raise NbagentError(
+            f"No key for {info.label}: set ANTHROPIC_FOUNDRY_API_KEY, or pip install '{info.extra}' to sign in with Entra ID."
+        ) from None
+    return anthropic.AnthropicFoundry(azure_ad_token_provider=redacting(get_bearer_token_provider(DefaultAzureCredential(), FOUNDRY_SCOPE)))
+
+
+_BUILDERS: dict[str, Callable[[ProviderInfo], Any]] = {"anthropic": _anthropic, "bedrock": _bedrock, "vertex": _vertex, "foundry": _foundry}
+
+
+def redacting(provider: Callable[[], str]) -> Callable[[], str]:
+    """A token provider whose every token is registered for redaction before the SDK sends it."""
+
+    def token() -> str:
+        value = provider()
+        redact.register(value)
+        return value
+
+    return token
+
+
+def register_secrets(made: Any) -> None:
+    """Register every credential ``made`` (an SDK client) holds now: keys, tokens, a Google token once minted."""
+    for name in ("api_key", "auth_token", "aws_secret_key", "aws_session_token", "access_token"):
+        value = getattr(made, name, None)
+        if isinstance(value, str):
+            redact.register(value)
+    credentials = getattr(made, "credentials", None)  # Vertex: google.auth credentials, their token minted at first use
+    token = getattr(credentials, "token", None)
+    if isinstance(token, str):
+        redact.register(token)
+
+
+def auth_errors(provider: str | None) -> tuple[type[BaseException], ...]:
+    """The errors a provider's credential libraries raise while a request is signed or its token refreshed."""
+    name = lookup(provider).name
+    try:
+        if name == "bedrock":
+            from botocore.exceptions import BotoCoreError
+
+            return (BotoCoreError,)
+        if name == "vertex":
+            from google.auth.exceptions import GoogleAuthError
+
+            return (GoogleAuthError,)
+        if name == "foundry":
+            from azure.core.exceptions import ClientAuthenticationError
+
+            return (ClientAuthenticationError,)
+    except ImportError:
+        pass
+    return ()
+
+
+def problem(provider: str | None) -> str | None:
+    """Why no model call on ``provider`` can start, found without a network call (an unknown name, no key); else None."""
+    try:
+        info = lookup(provider)
+    except NbagentError as exc:
+        return str(exc)
+    if info.name == "anthropic" and not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
+        return f"No Anthropic API key: {info.credentials}."
+    needed = _LIBRARIES.get(info.name)
+    if info.name == "foundry" and os.environ.get("ANTHROPIC_FOUNDRY_API_KEY"):
+        needed = None  # a key needs no Azure library
+    if needed and not _importable(needed):
+        if info.name == "foundry":
+            return f"No key for {info.label}: set ANTHROPIC_FOUNDRY_API_KEY, or pip install '{info.extra}' to sign in with Entra ID."
+        return f"Claude on {info.label} needs {needed}: pip install '{info.extra}'."
+    return None
+
+
+# What each cloud's client cannot work without (the Bedrock stream is decoded by botocore even with a bearer token).
+_LIBRARIES = {"bedrock": "botocore", "vertex": "google.auth", "foundry": "azure.identity"}
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a missing parent package
+        return False

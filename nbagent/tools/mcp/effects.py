@@ -1,0 +1,70 @@
+"""The MCP rules, pure: a tool's name in requests, its effect from the server's annotations, the claims shown (table: tests/tools/test_mcp_effects.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ..decorator import Effect
+
+PREFIX = "mcp__"
+MAX_NAME = 64  # the Messages API's tool names: ^[a-zA-Z0-9_-]{1,64}$ (the narrowest the API has said)
+_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def tool_name(server: str, tool: str) -> str:
+    """``mcp__<server>__<tool>``: two servers' tools never share a name, and the API's pattern always holds.
+
+    A name that had to be changed (a character outside ``[a-zA-Z0-9_-]``, or too long) ends in a short hash of the
+    server and tool as given, so two names that clean to the same text stay apart.
+    """
+    plain = f"{PREFIX}{server}__{tool}"
+    if _NAME.match(plain) and "__" not in server:
+        return plain
+    digest = hashlib.sha256(f"{server}\0{tool}".encode()).hexdigest()[:8]
+    cleaned = f"{PREFIX}{_UNSAFE.sub('_', server).replace('__', '_')}__{_UNSAFE.sub('_', tool)}"
+    return f"{cleaned[: MAX_NAME - len(digest) - 1]}_{digest}"
+
+
+def hint(annotations: Mapping[str, Any] | None, name: str) -> bool | None:
+    """An annotation's value, by its wire name (readOnlyHint) or the SDK's (read_only_hint)."""
+    if not annotations:
+        return None
+    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+    value = annotations.get(name, annotations.get(snake))
+    return value if isinstance(value, bool) else None
+
+
+def effect(annotations: Mapping[str, Any] | None, override: Effect | None = None) -> Effect:
+    """The call's effect: the user's override, else readOnlyHint -> read, destructiveHint -> irreversible, else write."""
+    if override is not None:
+        return override
+    if hint(annotations, "readOnlyHint"):
+        return "read"
+    if hint(annotations, "destructiveHint"):
+        return "irreversible"
+    return "write"
+
+
+def claims(server: str, tool: str, annotations: Mapping[str, Any] | None, override: Effect | None = None) -> str:
+    """The server's own claims about a tool, in a sentence for the approval question (hints, not guarantees)."""
+    said = []
+    for key, yes, no in (
+        ("readOnlyHint", "read-only", "not read-only"),
+        ("destructiveHint", "destructive", "not destructive"),
+        ("idempotentHint", "idempotent", "not idempotent"),
+        ("openWorldHint", "reaches outside systems", "stays inside its own system"),
+    ):
+        value = hint(annotations, key)
+        if value is not None:
+            said.append(yes if value else no)
+    title = (annotations or {}).get("title")
+    named = f" titled {str(title)[:80]!r}" if title else ""
+    what = ", ".join(said) if said else "nothing about its effects"
+    text = f"MCP server {server!r} says tool {tool!r}{named} is: {what} (the server's own claims)."
+    if override is not None:
+        text += f" Your settings make it {override!r}."
+    return text

@@ -1,0 +1,57 @@
+"""The stream-delta writer on a real session: coalescing, block ends, held key runs, the flusher."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import nbagent
+from nbagent.agent.deltas import DeltaWriter
+from nbagent.record import events as ev
+
+
+def lines(session: nbagent.Session) -> list[tuple[int, str]]:
+    return [(e["index"], e.get("text", e.get("partial_json", ""))) for e in session.events() if e["type"] == ev.DELTA]
+
+
+def test_pieces_within_the_interval_become_one_line_per_block(log_path: Path) -> None:
+    with nbagent.Session.open(log_path) as session:
+        writer = DeltaWriter(session, interval=3600)
+        for piece in ("Hello ", "there, ", "friend."):
+            writer({"index": 0, "text": piece})
+        assert lines(session) == []  # nothing yet: the interval has not passed
+        writer({"index": 1, "partial_json": '{"a": '})  # block 0 has ended: written whole
+        assert lines(session) == [(0, "Hello there, friend.")]
+        writer({"index": 1, "partial_json": "1}"})
+        writer.close(complete=True)
+        assert lines(session) == [(0, "Hello there, friend."), (1, '{"a": 1}')]
+
+
+def test_a_broken_stream_drops_an_unfinished_key_alphabet_run(log_path: Path) -> None:
+    with nbagent.Session.open(log_path) as session:
+        writer = DeltaWriter(session, interval=0)
+        writer({"index": 0, "text": "my key is sk-ant-"})
+        writer({"index": 0, "text": "api03-abc"})
+        writer.close(complete=False)  # the stream broke off mid-run: the run may be a secret's head
+        assert lines(session) == [(0, "my key is ")]
+
+
+def test_the_flusher_writes_a_stalled_stream_after_the_interval(log_path: Path) -> None:
+    with nbagent.Session.open(log_path) as session:
+        writer = DeltaWriter(session, interval=0.05)
+        writer({"index": 0, "text": "stalled here "})
+        deadline = time.monotonic() + 10
+        while not lines(session) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert lines(session) == [(0, "stalled here ")]
+        writer.close(complete=True)
+        assert lines(session) == [(0, "stalled here ")]  # nothing twice
+
+
+def test_a_closed_writer_is_not_flushed_later(log_path: Path) -> None:
+    with nbagent.Session.open(log_path) as session:
+        writer = DeltaWriter(session, interval=0.05)
+        writer({"index": 0, "text": "done "})
+        writer.close(complete=True)
+        time.sleep(0.2)  # past the deadline the flusher had for it
+        assert lines(session) == [(0, "done ")]

@@ -1,0 +1,95 @@
+"""MCP servers in a real kernel: started once by %agent_mcp start, stopped when the kernel shuts down, and gone when it
+is SIGKILLed (a stdio server ends when its stdin closes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.fake_anthropic import FakeAnthropic, text, tool_use
+from tests.support.kernels import Kernel, button_id, click, errors, kernel_env, wait_for
+
+pytestmark = [pytest.mark.mcp, pytest.mark.kernel, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not yet reaped by its parent) is not running
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def start_server(kernel: Kernel, folder: Path) -> int:
+    """Configure the test server in the kernel, start it with %agent_mcp start, and return its process id."""
+    starts = folder / "starts.txt"
+    config = {
+        "t": {
+            "command": sys.executable,
+            "args": ["-m", "tests.support.mcp_server"],
+            "cwd": str(ROOT),
+            "env": {"MCP_TEST_STARTS": str(starts)},
+        }
+    }
+    kernel.run("%load_ext nbagent")
+    kernel.run(f"%config Agent.mcp_servers = {json.dumps(config)}")
+    shown = kernel.run("%agent_mcp start", timeout=120)
+    assert "state: running" in shown and "mcp__t__add  (read)" in shown, shown
+    again = kernel.run("%agent_mcp start", timeout=120)  # once per kernel: not started again
+    assert "state: running" in again
+    [line] = starts.read_text().splitlines()
+    return int(line.split()[1])
+
+
+def test_a_kernel_shutdown_stops_its_servers(tmp_path: Path) -> None:
+    kernel = Kernel(tmp_path, kernel_env())
+    try:
+        pid = start_server(kernel, tmp_path)
+        assert alive(pid)
+        kernel.kc.stop_channels()
+        kernel.km.shutdown_kernel(now=False)  # a shutdown request, as Jupyter sends it
+        kernel.closed = True
+        wait_for(lambda: not alive(pid), 60)
+    finally:
+        kernel.shutdown()
+
+
+def test_a_killed_kernel_leaves_no_server_behind(tmp_path: Path) -> None:
+    kernel = Kernel(tmp_path, kernel_env())
+    pid = start_server(kernel, tmp_path)
+    kernel.kill()
+    wait_for(lambda: not alive(pid), 60)
+
+
+def test_a_project_file_approved_in_the_panel_starts_its_server(server: FakeAnthropic, tmp_path: Path) -> None:
+    calls = tmp_path / "calls.txt"
+    entry = {"command": sys.executable, "args": ["-m", "tests.support.mcp_server"], "cwd": str(ROOT), "env": {"MCP_TEST_CALLS": str(calls)}}
+    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"proj": entry}}))
+    server.script(tool_use("mcp__proj__echo", {"text": "approved"}), text("done"))
+    questions: list[str] = []
+
+    def act(msg: dict[str, Any]) -> None:
+        state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_open" else {}
+        if "Start the MCP servers" in str(state.get("value", "")):
+            questions.append(state["value"])
+        approve = button_id(msg, "Approve")
+        if approve and questions:
+            click(kernel.kc, approve)
+
+    with Kernel(tmp_path, kernel_env(server.base_url, NBAGENT_DATA_DIR=str(tmp_path / "data"))) as kernel:
+        kernel.run("%load_ext nbagent")
+        messages, reply = kernel.execute("%agent echo it", on_message=act, timeout=180)
+        assert reply["content"]["status"] == "ok", errors(messages)
+    assert questions and "tests.support.mcp_server" in questions[0] and ".mcp.json" in questions[0]  # the commands, before they run
+    assert calls.read_text().splitlines() == ["echo approved"]
+    assert (tmp_path / "data" / "mcp-approved.json").exists()

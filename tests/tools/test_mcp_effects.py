@@ -1,0 +1,140 @@
+"""The MCP rules, pure (nbagent/tools/mcp/effects.py, config.py, adapter.content): names, effects, claims, configurations, results."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from nbagent.tools.mcp import McpConfigError, parse
+from nbagent.tools.mcp.adapter import content
+from nbagent.tools.mcp.effects import claims, effect, tool_name
+
+API_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+@pytest.mark.parametrize(
+    ("server", "tool", "expected"),
+    [
+        ("db", "query", "mcp__db__query"),
+        ("my-db", "run_sql", "mcp__my-db__run_sql"),
+        ("my.db", "query", None),  # a dot: cleaned, with a hash
+        ("my_db", "query", "mcp__my_db__query"),
+        ("a__b", "c", None),  # a server name with '__' could collide with server 'a', tool 'b__c'
+        ("a", "b__c", "mcp__a__b__c"),
+        ("x" * 40, "y" * 40, None),  # too long: cut, with a hash
+        ("db", "ünïcode tool", None),
+    ],
+)
+def test_tool_names_fit_the_api_and_never_collide(server: str, tool: str, expected: str | None) -> None:
+    name = tool_name(server, tool)
+    assert API_NAME.match(name), name
+    if expected is not None:
+        assert name == expected
+    else:
+        assert re.search(r"_[0-9a-f]{8}$", name), name
+
+
+def test_names_that_clean_alike_stay_apart() -> None:
+    pairs = [("my.db", "q"), ("my_db", "q"), ("my-db", "q"), ("a__b", "c"), ("a", "b__c"), ("a_b", "c"), ("x" * 60, "q"), ("x" * 61, "q")]
+    names = [tool_name(s, t) for s, t in pairs]
+    assert len(set(names)) == len(names)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "override", "expected"),
+    [
+        (None, None, "write"),
+        ({}, None, "write"),
+        ({"readOnlyHint": True}, None, "read"),
+        ({"read_only_hint": True}, None, "read"),  # the SDK's field names
+        ({"readOnlyHint": False}, None, "write"),
+        ({"destructiveHint": True}, None, "irreversible"),
+        ({"destructiveHint": False}, None, "write"),
+        ({"readOnlyHint": True, "destructiveHint": True}, None, "read"),  # destructiveHint only means something for a non-read
+        ({"idempotentHint": True}, None, "write"),
+        ({"readOnlyHint": "yes"}, None, "write"),  # not a boolean: no claim
+        ({"destructiveHint": True}, "write", "write"),  # the user's override wins
+        ({"readOnlyHint": True}, "irreversible", "irreversible"),
+    ],
+)
+def test_effects_from_annotations(annotations: dict[str, Any] | None, override: Any, expected: str) -> None:
+    assert effect(annotations, override) == expected
+
+
+def test_claims_say_what_the_server_says_and_the_override() -> None:
+    said = claims("db", "drop", {"destructiveHint": True, "openWorldHint": False, "title": "Drop a table"})
+    assert "'db'" in said and "'drop'" in said and "destructive" in said and "stays inside" in said and "Drop a table" in said
+    assert "own claims" in said
+    assert "nothing about its effects" in claims("db", "q", None)
+    assert "Your settings make it 'write'" in claims("db", "drop", {"destructiveHint": True}, "write")
+
+
+def test_config_in_claude_format() -> None:
+    servers = parse(
+        {
+            "files": {"command": "npx", "args": ["-y", "server", "${HOME_DIR}"], "env": {"TOKEN": "${TOKEN:-none}"}},
+            "api": {"type": "http", "url": "https://example.test/mcp", "headers": {"Authorization": "Bearer ${TOKEN:-x}"}},
+            "inferred": {"url": "http://127.0.0.1:1/mcp", "effects": {"drop": "irreversible"}, "timeout": 5},
+        },
+        environ={"HOME_DIR": "/home/me"},
+    )
+    files, api, inferred = servers
+    assert (files.transport, files.command, files.args, dict(files.env)) == (
+        "stdio",
+        "npx",
+        ("-y", "server", "/home/me"),
+        {"TOKEN": "none"},
+    )
+    assert (api.transport, api.url, dict(api.headers)) == ("http", "https://example.test/mcp", {"Authorization": "Bearer x"})
+    assert inferred.transport == "http" and dict(inferred.effects) == {"drop": "irreversible"} and inferred.timeout == 5
+    assert "x" not in api.describe().replace("example", "") and "Authorization" in api.describe()  # header names, never values
+    assert parse({"mcpServers": {"a": {"command": "a"}}})[0].name == "a"  # a .mcp.json's wrapper
+    assert files.key() != parse({"files": {"command": "npx"}})[0].key()
+
+
+@pytest.mark.parametrize(
+    ("servers", "says"),
+    [
+        ({"a": {"type": "sse", "url": "http://x"}}, "not supported"),
+        ({"a": {"command": ""}}, "needs a command"),
+        ({"a": {"command": "x", "args": "y"}}, "args must be a list"),
+        ({"a": {"url": "ftp://x"}}, "must start with http"),
+        ({"a": {"command": "x", "colour": 1}}, "unknown keys"),
+        ({"a": {"command": "x", "effects": {"t": "maybe"}}}, "effects must map"),
+        ({"a": {"command": "x", "timeout": 0}}, "more than 0"),
+        ({"a": {"command": "${NOT_SET_ANYWHERE}"}}, "is not set"),
+        ({"a": "npx server"}, "must be a mapping"),
+        (["a"], "mapping of name"),
+    ],
+)
+def test_config_errors_say_what_to_change(servers: Any, says: str) -> None:
+    with pytest.raises(McpConfigError, match=says):
+        parse(servers, environ={})
+
+
+@pytest.mark.parametrize(
+    ("result", "expected"),
+    [
+        ({"content": [{"type": "text", "text": "3"}], "structuredContent": {"result": 3}}, ("3", False)),
+        ({"content": [{"type": "text", "text": '{"a": 1}'}], "structuredContent": {"a": 1}}, ('{"a": 1}', False)),
+        ({"content": [], "structuredContent": {"rows": [1, 2]}}, ('structured content: {"rows": [1, 2]}', False)),
+        ({"content": [{"type": "text", "text": "no"}], "isError": True}, ("no", True)),
+        (
+            {"content": [{"type": "audio", "data": "AA", "mimeType": "audio/wav"}]},
+            ("[a audio block (audio/wav) the model cannot read was left out]", False),
+        ),
+        ({"content": [{"type": "resource", "resource": {"uri": "file:///a", "text": "hi"}}]}, ("[resource file:///a]\nhi", False)),
+    ],
+)
+def test_results_as_tool_result_content(result: dict[str, Any], expected: tuple[Any, bool]) -> None:
+    assert content(result) == expected
+
+
+def test_an_image_result_is_an_image_block() -> None:
+    blocks, is_error = content({"content": [{"type": "text", "text": "a"}, {"type": "image", "data": "AAAA", "mimeType": "image/png"}]})
+    assert not is_error and blocks == [
+        {"type": "text", "text": "a"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
+    ]
