@@ -18,6 +18,7 @@ from typing import Any
 import nbagent
 from nbagent.agent.deltas import DELTA_INTERVAL
 from nbagent.record import events as ev
+from nbagent.record import line_codec
 from nbagent.stores import snapshot
 from nbagent.stores.writer import EventLog
 
@@ -167,7 +168,7 @@ def encoded_mix(count: int) -> list[tuple[str, dict[str, Any], bytes, bool]]:
     """The event mix as (type, payload, encoded line, durable) with seqs 1..count."""
     out = []
     for seq, (kind, payload) in enumerate(event_mix(count), start=1):
-        line, _ = ev.encode(ev.make(seq, kind, payload))
+        line, _ = line_codec.encode(ev.make(seq, kind, payload))
         out.append((kind, payload, line, ev.is_durable(kind, payload)))
     return out
 
@@ -258,7 +259,7 @@ def redaction_lines() -> dict[str, str]:
         "tool_use_id": "toolu_01ABCDEF",
         "content": [{"type": "text", "text": table}],
     }
-    return {"typical": ev._ENCODER.encode(typical), "tool result": ev._ENCODER.encode(tool)}
+    return {"typical": line_codec._ENCODER.encode(typical), "tool result": line_codec._ENCODER.encode(tool)}
 
 
 def bench_redaction(number: int = 20000) -> dict[str, tuple[int, float, float]]:

@@ -23,7 +23,7 @@ from nbagent.agent.fork import fork
 from nbagent.agent.session import Session
 from nbagent.history.copy import copy
 from nbagent.record import events as ev
-from nbagent.record import trust
+from nbagent.record import signing, trust
 
 
 def parent(folder: Path, turns: int) -> Path:
@@ -42,15 +42,22 @@ def timed(action: Callable[..., object], *args: object, **kwargs: object) -> flo
     return time.perf_counter() - start
 
 
+def fork_and_open(source: Path, name: str) -> None:
+    """A fork of ``source``, opened once as ``nbagent fork`` does (a full read and fold, and a snapshot)."""
+    made = fork(source, name=name, store_spec="files")
+    with Session.open(made.path, store="files"):
+        pass
+
+
 def measure(turns: int, runs: int) -> dict[str, float]:
     """Median seconds of a fork, a copy and the two check_logs, over ``runs`` rounds."""
     found: dict[str, list[float]] = {"fork": [], "copy": [], "check parent": [], "check fork": []}
     with tempfile.TemporaryDirectory() as folder:
         os.environ.setdefault("NBAGENT_DATA_DIR", str(Path(folder) / "data"))
         source = parent(Path(folder), turns)
-        user = trust.signer()
+        user = signing.signer()
         for run in range(runs):
-            found["fork"].append(timed(fork, source, name=f"fork-{run}", store_spec="files"))
+            found["fork"].append(timed(fork_and_open, source, f"fork-{run}"))
             found["copy"].append(timed(copy, str(source), str(Path(folder) / f"copy-{run}.jsonl")))
         forked, data = (Path(folder) / "fork-0.jsonl").read_bytes(), source.read_bytes()
         for _ in range(runs):

@@ -21,6 +21,7 @@ from typing import Any
 from nbagent import stores
 from nbagent.agent.session import Session
 from nbagent.record import events as ev
+from nbagent.record import line_codec
 
 TURN = 13  # events in one turn of add_turn: request, model call, 5 deltas, tool call, start, result, call, delta, answer
 
@@ -176,7 +177,7 @@ def resume(url: str, folder: Path, sizes: tuple[int, ...]) -> list[tuple[int, fl
             start = 0
             with cursor.copy("COPY nbagent_events (session, seq, start_at, ts, type, line) FROM STDIN") as copy:
                 for line in data.splitlines():
-                    event = ev.decode(line)
+                    event = line_codec.decode(line)
                     copy.write_row((log._id, event["seq"], start, event["ts"], event["type"], line.decode("ascii")))
                     start += len(line) + 1
             conn.execute("UPDATE nbagent_sessions SET last_seq = %s, size = %s WHERE id = %s", (event["seq"], start, log._id))

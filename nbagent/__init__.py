@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ._version import __version__ as __version__  # "as": public here, as it always was (not in __all__)
 from .agent.approval import ApprovalPolicy, ApprovalRequest, Decision
 from .agent.session import Session, Subscriber
 from .errors import (
@@ -42,7 +43,6 @@ _NEEDS_SDK = {
     "tool": "tools.decorator",
 }
 
-__version__ = "0.1.0"
 
 __all__ = [
     "AnthropicModel",

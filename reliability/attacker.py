@@ -22,7 +22,7 @@ from typing import Any
 
 import nbagent
 from nbagent.record import events as ev
-from nbagent.record import trust
+from nbagent.record import line_codec, signing, trust
 from nbagent.state import fold
 from nbagent.stores import snapshot
 
@@ -34,10 +34,10 @@ TOOLS = ("read_note", "write_note", "launch")  # read, write, irreversible (the 
 
 def _write_lines(path: Path, events: list[tuple[str, dict[str, Any]]], *, session_id: str, signed: bool, first_seq: int = 1) -> list[bytes]:
     """Encode events as lines (signed with this user's key, chained, or unsigned)."""
-    signer = trust.signer().for_session(session_id) if signed else None
+    signer = signing.signer().for_session(session_id) if signed else None
     lines = []
     for offset, (kind, payload) in enumerate(events):
-        line, _ = ev.encode(ev.make(first_seq + offset, kind, payload), signer)
+        line, _ = line_codec.encode(ev.make(first_seq + offset, kind, payload), signer)
         if signer is not None:
             signer.commit()
         lines.append(line)
@@ -190,7 +190,7 @@ def dangling(path: Path, name: str, arguments: dict[str, Any], *, started: bool,
     events = call_events(name, arguments, steps="started" if started else "open", call_id="toolu_evil", request="please do it", meta=meta)
     write_log(path, events, snapshot_every=0)
     if not signed:
-        lines = [ev.seal(trust.split_sig(ev.unseal(line)[0])[0]) for line in path.read_bytes().splitlines()]
+        lines = [line_codec.seal(signing.split_sig(line_codec.unseal(line)[0])[0]) for line in path.read_bytes().splitlines()]
         path.write_bytes(b"\n".join(lines) + b"\n")
 
 
@@ -209,7 +209,7 @@ def attack_splice(folder: Path, victim_log: str, out: str, mode: str) -> None:
     this user claiming the victim's id), ``middle`` (the victim's own first line, then unsigned filler lines).
     """
     raw = Path(victim_log).read_bytes().splitlines(keepends=True)
-    events = [ev.decode(line.rstrip(b"\n")) for line in raw]
+    events = [line_codec.decode(line.rstrip(b"\n")) for line in raw]
     sid = events[0]["session_id"]
     target = next(
         i
@@ -234,7 +234,7 @@ def _parts(path: Path) -> tuple[dict[str, Any], bytes, bytes, bytes]:
     data = snapshot.path_for(path).read_bytes()
     head, rest = data.split(b"\n", 1)
     state_line, messages = rest.split(b"\n", 1)
-    return json.loads(ev.unseal(head)[0]), head, state_line, messages
+    return json.loads(line_codec.unseal(head)[0]), head, state_line, messages
 
 
 def _rewrite(path: Path, header: dict[str, Any], head: bytes, state_line: bytes, messages: bytes, *, fix_header: bool) -> None:
@@ -251,8 +251,8 @@ def _rewrite(path: Path, header: dict[str, Any], head: bytes, state_line: bytes,
             messages_sha256=hashlib.sha256(body).hexdigest(),
         )
         unsigned = json.dumps(header, ensure_ascii=True, separators=(",", ":")).encode()
-        old_sig = trust.split_sig(ev.unseal(head)[0])[1]
-        head = ev.seal(unsigned[:-1] + b',"sig":"' + old_sig + b'"}' if old_sig else unsigned)
+        old_sig = signing.split_sig(line_codec.unseal(head)[0])[1]
+        head = line_codec.seal(unsigned[:-1] + b',"sig":"' + old_sig + b'"}' if old_sig else unsigned)
     snapshot.path_for(path).write_bytes(head + b"\n" + state_line + b"\n" + messages)
 
 
@@ -277,7 +277,7 @@ def attack_forge_snapshot(folder: Path, log: str, mode: str, other: str = "") ->
             line_start=line_start,
             offset=line_start + len(last[-1]),
             line_crc=events[-1]["crc"],
-            line_sig=trust.mac_of(last[-1].rstrip(b"\n")),
+            line_sig=signing.mac_of(last[-1].rstrip(b"\n")),
             report=trust.Report(lines=len(events), mine=len(events), trusted_upto=len(events)),
             sign=None,
             prefix_sha256=lambda: "",
@@ -373,27 +373,27 @@ def attack_hostile_files(folder: Path, big: str) -> None:
         header, head, state_line, messages = _parts(path)
         header.update(changes)
         body = json.dumps(header, ensure_ascii=True, separators=(",", ":")).encode()
-        snapshot.path_for(path).write_bytes(ev.seal(body) + b"\n" + state_line + b"\n" + messages)
+        snapshot.path_for(path).write_bytes(line_codec.seal(body) + b"\n" + state_line + b"\n" + messages)
 
     header_with(good("snap-huge.jsonl"), state_len=10**18, messages_len=2**63)
     header_with(good("snap-negative.jsonl"), state_len=-(10**6), messages_len=-5, offset=-1, line_start=-7)
     header_with(good("snap-wrongtypes.jsonl"), state_len="9" * 40, messages_len=1e308, seq=[1], offset={"a": 1})
     nested = good("snap-nested.jsonl")
-    snapshot.path_for(nested).write_bytes(ev.seal(b'{"kind":' + b"[" * 200000 + b"]" * 200000 + b"}") + b"\n")
+    snapshot.path_for(nested).write_bytes(line_codec.seal(b'{"kind":' + b"[" * 200000 + b"]" * 200000 + b"}") + b"\n")
     deep = b'{"v":2,"seq":2,"ts":1.0,"type":"user_msg","content":' + b"[" * 200000 + b"]" * 200000 + b"}"
     for name, tail in (("nested-last.jsonl", b""), ("nested-middle.jsonl", None)):
         path = folder / name
         start = _write_lines(None, [("session_start", {"session_id": "ab" * 16, "meta": {}})], session_id="ab" * 16, signed=True)  # type: ignore[arg-type]
-        lines = [*start, ev.seal(deep) + b"\n"]
+        lines = [*start, line_codec.seal(deep) + b"\n"]
         if tail is None:
             lines += _write_lines(None, [("note", {"kind": "x", "text": "after"})], session_id="ab" * 16, signed=False, first_seq=3)  # type: ignore[arg-type]
         path.write_bytes(b"".join(lines))
     nested_first = (
         b'{"v":2,"seq":1,"ts":1.0,"type":"session_start","session_id":"cd","meta":' + b'{"a":' * 100000 + b"1" + b"}" * 100000 + b"}"
     )
-    (folder / "nested-first.jsonl").write_bytes(ev.seal(nested_first) + b"\n")
+    (folder / "nested-first.jsonl").write_bytes(line_codec.seal(nested_first) + b"\n")
     size = int(big)
-    huge = ev.seal(b'{"v":2,"seq":2,"ts":1.0,"type":"user_msg","content":"' + b"A" * size + b'"}') + b"\n"
+    huge = line_codec.seal(b'{"v":2,"seq":2,"ts":1.0,"type":"user_msg","content":"' + b"A" * size + b'"}') + b"\n"
     for name, after in (("huge-middle.jsonl", True), ("huge-last.jsonl", False)):
         path = folder / name
         start = _write_lines(None, [("session_start", {"session_id": "ef" * 16, "meta": {}})], session_id="ef" * 16, signed=True)  # type: ignore[arg-type]

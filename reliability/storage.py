@@ -29,6 +29,7 @@ from nbagent.agent.session import Session
 from nbagent.errors import LogCorruptError, LogError, LogWriteError, NotALogError
 from nbagent.model.claude import ModelRequest
 from nbagent.record import events as ev
+from nbagent.record import line_codec
 from nbagent.record.log_reader import read_events, scan
 from nbagent.state import fold
 from nbagent.stores.writer import FileOps
@@ -108,7 +109,7 @@ def run_truncation(quick: bool, seed: int) -> dict[str, Any]:
     began, tally = time.perf_counter(), Tally()
     data = FIXTURE.read_bytes()
     ends = [0, *_line_ends(data)]
-    whole = [ev.decode(line) for line in data.splitlines()]
+    whole = [line_codec.decode(line) for line in data.splitlines()]
     rng = random.Random(seed)
     offsets = list(range(len(data) + 1))
     if quick:  # every offset of the first three lines and the last one, and a seeded sample of the rest

@@ -18,11 +18,12 @@ from typing import Any
 
 from ..errors import LogError, NbagentError
 from ..record import events as ev
-from ..record import trust
+from ..record import line_codec, signing
 from ..record.log_reader import HEADER_LIMIT, scan, whole_lines
 from ..state import lineage
 from ..stores import Store, get_store, locate, session_url
 from ..stores import folders as store
+from .session_trust import user_signer
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,12 @@ class Forked:
 
 
 def start_line(
-    prefix: bytes, at: int, parent_meta: dict[str, Any], found: lineage.Lineage, user: trust.Signer | None, by: dict[str, Any] | None = None
+    prefix: bytes,
+    at: int,
+    parent_meta: dict[str, Any],
+    found: lineage.Lineage,
+    user: signing.Signer | None,
+    by: dict[str, Any] | None = None,
 ) -> tuple[bytes, str]:
     """The fork's own session_start line (seq ``at + 1``), signed for a new session id after the prefix's last line; and that id.
 
@@ -49,8 +55,8 @@ def start_line(
     signer = user.for_session(session_id) if user is not None else None
     if signer is not None:
         last = prefix[: len(prefix) - 1].rsplit(b"\n", 1)[-1]
-        signer.prev = trust.mac_of(last)
-    line, _event = ev.encode(ev.make(at + 1, ev.SESSION_START, {"session_id": session_id, "meta": meta}), signer)
+        signer.prev = signing.mac_of(last)
+    line, _event = line_codec.encode(ev.make(at + 1, ev.SESSION_START, {"session_id": session_id, "meta": meta}), signer)
     if len(line) > HEADER_LIMIT:
         raise LogError(f"the fork's first line would be {len(line)} bytes, over the {HEADER_LIMIT}-byte limit of a session_start")
     return line, session_id
@@ -69,6 +75,8 @@ def fork(
 
     The parent is only read (it may be open in another process).  A point inside a turn is
     refused with :class:`~nbagent.state.lineage.ForkPointError` naming the nearest valid points.
+    The fork is not opened here (a Session opens forks): the caller opens and closes it once, which writes its snapshot
+    (and a database's listing summary), as ``Session.fork`` and ``nbagent fork`` do.
     """
     found_store, path = locate(parent)
     source = found_store or get_store(store_spec)
@@ -102,10 +110,6 @@ def fork(
         log.append(first, durable=True)  # the last line: until it is there, the copy is nobody's fork
     finally:
         log.close()
-    from .session import Session
-
-    with Session.open(target, store=source):  # closing writes its snapshot (and a database's listing summary)
-        pass
     return Forked(target, target_where, session_id, found, point.turns)
 
 
@@ -124,8 +128,6 @@ def read_bytes(source: Store, path: Path) -> bytes:
         raise NbagentError(f"{path}: no such session log") from None
 
 
-def trust_signer() -> trust.Signer | None:
+def trust_signer() -> signing.Signer | None:
     """This user's signer (a fork's own lines are signed like any session's); None if there is no usable key."""
-    from .session_trust import user_signer
-
     return user_signer()

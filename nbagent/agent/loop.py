@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 import anthropic
 
@@ -30,51 +30,67 @@ from .deltas import DELTA_INTERVAL, DeltaWriter
 from .session import Session
 from .tool_calls import Calls, settle_abandoned
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing's from Python 3.11 on
+
+
+class Options(TypedDict, total=False):
+    """The settings :class:`Loop` and :func:`run` both take, each optional (the default after its name)."""
+
+    tools: Iterable[Tool | Callable[..., Any]]  # (): the tools offered to the model
+    provider: str | None  # None ("anthropic"): where Claude runs (docs/providers.md)
+    approval: approvals.ApprovalPolicy | str  # "ask": "auto", "deny" or a callable (nbagent/state/approval_rule.py)
+    system: str  # "": the system prompt
+    max_tokens: int  # 8192: a reply's tokens at most
+    retries: int  # 4: extra attempts for a model call that fails with a retryable error
+    max_turns: int | None | budgets.Keep  # KEEP: the budget the session last logged (budget.py); None lifts it
+    max_cost: float | None | budgets.Keep  # KEEP
+    max_session_cost: float | None | budgets.Keep  # KEEP
+    delta_interval: float  # DELTA_INTERVAL: streamed text is logged at most this often (seconds)
+    context: ctx.ContextSettings | None  # None: the default settings, the window the model's
+    thinking: int | str | None  # None: the model's default ("off", "adaptive" or a token budget)
+    parallel: int | bool  # True: a reply's read calls run side by side, 4 at once (parallel.py); False: one at a time
+    mcp_servers: Mapping[str, Any] | ToolSource | None  # None: MCP servers' tools, in Claude's format (nbagent/tools/mcp)
+    setting_names: str  # "{name}": how the errors name a budget option (the notebook: "Agent.{name}")
+
+
+OPTIONS: frozenset[str] = Options.__optional_keys__
+
 
 class Loop:
-    """One run's configuration: the session, its tools, the model, the approval policy."""
+    """One run's configuration: the session, its tools, the model, the approval policy (:class:`Options`: the rest)."""
 
-    def __init__(
-        self,
-        session: Session,
-        *,
-        tools: Iterable[Tool | Callable[..., Any]] = (),
-        model: Model | str,
-        provider: str | None = None,
-        approval: approvals.ApprovalPolicy | str = "ask",
-        system: str = "",
-        max_tokens: int = 8192,
-        retries: int = 4,
-        max_turns: int | None | budgets.Keep = budgets.KEEP,
-        max_cost: float | None | budgets.Keep = budgets.KEEP,
-        max_session_cost: float | None | budgets.Keep = budgets.KEEP,
-        delta_interval: float = DELTA_INTERVAL,
-        context: ctx.ContextSettings | None = None,
-        thinking: int | str | None = None,
-        parallel: int | bool = True,
-        mcp_servers: Mapping[str, Any] | ToolSource | None = None,
-    ) -> None:
+    def __init__(self, session: Session, *, model: Model | str, **options: Unpack[Options]) -> None:
+        unknown = sorted(set(options) - OPTIONS)
+        if unknown:
+            raise TypeError(f"Loop() got an unexpected keyword argument {unknown[0]!r}")
         self.session = session
         # MCP servers' tools (nbagent/mcp): read before each request, started when first needed, after the trust check.
-        self.mcp = _tool_source(mcp_servers)
+        self.mcp = _tool_source(options.get("mcp_servers"))
+        tools = options.get("tools", ())
         self._own_tools = tools if isinstance(tools, Toolbox) else Toolbox(tools)
-        self.parallel = parallel_calls.bound(parallel)  # read calls of one reply run side by side, this many at most (parallel.py)
-        self.delta_interval = delta_interval
+        self.parallel = parallel_calls.bound(options.get("parallel", True))  # read calls of a reply run side by side, this many at most
+        self.delta_interval = options.get("delta_interval", DELTA_INTERVAL)
         self.toolbox = self._own_tools
-        self.model = _model(model, provider)
+        self.model = _model(model, options.get("provider"))
         model = self.model
         # A cloud without the betas nbagent uses falls back as a model without them does (providers.py).
         self.offers_betas = providers.lookup(getattr(model, "provider", None)).betas
-        self.ask = approvals.resolve(approval)
-        self.system = system
-        self.max_tokens = max_tokens
-        self.retries = retries
+        self.ask = approvals.resolve(options.get("approval", "ask"))
+        self.system = options.get("system", "")
+        self.max_tokens = max_tokens = options.get("max_tokens", 8192)
+        self.retries = options.get("retries", 4)
         # Budgets (budget.py): an option left out keeps the one the session last logged; None lifts it.
-        self.budgets = {"max_turns": max_turns, "max_cost": max_cost, "max_session_cost": max_session_cost}
-        self.setting_names = "{name}"  # how the errors name a budget option (the notebook: "Agent.{name}")
-        self.context = (context or ctx.ContextSettings()).for_model(model.name)  # the window: the setting's, else the table's
+        self.budgets = {
+            "max_turns": options.get("max_turns", budgets.KEEP),
+            "max_cost": options.get("max_cost", budgets.KEEP),
+            "max_session_cost": options.get("max_session_cost", budgets.KEEP),
+        }
+        self.setting_names = options.get("setting_names", "{name}")
+        # The window: the setting's, else the model table's.
+        self.context = (options.get("context") or ctx.ContextSettings()).for_model(model.name)
         # Checked before any request is sent; asks the API to drop thinking blocks a rewrite unbound (binding.py).
-        wanted = models.thinking_request(thinking, model.name, max_tokens)
+        wanted = models.thinking_request(options.get("thinking"), model.name, max_tokens)
         self.thinking = binding.request(wanted, model.name) if self.offers_betas else wanted
 
     def run(self, prompt: str | list[dict[str, Any]] | None = None, *, meta: Mapping[str, Any] | None = None) -> str:
@@ -91,12 +107,12 @@ class Loop:
                 settle_abandoned(self.session)
                 self._record_context()
                 if self.thinking.note:  # a budget on a model that takes none runs as adaptive: say so
-                    self.session.append(ev.NOTE, kind="thinking", text=self.thinking.note)
+                    self.session.append(ev.NOTE, kind=ev.NOTE_THINKING, text=self.thinking.note)
                 self.session.append(ev.USER_MSG, content=prompt, **({"meta": dict(meta)} if meta else {}))
             while True:
                 state = self.session.state
                 if state.stop_note and not state.stop_noted:  # the stop rule's decision, for people (once, even across a crash)
-                    self.session.append(ev.NOTE, kind="stop", action=state.stop_action, text=state.stop_note)
+                    self.session.append(ev.NOTE, kind=ev.NOTE_STOP, action=state.stop_action, text=state.stop_note)
                 if state.frontier == "tools":
                     Calls(self.session, self.toolbox, self.ask, self.parallel).run()
                 elif state.frontier == "model":
@@ -154,7 +170,7 @@ class Loop:
             return
         offered = self.mcp.tools()
         for text in self.mcp.notes():
-            self.session.append(ev.NOTE, kind="mcp", text=text)
+            self.session.append(ev.NOTE, kind=ev.NOTE_MCP, text=text)
         toolbox = Toolbox([*self._own_tools.tools.values(), *offered])
         if toolbox.definitions() != self.toolbox.definitions():
             self.toolbox = toolbox
@@ -338,21 +354,10 @@ def run(
     session: Session,
     prompt: str | list[dict[str, Any]] | None = None,
     *,
-    tools: Iterable[Tool | Callable[..., Any]] = (),
     model: str | Model | None = None,
     client: anthropic.Anthropic | None = None,
-    provider: str | None = None,
-    approval: approvals.ApprovalPolicy | str = "ask",
-    system: str = "",
-    max_tokens: int = 8192,
-    retries: int = 4,
-    max_turns: int | None | budgets.Keep = budgets.KEEP,
-    max_cost: float | None | budgets.Keep = budgets.KEEP,
-    max_session_cost: float | None | budgets.Keep = budgets.KEEP,
     meta: Mapping[str, Any] | None = None,
-    context: ctx.ContextSettings | None = None,
-    thinking: int | str | None = None,
-    mcp_servers: Mapping[str, Any] | ToolSource | None = None,
+    **options: Unpack[Options],
 ) -> str:
     """Run the agent on ``session`` until the model ends its turn; return its final text.
 
@@ -360,25 +365,9 @@ def run(
     its frontier (after a crash, an interrupt or a restart).  ``model`` is a
     Claude model name or any object following the :class:`~nbagent.model.claude.Model`
     protocol; ``client`` an ``anthropic.Anthropic`` (or a cloud's client) to use; ``provider`` where Claude runs:
-    "anthropic" (default), "bedrock", "vertex" or "foundry" (docs/providers.md).
+    "anthropic" (default), "bedrock", "vertex" or "foundry" (docs/providers.md).  Every other option is
+    :class:`Loop`'s (:class:`Options`).
     """
-    if model is not None and not isinstance(model, str):
-        chosen = _model(model, provider)
-    else:
-        chosen = AnthropicModel(model or DEFAULT_MODEL, client=client, provider=provider)
-    loop = Loop(
-        session,
-        tools=tools,
-        model=chosen,
-        approval=approval,
-        system=system,
-        max_tokens=max_tokens,
-        retries=retries,
-        max_turns=max_turns,
-        max_cost=max_cost,
-        max_session_cost=max_session_cost,
-        context=context,
-        thinking=thinking,
-        mcp_servers=mcp_servers,
-    )
-    return loop.run(prompt, meta=meta)
+    if model is None or isinstance(model, str):
+        model = AnthropicModel(model or DEFAULT_MODEL, client=client, provider=options.get("provider"))
+    return Loop(session, model=model, **options).run(prompt, meta=meta)

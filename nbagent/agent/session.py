@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import LogError
 from ..record import events as ev
-from ..record import trust
+from ..record import line_codec, trust
 from ..record.log_reader import HEADER_LIMIT, Scan, scan
 from ..record.transcript import Transcript
 from ..state import decide as rules
@@ -20,7 +20,8 @@ from ..state import fold, lineage
 from ..stores import Log, Store, get_store, locate, snapshot
 from ..stores.writer import FileOps, FsyncPolicy, Repair
 from .feed import Feed, Subscriber
-from .session_trust import Offer, SessionTrust, user_signer
+from .fork import fork
+from .session_trust import Offer, SessionTrust, snapshot_problem, user_signer
 
 logger = logging.getLogger("nbagent")
 
@@ -82,7 +83,7 @@ class Session:
             user = user_signer()
             base, note = log.load_snapshot()
             if base is not None:
-                note = _disagreement(log, base, user)
+                note = snapshot_problem(log, base, user)
                 if note:
                     base = None
             tail = log.recover(base.offset, base.seq + 1) if base else log.recover(0, 1)
@@ -201,13 +202,13 @@ class Session:
         (see :mod:`nbagent.agent.fork`).  ``by`` (JSON) says who made it, in the fork's lineage record.
         Close the returned session (or use it in a ``with`` block).
         """
-        from .fork import fork
-
         with self._lock:
             self._log.sync()
             source = getattr(self._log, "store", None)
         spec: Store | str = source if source is not None else "files"
         made = fork(self.path, at=at, turn=turn, name=name, store_spec=spec, by=by)
+        with Session.open(made.path, store=spec):  # closing writes its snapshot (and a database's listing summary)
+            pass
         return Session.open(made.path, store=spec, fsync=self._log.fsync_policy)
 
     # Trust -------------------------------------------------------------------------------------
@@ -275,7 +276,7 @@ class Session:
             if self._dirty:
                 self._resync()
             event = ev.make(self._seq + 1, event_type, payload)
-            line, event = ev.encode(event, self._trust.signer)
+            line, event = line_codec.encode(event, self._trust.signer)
             limit = HEADER_LIMIT if event_type == ev.SESSION_START else ev.MAX_LINE
             if len(line) > limit:
                 raise LogError(
@@ -376,29 +377,3 @@ class Session:
         subscriber that raises is detached (and logged); it never breaks the writer.
         """
         return self._feed.subscribe(callback, since)
-
-
-def fork_start(summary: object) -> int:
-    """Where the session_start line that names a snapshot's session begins: 0, or a fork's (its lineage's ``offset``)."""
-    found = lineage.of_dict(summary.get("fork")) if isinstance(summary, dict) else None
-    return found.offset if found is not None else 0
-
-
-def _disagreement(log: Log, base: snapshot.Snapshot, user: trust.Signer | None) -> str:
-    """Why a snapshot cannot be used with this log ('' if it can)."""
-    why = snapshot.disagreement(base.header, log.read, log.size) or snapshot.unauthentic(base.header, base.header_body, user, log.read)
-    if why:
-        return why
-    # The body is checked when the state is first needed (Session._snapshot_state).
-    # The header's session id seeds idempotency keys, and a snapshot copied from another log can still
-    # pass its own checksum: check the id against line 1.
-    summary = base.header.get("summary")
-    start = fork_start(summary)  # a fork's id is on its own session_start line, after the inherited ones
-    first = log.read(start, min(log.size, start + (1 << 16))).split(b"\n", 1)[0]
-    try:
-        session_id = ev.decode(first).get("session_id")
-    except ev.BadLine:
-        return "the log's first line could not be checked against the snapshot"
-    if not isinstance(summary, dict) or summary.get("session_id") != session_id:
-        return "the snapshot names another session than the log"
-    return ""

@@ -1,4 +1,4 @@
-"""Who signed a session's lines and how far this user can trust them: the signer, the chain, the trust report."""
+"""Who signed a session's lines and how far this user can trust them: the signer, the chain, the trust report, the snapshot."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 
 from ..errors import LogError
 from ..record import events as ev
-from ..record import trust
+from ..record import line_codec, signing, trust
 from ..record.log_reader import Scan, scan
-from ..state import fold
+from ..state import fold, lineage
 from ..stores import Log, snapshot
 
 logger = logging.getLogger("nbagent")
@@ -40,9 +40,9 @@ class SessionTrust:
 
     def __init__(self, log: Log, base: snapshot.Snapshot | None, tail: Scan) -> None:
         self._log = log
-        self._user: trust.Signer | None = None
+        self._user: signing.Signer | None = None
         self._session_id = ""
-        self.signer: trust.LineSigner | None = None  # signs this session's lines; None: this user has no key
+        self.signer: signing.LineSigner | None = None  # signs this session's lines; None: this user has no key
         self.last_mac = _last_mac(log, tail, base)  # the mac of the log's last line, which the next line chains to
         self._report: trust.Report | None = None
         # Who signed the lines up to the snapshot (from its signed header): only the lines after it are checked.
@@ -55,16 +55,16 @@ class SessionTrust:
         self._own_calls: set[str] = set()  # tool_use ids of assistant messages this object wrote (and signed)
         self._digest, self._digest_end = hashlib.sha256(), 0  # the SHA-256 of the log's first _digest_end bytes, so far
 
-    def sign_as(self, user: trust.Signer | None, session_id: str) -> None:
+    def sign_as(self, user: signing.Signer | None, session_id: str) -> None:
         """Sign the lines written from now on as ``user`` (None: unsigned) in session ``session_id``, after the last line."""
         self._user, self._session_id = user, session_id
         self.signer = user.for_session(session_id) if user is not None else None
         if self.signer is not None:
             self.signer.prev = self.last_mac
 
-    def snapshot_signer(self) -> trust.LineSigner | None:
+    def snapshot_signer(self) -> signing.LineSigner | None:
         """This user's signer of the session's snapshot headers (None: no key, so a snapshot is never used)."""
-        return self._user.keyed(trust.SNAPSHOT, self._session_id) if self._user is not None else None
+        return self._user.keyed(signing.SNAPSHOT, self._session_id) if self._user is not None else None
 
     def note_written(self, event: ev.Event) -> None:
         """Keep the chain and the trust report up to date after the session wrote a line (signed by :attr:`signer`)."""
@@ -132,7 +132,7 @@ class SessionTrust:
     def offer(self) -> Offer:
         """The whole log read once: what it holds and who signed it, to show, and the hash a ``trust`` event vouches with."""
         if self.signer is None:
-            raise LogError(f"cannot trust {self._log.where}: this user has no signing key ({trust.secret_path()} is unreadable)")
+            raise LogError(f"cannot trust {self._log.where}: this user has no signing key ({signing.secret_path()} is unreadable)")
         self._log.sync()
         data = self._log.read(0, self._log.size)
         events = scan(data, path=self._log.where, mode="strict").events
@@ -173,9 +173,9 @@ def _signed_call(data: bytes, report: trust.Report, tool_use_id: str, call: dict
         line = data[start : end - 1]
         end = start
         try:
-            body, _crc = ev.unseal(line)
-            event = ev.decode(line)
-        except ev.BadLine:
+            body, _crc = line_codec.unseal(line)
+            event = line_codec.decode(line)
+        except line_codec.BadLine:
             return False
         if event["type"] != ev.ASSISTANT_MSG:
             continue
@@ -191,19 +191,45 @@ def _signed_call(data: bytes, report: trust.Report, tool_use_id: str, call: dict
 def _last_mac(log: Log, tail: Scan, base: snapshot.Snapshot | None) -> bytes:
     """The mac of the log's last line: the tail's last line, else the snapshot's (b'' for an empty log)."""
     if tail.events:
-        return trust.mac_of(log.read(tail.last_start, tail.end - 1))
+        return signing.mac_of(log.read(tail.last_start, tail.end - 1))
     return base.header["line_sig"].encode("ascii") if base else b""
 
 
-def user_signer() -> trust.Signer | None:
+def _fork_start(summary: object) -> int:
+    """Where the session_start line that names a snapshot's session begins: 0, or a fork's (its lineage's ``offset``)."""
+    found = lineage.of_dict(summary.get("fork")) if isinstance(summary, dict) else None
+    return found.offset if found is not None else 0
+
+
+def snapshot_problem(log: Log, base: snapshot.Snapshot, user: signing.Signer | None) -> str:
+    """Why a snapshot cannot stand in for the lines of this log it covers ('' if it can): it disagrees, or this user did not sign it."""
+    why = snapshot.disagreement(base.header, log.read, log.size) or snapshot.unauthentic(base.header, base.header_body, user, log.read)
+    if why:
+        return why
+    # The body is checked when the state is first needed (Session._snapshot_state).
+    # The header's session id seeds idempotency keys, and a snapshot copied from another log can still
+    # pass its own checksum: check the id against line 1.
+    summary = base.header.get("summary")
+    start = _fork_start(summary)  # a fork's id is on its own session_start line, after the inherited ones
+    first = log.read(start, min(log.size, start + (1 << 16))).split(b"\n", 1)[0]
+    try:
+        session_id = line_codec.decode(first).get("session_id")
+    except line_codec.BadLine:
+        return "the log's first line could not be checked against the snapshot"
+    if not isinstance(summary, dict) or summary.get("session_id") != session_id:
+        return "the snapshot names another session than the log"
+    return ""
+
+
+def user_signer() -> signing.Signer | None:
     """This user's signer for writing (the secret is made on first use); None (and a warning) if it cannot be read or made."""
     try:
-        return trust.signer()
+        return signing.signer()
     except OSError as exc:
         logger.warning(
             "nbagent: cannot use the signing secret %s (%s); this session's lines are not signed, "
             "so its tool calls will need approval when resumed",
-            trust.secret_path(),
+            signing.secret_path(),
             exc,
         )
         return None

@@ -108,7 +108,7 @@ class Calls:
     def _warn(self, tool_use_id: str, text: str) -> None:
         """Tell the user (a note in the log, a logged warning) that the code's tools disagree with the record."""
         logger.warning("%s: %s", self.session.path, text)
-        self.session.append(ev.NOTE, kind="replay_mismatch", tool_use_id=tool_use_id, text=text)
+        self.session.append(ev.NOTE, kind=ev.NOTE_REPLAY_MISMATCH, tool_use_id=tool_use_id, text=text)
 
     def _approve(self, tool_use_id: str, tool: Tool, arguments: dict[str, Any], reason: approvals.Reason) -> approvals.Decision:
         request = approvals.ApprovalRequest(tool_use_id, tool.name, arguments, tool.effect, reason, tool.claims)

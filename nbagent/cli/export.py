@@ -22,14 +22,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..record import events as ev
 from ..record import redact
 from ..render import text
+from ..render.image_view import checked_image, image_data
 from ..render.markdown import code_span, decoded_url, defuse_links, fenced, image_allowed, link_allowed, note_markdown, plain, safe_markdown
 from ..render.parts import (
     ToolNames,
-    checked_image,
     clip,
     compaction_words,
     content_blocks,
-    image_data,
     kind_of,
     note_words,
     request_parts,

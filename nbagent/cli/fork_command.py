@@ -7,6 +7,7 @@ from typing import Any, TextIO
 
 from .. import history
 from ..agent.fork import fork
+from ..agent.session import Session
 from ..state import lineage
 
 
@@ -31,5 +32,7 @@ def cmd_fork(args: argparse.Namespace, out: TextIO) -> int:
         made = fork(path, at=args.at, turn=args.turn, name=args.name, store_spec=source)
     except lineage.ForkPointError as exc:
         raise history.HistoryError(f"cannot fork {history.session_name(path)} there: {exc}.", usage=True) from None
+    with Session.open(made.path, store=source):  # closing writes its snapshot (and a database's listing summary)
+        pass
     out.write(f"forked {history.session_name(path)} at event {made.lineage.at} (turns 1-{made.turns}) into {made.where}\n")
     return 0

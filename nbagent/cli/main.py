@@ -1,29 +1,28 @@
 """The ``nbagent`` command: list, show, follow, export, verify and snapshot session logs, and run the demo.
 
-Exit codes: 0 success, 1 bad data (a damaged or newer-schema log, a failed
-verify, a locked log), 2 a usage mistake (bad arguments, missing file, unknown
-session).  Errors are one line on stderr, never a traceback.
+Exit codes are :mod:`.exit_codes`' (0 success, 1 bad data, 2 a usage mistake).  Errors are one line on stderr,
+never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from .. import __version__, history, terminal
+from .. import history, terminal
+from .._version import __version__
 from ..errors import LogCorruptError, LogError, LogVersionError, ModelError, NbagentError
 from ..history import database as stored
 from ..history import family
 from ..record import redact
-from . import fork_command
+from . import fork_command, trust_command
 from . import mcp_command as mcp_command
+from .exit_codes import EXIT_DATA, EXIT_OK, EXIT_USAGE
 
-EXIT_OK, EXIT_DATA, EXIT_USAGE = 0, 1, 2
 SESSION_HELP = (
     "a session log (.jsonl), a notebook (its most recent session), or a session name or id "
     "(a unique prefix will do) found under the current folder (its files, then the database NBAGENT_STORE names)"
@@ -111,11 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     compact = commands.add_parser("compact", help="deprecated: the old name of snapshot (it says so on stderr, then does the same)")
     compact.add_argument("session", help=SESSION_HELP)
 
-    trust = commands.add_parser(
-        "trust", help="vouch for a session you did not write (e.g. from a cloned notebook), so continuing it may run its calls"
-    )
-    trust.add_argument("session", help=SESSION_HELP)
-    trust.add_argument("--yes", action="store_true", help="do not ask for confirmation (for scripts)")
+    trust_command.add_parser(commands, SESSION_HELP)
 
     fork_command.add_parser(commands)
 
@@ -150,7 +145,7 @@ def cmd_sessions(args: argparse.Namespace, out: TextIO) -> int:
     else:
         summaries, failed = stored.sessions_under(args.path, source, check=args.check)
         if args.json:
-            rows = family.tree_json(summaries) if args.tree else [s.to_dict() for s in summaries]
+            rows = family.tree_json(summaries) if args.tree else [history.json_row(s) for s in summaries]
             out.write(terminal.json_dumps(rows, indent=2) + "\n")
         elif summaries:
             (family.write_tree if args.tree else history.write_table)(summaries, out)
@@ -170,7 +165,7 @@ def _store_sessions(args: argparse.Namespace, out: TextIO) -> int:
     if args.check:
         history.checked(source, summaries)
     if args.json:
-        rows = family.tree_json(summaries) if args.tree else [s.to_dict() for s in summaries]
+        rows = family.tree_json(summaries) if args.tree else [history.json_row(s) for s in summaries]
         out.write(terminal.json_dumps(rows, indent=2) + "\n")
     elif not summaries:
         out.write(f"no sessions in {get_store(args.store).url}\n")
@@ -302,44 +297,6 @@ def cmd_snapshot(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-def cmd_trust(args: argparse.Namespace, out: TextIO) -> int:
-    """``nbagent trust``: show what trusting would let run, ask, then append a signed ``trust`` event."""
-    from ..agent.session import Session
-    from ..history.vouch import write_history
-    from ..record.transcript import Transcript
-
-    source, path = history.resolve_session(args.session, write=True)
-    # snapshot_every=0: no snapshot of a state read before the question; the next open checks the log itself.
-    with Session.open(path, store=source, snapshot_every=0) as session:
-        offer = session.trust_offer()  # read once: what is shown is exactly what the trust event vouches for
-        report, state = offer.report, offer.state
-        if report.trusted:
-            out.write(f"{session.where}: already trusted ({report.describe()}); nothing was changed\n")
-            return EXIT_OK
-        out.write(f"session {history.session_name(path)}  ({session.where})\n  {report.describe()}\n")
-        messages = state.messages.as_list() if isinstance(state.messages, Transcript) else state.messages
-        out.write(f"  {state.turns} turn(s); continuing it sends this history of {len(messages)} message(s) to the model:\n")
-        write_history(messages, out)
-        if state.open_calls:
-            out.write("  Trusted, continuing it runs these recorded calls without asking you:\n")
-            for tool_use_id, call in state.open_calls.items():
-                arguments = json.dumps(call["input"], ensure_ascii=False, indent=2, sort_keys=True)
-                out.write(f"    {call['name']} ({tool_use_id}), started {call['started']} time(s) before, with\n")
-                out.write("\n".join("      " + line for line in arguments.splitlines()) + "\n")
-        else:
-            out.write("  It has no unfinished tool call; its recorded calls are not run again either way.\n")
-        if not args.yes:
-            if sys.stdin is None or not sys.stdin.isatty():
-                raise history.HistoryError("not trusted: nobody can confirm here (no terminal); run it in a terminal, or pass --yes")
-            out.flush()
-            if input("Trust this session? [y/N] ").strip().lower() not in ("y", "yes"):
-                out.write("not trusted; nothing was changed\n")
-                return EXIT_DATA
-        event = session.trust_log(offer)
-    out.write(f"trusted: appended your signed trust event (event {event['seq']}), vouching for events 1-{event['vouches']}\n")
-    return EXIT_OK
-
-
 def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     """``nbagent demo``."""
     from .demo import DemoError, run_demo
@@ -359,7 +316,7 @@ COMMANDS = {
     "verify": cmd_verify,
     "snapshot": cmd_snapshot,
     "compact": cmd_snapshot,
-    "trust": cmd_trust,
+    "trust": trust_command.cmd_trust,
     "mcp": mcp_command.cmd_mcp,
     "fork": fork_command.cmd_fork,
     "demo": cmd_demo,

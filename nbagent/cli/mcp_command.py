@@ -10,8 +10,7 @@ from typing import Any, TextIO
 from ..errors import HistoryError
 from ..tools.mcp import project
 from ..tools.mcp.config import McpConfigError
-
-EXIT_OK, EXIT_DATA = 0, 1
+from .exit_codes import EXIT_DATA, EXIT_OK
 
 
 def add_parser(commands: Any) -> None:

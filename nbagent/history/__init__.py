@@ -1,7 +1,9 @@
 """Session history, read from the logs on disk: finding, summarising, resolving, searching, verifying.
 
 Everything here only reads, except :func:`compact` (which writes a snapshot
-through :class:`~nbagent.agent.session.Session`).  No IPython.
+through :class:`~nbagent.agent.session.Session`).
+
+May import: ``render``, ``agent`` and every floor below them; never IPython or the Jupyter server.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from .copy import Copied, copy
 from .find import NOTEBOOK_SUFFIX, find_logs, notebook_of, read_all, read_bytes, read_log, session_name
 from .resolve import resolve, resolve_session
 from .search import Match, grep, searchable
-from .summary import Summary, checked, list_summaries, store_summaries, summarize, trust_of, write_table
+from .summary import checked, json_row, list_summaries, store_summaries, summarize, trust_of, write_table
 from .verify import Problem, Report, verify
 
 __all__ = [
@@ -26,13 +28,13 @@ __all__ = [
     "Printer",
     "Problem",
     "Report",
-    "Summary",
     "checked",
     "clip",
     "compact",
     "copy",
     "find_logs",
     "grep",
+    "json_row",
     "list_summaries",
     "notebook_of",
     "read_all",

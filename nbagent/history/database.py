@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..errors import HistoryError, LogCorruptError, LogError, LogVersionError
-from ..stores import Store, get_store
+from ..stores import Listed, Store, get_store
 from .find import NOTEBOOK_SUFFIX, find_logs
 from .search import Match, matches_in
-from .summary import Summary, checked, list_summaries, store_summaries
+from .summary import checked, list_summaries, store_summaries
 
 T = TypeVar("T")
 
@@ -34,7 +34,7 @@ def places(path: str | os.PathLike[str]) -> list[str]:
     return list(dict.fromkeys((absolute, os.path.realpath(absolute))))
 
 
-def stored_under(source: Store, where: Iterable[str], *, limit: int | None = None) -> list[Summary]:
+def stored_under(source: Store, where: Iterable[str], *, limit: int | None = None) -> list[Listed]:
     """The sessions of a database's notebooks at ``where`` (absolute paths, as stored), from its index; oldest activity first.
 
     A path ending in ``.ipynb`` is a notebook (its sessions), any other a folder (the sessions of
@@ -51,7 +51,7 @@ def stored_under(source: Store, where: Iterable[str], *, limit: int | None = Non
     return ordered[-limit:] if limit else ordered
 
 
-def stored_at(source: Store, path: str | os.PathLike[str]) -> list[Summary]:
+def stored_at(source: Store, path: str | os.PathLike[str]) -> list[Listed]:
     """The database sessions ``nbagent sessions PATH`` shows: a notebook's, or a folder's notebooks' (a log file: none)."""
     target = Path(path).expanduser()
     if target.is_file() and target.suffix != NOTEBOOK_SUFFIX:
@@ -59,7 +59,7 @@ def stored_at(source: Store, path: str | os.PathLike[str]) -> list[Summary]:
     return stored_under(source, places(target))
 
 
-def sessions_under(path: str | os.PathLike[str], source: Store | None, *, check: bool = False) -> tuple[list[Summary], LogError | None]:
+def sessions_under(path: str | os.PathLike[str], source: Store | None, *, check: bool = False) -> tuple[list[Listed], LogError | None]:
     """The listing of ``nbagent sessions PATH``: the session files under it and, ``source`` a database, its sessions there.
 
     One list, oldest activity first.  A database that cannot be asked leaves its part out, and
@@ -67,7 +67,7 @@ def sessions_under(path: str | os.PathLike[str], source: Store | None, *, check:
     The database's sessions are labelled ``unchecked``, or with ``check`` by their lines' signatures.
     """
 
-    def label(database: Store, summaries: list[Summary]) -> list[Summary]:
+    def label(database: Store, summaries: list[Listed]) -> list[Listed]:
         if check:
             checked(database, summaries)
         return summaries
@@ -83,7 +83,7 @@ def sessions_under(path: str | os.PathLike[str], source: Store | None, *, check:
     return sorted(files + stored, key=lambda s: (s.last_ts, s.name)), failed
 
 
-def grep_stored(source: Store, summaries: Iterable[Summary], needle: str) -> Iterator[Match]:
+def grep_stored(source: Store, summaries: Iterable[Listed], needle: str) -> Iterator[Match]:
     """Search the events of database sessions (read through the store) as :func:`~nbagent.history.grep` searches files.
 
     A damaged session is passed over, as a damaged file is; a database that cannot be asked raises.
@@ -119,7 +119,7 @@ def _files_then_stored(
     path: str | os.PathLike[str],
     source: Store | None,
     files: Callable[[], list[T]],
-    stored: Callable[[Store, list[Summary]], list[T]],
+    stored: Callable[[Store, list[Listed]], list[T]],
     *,
     failed: str,
     partial: str,

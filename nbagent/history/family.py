@@ -8,10 +8,11 @@ from typing import Any, TextIO
 from ..record import events as ev
 from ..render.text import shorten, when
 from ..state import lineage
-from .summary import Summary
+from ..stores import Listed
+from .summary import json_row
 
 
-def forked_from(summary: Summary) -> str:
+def forked_from(summary: Listed) -> str:
     """``forked from <parent> at event N`` for a fork's summary, '' for any other."""
     if not summary.parent:
         return ""
@@ -27,13 +28,13 @@ def of_events(events: Iterable[ev.Event]) -> lineage.Lineage | None:
     return found
 
 
-def tree_rows(summaries: Sequence[Summary]) -> list[tuple[int, Summary]]:
+def tree_rows(summaries: Sequence[Listed]) -> list[tuple[int, Listed]]:
     """The summaries in family order (each fork below its parent, indented by depth); a fork whose parent is not listed is a root."""
     members = [lineage.Member(s.session_id or s.path, s.parent, s) for s in summaries]
     return [(depth, member.item) for depth, member in lineage.tree(members)]
 
 
-def write_tree(summaries: Sequence[Summary], out: TextIO) -> None:
+def write_tree(summaries: Sequence[Listed], out: TextIO) -> None:
     """``nbagent sessions --tree``: one row per session, forks indented below the session they were forked from."""
     rows = [
         [
@@ -53,6 +54,6 @@ def write_tree(summaries: Sequence[Summary], out: TextIO) -> None:
         out.write("  ".join(c.ljust(w) if i < len(cells) - 1 else c for i, (c, w) in enumerate(zip(cells, widths))) + "\n")
 
 
-def tree_json(summaries: Sequence[Summary]) -> list[dict[str, Any]]:
+def tree_json(summaries: Sequence[Listed]) -> list[dict[str, Any]]:
     """``--tree --json``: each summary's dict with its ``depth`` in the family tree, in tree order."""
-    return [{**s.to_dict(), "depth": depth} for depth, s in tree_rows(summaries)]
+    return [{**json_row(s), "depth": depth} for depth, s in tree_rows(summaries)]

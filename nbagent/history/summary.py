@@ -1,93 +1,70 @@
-"""Session summaries for listings: a snapshot header plus the events after it, and who wrote the log."""
+"""Session summaries for listings: a snapshot header plus the events after it, and who wrote the log.
+
+A summary is a store's :class:`~nbagent.stores.Listed` row with what a listing shows filled in.
+"""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import LogError
-from ..record import trust
+from ..record import signing, trust
 from ..record.readfile import open_regular
 from ..render.parts import context_figure, tokens_words
 from ..render.text import shorten, when
-from ..state import fold, prices
-from ..state.tokens import Tokens
+from ..state import fold
 from ..stores import FileStore, Listed, Store, file_index, snapshot
 from ..stores import folders as store
 from ..stores.file_index import snapshot_usable
 
+# The keys of a listing's JSON row, in order, before the figures in words (see :func:`json_row`).
+ROW = (
+    "name",
+    "path",
+    "notebook",
+    "session_id",
+    "title",
+    "created",
+    "last_ts",
+    "turns",
+    "events",
+    "usage",
+    "complete",
+    "pending",
+    "source",
+    "trust",
+    "owner",
+    "context_tokens",
+    "window",
+    "compacted",
+    "spend",
+    "parent",
+    "parent_name",
+    "forked_at",
+)
 
-@dataclass
-class Summary:
-    """What a session listing shows about one session."""
 
-    name: str
-    path: str
-    notebook: str = ""
-    session_id: str = ""
-    title: str = ""
-    created: float = 0.0
-    last_ts: float = 0.0
-    turns: int = 0
-    events: int = 0
-    usage: dict[str, int] = field(default_factory=dict)
-    complete: bool = False
-    pending: str = ""  # what an unfinished session waits for, or why it cannot be read
-    source: str = "log"  # "snapshot" (header + tail) or "log" (full read)
-    trust: str = ""  # who wrote the lines: yours | unsigned | other key | altered | mixed | unchecked (an index row) | '' unreadable
-    owner: str = ""  # the database role that owns it (a database store only)
-    context_tokens: int = 0  # tokens the last reply's request and reply took (0: no reply yet)
-    window: int = 0  # the model's context window in tokens (0: not recorded; shown against the default)
-    compacted: bool = False  # compacted locally since the last reply (the context is known again at the next one)
-    spend: dict[str, list[int]] | None = None  # tokens by price key (prices.py); None: not recorded (an older header)
-    parent: str = ""  # a fork's parent session id ('' if it is not a fork)
-    parent_name: str = ""  # the parent's session name when the fork was made
-    forked_at: int = 0  # the parent's event the fork keeps events up to
+def context_shown(summary: Listed) -> str:
+    """How full the context window was after the last reply: ``143k / 200k`` ('-' before any reply)."""
+    return context_figure(summary.figures) or "-"
 
-    @property
-    def figures(self) -> Tokens:
-        """The session's token figures, as every view shows them (usage.Tokens)."""
-        return Tokens.of(self.usage, context=self.context_tokens, window=self.window, compacted=self.compacted, cost=self.cost)
 
-    @property
-    def cost(self) -> prices.Cost:
-        """What the session cost in dollars at the prices in force (unknown where a model has no price, or not recorded)."""
-        if self.spend is None:
-            return prices.Cost(0.0) if not any(self.usage.values()) else prices.Cost(None)
-        return prices.cost(self.spend)
-
-    @property
-    def context(self) -> str:
-        """How full the context window was after the last reply: ``143k / 200k`` ('-' before any reply)."""
-        return context_figure(self.figures) or "-"
-
-    @property
-    def tokens(self) -> int:
-        """Input plus output tokens (cache reads and writes included in input)."""
-        return self.figures.total
-
-    @property
-    def status(self) -> str:
-        """``complete``, or ``unfinished: <what is pending>``."""
-        if self.complete:
-            return "complete"
-        return f"unfinished: {self.pending}" if self.pending else "unfinished"
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready, with ``status``, ``tokens`` (input plus output), each figure (``tokens_in``...) and their words filled in."""
-        data = asdict(self)
-        figures = self.figures
-        data["status"], data["tokens"], data["context"] = self.status, figures.total, self.context
-        data["tokens_in"], data["tokens_out"] = figures.input, figures.output
-        data["tokens_from_cache"], data["tokens_to_cache"] = figures.from_cache, figures.to_cache
-        data["tokens_text"] = tokens_words(figures)
-        cost = self.cost
-        data["cost_usd"], data["cost_text"], data["cost_why"] = cost.dollars, cost.words() if figures.used else "", cost.why()
-        return data
+def json_row(summary: Listed) -> dict[str, Any]:
+    """A listing's JSON row: :data:`ROW`, then ``status``, ``tokens`` (input plus output), each figure (``tokens_in``...) and their words."""
+    data = {key: copy.deepcopy(getattr(summary, key)) for key in ROW}
+    figures = summary.figures
+    data["status"], data["tokens"], data["context"] = summary.status, figures.total, context_shown(summary)
+    data["tokens_in"], data["tokens_out"] = figures.input, figures.output
+    data["tokens_from_cache"], data["tokens_to_cache"] = figures.from_cache, figures.to_cache
+    data["tokens_text"] = tokens_words(figures)
+    cost = summary.cost
+    data["cost_usd"], data["cost_text"], data["cost_why"] = cost.dollars, cost.words() if figures.used else "", cost.why()
+    return data
 
 
 def _pending(status: str, frontier: str, open_calls: int, model_errors: bool = False) -> tuple[bool, str]:
@@ -105,7 +82,7 @@ def _pending(status: str, frontier: str, open_calls: int, model_errors: bool = F
     return False, waiting
 
 
-def from_state(summary: Summary, state: fold.State) -> Summary:
+def from_state(summary: Listed, state: fold.State) -> Listed:
     """``summary`` filled in from a folded state (what a listing shows)."""
     summary.session_id, summary.title, summary.created = state.session_id, state.title, state.created
     summary.last_ts, summary.turns, summary.events, summary.usage = state.last_ts, state.turns, state.seq, dict(state.usage)
@@ -129,14 +106,14 @@ def _spend(head: Mapping[str, Any]) -> dict[str, list[int]] | None:
 _NO_USER = object()
 
 
-def summarize(path: Path, *, user: trust.Signer | None | object = _NO_USER) -> Summary:
+def summarize(path: Path, *, user: signing.Signer | None | object = _NO_USER) -> Listed:
     """Summarise one session: snapshot header plus the events after it, or a full read without one; and who wrote it.
 
     A damaged or newer-schema log gives a summary that says so instead of raising.
     """
     if user is _NO_USER:
         user = trust.user_signer_or_none()
-    assert user is None or isinstance(user, trust.Signer)
+    assert user is None or isinstance(user, signing.Signer)
     summary = _summarize(path, user)
     if not summary.session_id:
         return summary  # not a readable log: nobody's
@@ -147,7 +124,7 @@ def summarize(path: Path, *, user: trust.Signer | None | object = _NO_USER) -> S
     return summary
 
 
-def trust_of(path: Path, *, user: trust.Signer | None | object = _NO_USER) -> trust.Report:
+def trust_of(path: Path, *, user: signing.Signer | None | object = _NO_USER) -> trust.Report:
     """Who signed the lines of a log, for listings (checked against this user's key; no secret is created).
 
     A snapshot header signed by this user records who signed the lines before it, so
@@ -155,7 +132,7 @@ def trust_of(path: Path, *, user: trust.Signer | None | object = _NO_USER) -> tr
     """
     if user is _NO_USER:
         user = trust.user_signer_or_none()
-    assert user is None or isinstance(user, trust.Signer)
+    assert user is None or isinstance(user, signing.Signer)
     found = snapshot.read_header_bytes(path)
     with open_regular(path) as handle:
         size = os.fstat(handle.fileno()).st_size
@@ -186,38 +163,27 @@ def _prefix_matches(handle: Any, header: dict[str, Any]) -> bool:
     return hashlib.sha256(handle.read(int(header["offset"]))).hexdigest() == header.get("prefix_sha256")
 
 
-def _summarize(path: Path, user: trust.Signer | None) -> Summary:
+def _summarize(path: Path, user: signing.Signer | None) -> Listed:
     return from_listed(file_index.describe(path, user))
 
 
-def from_listed(item: Listed) -> Summary:
-    """A listing row of the file store (:func:`nbagent.stores.file_index.describe`) as a summary."""
-    summary = Summary(item.name, item.location, item.notebook, source=item.source)
-    if item.problem:
-        summary.pending = item.problem
-        return summary
+def from_listed(item: Listed) -> Listed:
+    """A listing row of the file store (:func:`nbagent.stores.file_index.describe`) with what a listing shows filled in."""
+    if item.problem:  # a log that cannot be read: its name and why, nothing a failed read may have left
+        return Listed(item.name, item.path, item.notebook, source=item.source, pending=item.problem)
     if item.state is not None:
-        return from_lineage(from_state(summary, item.state), item)
+        return from_state(item, item.state)
     head = item.summary
-    summary.session_id, summary.title, summary.created, summary.last_ts = item.session_id, item.title, item.created, item.last_ts
-    summary.turns, summary.events = item.turns, item.events
-    summary.usage = dict(head.get("usage") or {})
-    summary.spend = _spend(head)
-    summary.context_tokens, summary.window = int(head.get("context_tokens") or 0), int(head.get("window") or 0)
-    summary.complete, summary.pending = _pending(head.get("status", ""), head.get("frontier", ""), head.get("open_calls", 0))
-    if head.get("budget_stopped") is True and not summary.complete:
-        summary.pending = "stopped at its budget"
-    return from_lineage(summary, item)
+    item.usage = dict(head.get("usage") or {})
+    item.spend = _spend(head)
+    item.context_tokens, item.window = int(head.get("context_tokens") or 0), int(head.get("window") or 0)
+    item.complete, item.pending = _pending(head.get("status", ""), head.get("frontier", ""), head.get("open_calls", 0))
+    if head.get("budget_stopped") is True and not item.complete:
+        item.pending = "stopped at its budget"
+    return item
 
 
-def from_lineage(summary: Summary, item: Listed) -> Summary:
-    """``summary`` with where ``item`` was forked from, if it was."""
-    if item.lineage is not None:
-        summary.parent, summary.parent_name, summary.forked_at = item.lineage.parent, item.lineage.name, item.lineage.at
-    return summary
-
-
-def list_summaries(path: str | os.PathLike[str]) -> list[Summary]:
+def list_summaries(path: str | os.PathLike[str]) -> list[Listed]:
     """Summaries of every session under ``path``, oldest activity first (the file store's listing, with who signed each)."""
     user = trust.user_signer_or_none()
     summaries = []
@@ -225,7 +191,7 @@ def list_summaries(path: str | os.PathLike[str]) -> list[Summary]:
         summary = from_listed(item)
         if summary.session_id:
             try:
-                summary.trust = trust_of(Path(item.location), user=user).verdict
+                summary.trust = trust_of(Path(item.path), user=user).verdict
             except OSError:
                 pass
         summaries.append(summary)
@@ -235,7 +201,7 @@ def list_summaries(path: str | os.PathLike[str]) -> list[Summary]:
 UNCHECKED = "unchecked"  # an index row's trust label: its owner and signer are whatever a client wrote there
 
 
-def stored_trust(source: Store, summary: Summary, user: trust.Signer | None) -> str:
+def stored_trust(source: Store, summary: Listed, user: signing.Signer | None) -> str:
     """Who signed a listed session's lines, by the check opening it makes (every line is read); '' if it cannot be read."""
     from ..stores.postgres import PostgresStore, key_path
 
@@ -248,7 +214,7 @@ def stored_trust(source: Store, summary: Summary, user: trust.Signer | None) -> 
         return ""
 
 
-def checked(source: Store, summaries: Sequence[Summary]) -> None:
+def checked(source: Store, summaries: Sequence[Listed]) -> None:
     """Label each of a store's listed sessions by who signed its lines, as opening it checks them (one read each)."""
     user = trust.user_signer_or_none()
     for summary in summaries:
@@ -257,28 +223,26 @@ def checked(source: Store, summaries: Sequence[Summary]) -> None:
 
 def store_summaries(
     source: Store, *, notebook: str = "", under: str = "", owner: str = "", text: str = "", limit: int | None = None
-) -> list[Summary]:
+) -> list[Listed]:
     """Summaries from a store's index (no event is read): the database store answers from its sessions table.
 
     ``trust`` is ``unchecked``: the index row's owner and signer are whatever a client wrote there
     (:func:`checked` reads and checks each session's lines).
     """
-    found = []
-    for item in source.list(notebook=notebook, under=under, owner=owner, text=text, limit=limit):
-        summary = Summary(item.name, item.location, item.notebook, item.session_id, item.title, item.created, item.last_ts, item.turns)
-        summary.events, summary.owner, summary.source = item.events, item.owner, "index"
+    found = source.list(notebook=notebook, under=under, owner=owner, text=text, limit=limit)
+    for item in found:
+        item.source = "index"
         head = item.summary
-        summary.usage = {k: int(v) for k, v in (head.get("usage") or {}).items()}
-        summary.spend = _spend(head)
-        summary.context_tokens, summary.window = int(head.get("context_tokens") or 0), int(head.get("window") or 0)
+        item.usage = {k: int(v) for k, v in (head.get("usage") or {}).items()}
+        item.spend = _spend(head)
+        item.context_tokens, item.window = int(head.get("context_tokens") or 0), int(head.get("window") or 0)
         if head.get("seq") == item.events:
-            summary.complete, summary.pending = _pending(
+            item.complete, item.pending = _pending(
                 str(head.get("status", "")), str(head.get("frontier", "")), int(head.get("open_calls", 0))
             )
         else:
-            summary.pending = "open, or not closed cleanly"
-        summary.trust = UNCHECKED
-        found.append(from_lineage(summary, item))
+            item.pending = "open, or not closed cleanly"
+        item.trust = UNCHECKED
     return found
 
 
@@ -306,7 +270,7 @@ def notebook_sessions(source: Store, folder: Path) -> list[store.StoredSession]:
     ]
 
 
-def notebook_summaries(source: Store, folder: Path, *, open_states: Mapping[str, fold.State] | None = None) -> list[Summary]:
+def notebook_summaries(source: Store, folder: Path, *, open_states: Mapping[str, fold.State] | None = None) -> list[Listed]:
     """The ``%agent_sessions`` rows of one notebook: each log file summarised, or (a database) its index rows.
 
     ``open_states``: the state of sessions this process holds open, by their name (``<url>#<notebook>/<session>``);
@@ -325,10 +289,10 @@ def notebook_summaries(source: Store, folder: Path, *, open_states: Mapping[str,
     return found
 
 
-def write_table(summaries: Sequence[Summary], out: TextIO, *, current: str | None = None) -> None:
+def write_table(summaries: Sequence[Listed], out: TextIO, *, current: str | None = None) -> None:
     """The session listing of the CLI and ``%agent_sessions``: a row per session, grouped by notebook; ``current`` is starred."""
     header: tuple[str, ...] = ("SESSION", "TITLE", "CREATED", "LAST ACTIVITY", "TURNS", "TOKENS", "COST", "CONTEXT", "TRUST", "STATUS")
-    by_notebook: dict[tuple[str, str], list[Summary]] = {}
+    by_notebook: dict[tuple[str, str], list[Listed]] = {}
     for summary in summaries:  # a database's sessions apart from the files' (their path is the store URL with #...)
         where = summary.path.partition("#")[0] if summary.source == "index" else ""
         by_notebook.setdefault((summary.notebook, where), []).append(summary)
@@ -343,7 +307,7 @@ def write_table(summaries: Sequence[Summary], out: TextIO, *, current: str | Non
             str(s.turns),
             tokens_words(s.figures) or "-",
             s.cost.words() if s.figures.used else "-",
-            s.context,
+            context_shown(s),
             s.trust or "?",
             s.status,
         ]

@@ -7,24 +7,24 @@ The rules are elsewhere: which calls a turn made (:mod:`nbagent.state.turn_work`
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from IPython.core.error import UsageError
 
-from .. import __version__
+from .._version import __version__
 from ..agent.session import Session
 from ..record import events as ev
 from ..state.turn_work import TurnWork, turns
 from . import insert
 from .cell_edit import Proposals
+from .cell_view import View
 from .cells_comm import Bridge, Message
 from .foreign import calls_not_signed_by_user
-
-if TYPE_CHECKING:
-    from .magics import AgentMagics
+from .kernel import CellTracker
+from .registry import SessionRegistry
 
 logger = logging.getLogger("nbagent")
-KIND = "cells_inserted"  # the note recording what was inserted, and where
+KIND = ev.NOTE_CELLS_INSERTED  # the note recording what was inserted, and where
 NO_EXTENSION = (
     "nbagent: Agent.cells = {mode!r}, but cells can't be inserted in this front end (the nbagent extension for "
     "JupyterLab and Notebook 7 is not connected); %agent_cells puts this turn's code into the next cell."
@@ -38,42 +38,41 @@ def cells_for(shell: Any) -> AgentCells | None:
 
 
 class AgentCells:
-    """The cells feature of one shell's magics (a :class:`~.cells_comm.Host` for its bridge)."""
+    """The cells feature of one shell's magics (a :class:`~.cells_comm.Host` for its bridge): its sessions, and the cell running."""
 
-    def __init__(self, magics: AgentMagics) -> None:
-        self.magics = magics
+    def __init__(self, sessions: SessionRegistry, tracker: CellTracker) -> None:
+        self.sessions = sessions
+        self.shell: Any = sessions.shell  # IPython types register_magic_function through a decorator mypy reads wrongly
+        self.tracker = tracker
         self.bridge = Bridge(self, __version__)
         self.proposals = Proposals(self.bridge)
         self._turns: dict[str, int] = {}  # insert id -> the turn it carries
 
     def register(self) -> None:
         """Answer the comm target (in a kernel) and add ``%agent_cells``."""
-        _loaded[id(self.magics.shell)] = self
+        _loaded[id(self.shell)] = self
         self.bridge.register()
-        shell: Any = self.magics.shell  # IPython types register_magic_function through a decorator mypy reads wrongly
-        shell.register_magic_function(self.agent_cells, "line", "agent_cells")
+        self.shell.register_magic_function(self.agent_cells, "line", "agent_cells")
 
     def unregister(self) -> None:
         """Undo :meth:`register`."""
-        _loaded.pop(id(self.magics.shell), None)
+        _loaded.pop(id(self.shell), None)
         self.bridge.unregister()
-        self.magics.shell.magics_manager.magics["line"].pop("agent_cells", None)
+        self.shell.magics_manager.magics["line"].pop("agent_cells", None)
 
     # Sessions ------------------------------------------------------------------------------------------
     def _session(self, name: str) -> Session:
         """This notebook's session ``name``, open; a ValueError for the browser if there is none or it is not the user's."""
-        found = [s for s in self.magics.sessions.values() if s.path.stem == name and not s.closed]
-        if found:
-            session = found[0]
-        else:
-            place = self.magics.place()
+        session = self.sessions.named(name)
+        if session is None:
+            place = self.sessions.place()
             try:
                 path = place.path(name)
             except UsageError:
                 raise ValueError(f"{name!r} is not a session name") from None
             if not place.has(path):
                 raise ValueError(f"this notebook has no session {name!r}")
-            session = self.magics.sessions[(place.source.url, path)] = self.magics._open(place, path)
+            session = self.sessions.opened(place, path)
         if not session.trusted:
             raise ValueError(
                 f"the session {name} was not written by you: its calls are never inserted as cells "
@@ -102,10 +101,10 @@ class AgentCells:
         self._send(session, work, only=only, request_id=message["id"])
 
     def _send(self, session: Session, work: TurnWork, *, only: str | None = None, request_id: str | None = None) -> str | None:
-        anchor = work.cell_id or (self.magics.tracker.cell_id or "")
+        anchor = work.cell_id or (self.tracker.cell_id or "")
         if not anchor:
             raise ValueError("the %agent cell of this turn is not known (the front end sent no cell id), so there is nowhere to insert")
-        cells = insert.cells(work, session.path.stem, summary=self.magics.settings.cells == "code+summary", only=only)
+        cells = insert.cells(work, session.path.stem, summary=self.sessions.settings.cells == "code+summary", only=only)
         if not cells:
             raise ValueError(f"turn {work.number} ran no python call that succeeded: there is nothing to insert")
         sent = self.bridge.insert(session.path.stem, anchor, cells, request_id)
@@ -134,18 +133,18 @@ class AgentCells:
         )
 
     # After a cell ----------------------------------------------------------------------------------------
-    def after(self, session: Session, view: Any, *, live: bool) -> None:
+    def after(self, session: Session, view: View, *, live: bool) -> None:
         """After an ``%agent`` cell: the "Insert as cells" output of its turn, and with ``Agent.cells`` 'code' an insert now."""
         try:
             self._after(session, view, live=live)
         except Exception as exc:  # never hides what the cell did
             logger.warning("nbagent: the cells of this turn could not be offered: %s: %s", type(exc).__name__, exc)
 
-    def _after(self, session: Session, view: Any, *, live: bool) -> None:
-        mode = self.magics.settings.cells
-        if mode == "off" or getattr(self.magics.shell, "kernel", None) is None or not session.trusted:
+    def _after(self, session: Session, view: View, *, live: bool) -> None:
+        mode = self.sessions.settings.cells
+        if mode == "off" or getattr(self.shell, "kernel", None) is None or not session.trusted:
             return  # terminal IPython: no outputs to draw in; a foreign session: never inserted
-        seen = [e["seq"] for e in getattr(view, "events", []) if e.get("type") == ev.USER_MSG]
+        seen = [e["seq"] for e in view.events if e.get("type") == ev.USER_MSG]
         found = turns(session.events())
         # A live cell's own request is the last it saw (--resume shows the session's earlier turns first).
         mine = seen[-1] if live and seen else seen[0] if seen else None
@@ -174,9 +173,9 @@ class AgentCells:
         For front ends without nbagent's extension (VS Code, Colab, classic Notebook, terminal IPython): the
         calls that raised are left out; JupyterLab and Notebook 7 with the extension have "Insert as cells".
         """
-        session = self.magics._current_session()
+        session = self.sessions.current_session()
         if session is None:
-            latest = self.magics.place().latest()
+            latest = self.sessions.place().latest()
             if latest is None:
                 raise UsageError("There is no agent session in this notebook yet: %agent_cells copies the code of its last turn.")
             session = self._session_or_usage(latest.stem)
@@ -186,7 +185,7 @@ class AgentCells:
         if work is None:
             raise UsageError(f"No turn of {session.path.stem} ran python code that succeeded: there is no code to put in a cell.")
         code = "\n\n".join(c.code.rstrip("\n") for c in work.done)
-        self.magics.shell.set_next_input(code, replace=False)
+        self.shell.set_next_input(code, replace=False)
         print(
             f"nbagent: the code of {len(work.done)} python call(s) of turn {work.number} is in the next cell (where this front end supports it)."
         )

@@ -1,14 +1,16 @@
-"""What one ``%agent`` run is built from: its view, its model, its approval policy and its tools, from the settings."""
+"""What one ``%agent`` run is built from: its view, its model, its approval policy, its tools and its loop, from the settings."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
 from ..agent import approval as approvals
+from ..agent.loop import Loop
 from ..agent.session import Session
 from ..errors import NbagentError
 from ..model import clients
@@ -16,8 +18,10 @@ from ..model.claude import AnthropicModel, DemoModel, Model, has_api_key
 from ..tools import builtin as toolkit
 from ..tools.decorator import Tool
 from . import kernel as nbkernel
+from . import mcp_servers
 from . import python_tool as pytool
 from .agent_cells import cells_for
+from .cell_view import View
 from .settings import Agent, context_settings, thinking_setting
 from .usage import usage_errors
 
@@ -25,11 +29,11 @@ if TYPE_CHECKING:
     from .notebook_context import NotebookContext
 
 
-def view(shell: Any, title: str, *, live: bool = True, session: Session | None = None) -> Any:
+def view(shell: Any, title: str, *, live: bool = True, session: Session | None = None) -> View:
     """The run's view: the live panel in a kernel, a static panel for a re-rendered turn, text in a terminal."""
     # Each view is imported when first needed: %load_ext stays quick, and a re-rendered turn loads no widgets.
     if getattr(shell, "kernel", None) is None:
-        from .panel import TextView
+        from .text_view import TextView
 
         return TextView(stream=sys.stdout)
     if not live:
@@ -90,14 +94,38 @@ def problem(settings: Agent, args: Any) -> UsageError | None:
     return None
 
 
-def approval(settings: Agent, args: Any, view: Any) -> Any:
-    """The run's approval policy: the panel's buttons are the person who answers where there is one."""
-    mode = args.approval or settings.approval
-    ask = getattr(view, "ask", None)
-    if mode == "deny" or ask is None:
-        return mode
-    # "auto" approves the user's own new calls; a foreign call or a repeat of unknown outcome still needs a click.
-    return approvals.auto(ask) if mode == "auto" else ask
+def approval(settings: Agent, args: Any, view: View | None) -> approvals.Ask:
+    """The run's approval policy: the mode (``--approval``, else ``Agent.approval``), asking in ``view`` (None: the terminal)."""
+    return approvals.resolve(args.approval or settings.approval, view if view is not None else approvals.TERMINAL)
+
+
+def loop(
+    shell: Any,
+    settings: Agent,
+    context: NotebookContext,
+    session: Session,
+    args: Any,
+    view: View | None,
+    *,
+    budgets: Mapping[str, Any] | None = None,
+) -> Loop:
+    """The agent loop of a cell, as the ``Agent`` settings and the magic's options say; ``budgets``: the budget options it sets."""
+    chosen = model(settings, args)
+    return Loop(
+        session,
+        tools=tools(shell, settings, context),  # the notebook tools read its cells and variables
+        model=chosen,
+        approval=approval(settings, args, view),
+        system=settings.system_prompt,
+        max_tokens=settings.max_tokens,
+        retries=settings.retries,
+        parallel=settings.parallel_tools,
+        context=context_settings(settings, chosen.name),
+        thinking=thinking_setting(settings, chosen.name),
+        mcp_servers=mcp_servers.source(shell, settings, view),  # a project .mcp.json is asked about in the panel
+        setting_names="Agent.{name}",  # how an error names a budget option
+        **(budgets or {}),
+    )
 
 
 def tools(shell: Any, settings: Agent, context: NotebookContext | None = None) -> list[Tool]:

@@ -12,9 +12,9 @@ from typing import Any
 
 from anthropic.lib.tools import ToolError
 
-from ..agent.approval import ApprovalRequest
 from ..record import redact
 from ..render.parts import esc
+from ..state.approval_rule import ApprovalRequest
 from ..tools.clipping import clipped
 from ..tools.decorator import Tool
 from .cells_comm import Bridge, Message

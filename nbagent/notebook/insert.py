@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..state.image_limits import IMAGE_TYPES
 from ..state.turn_work import Call, TurnWork, label
 
 MIME = "application/vnd.nbagent.cells+json"
 STDERR = "[stderr]\n"  # how the python tool labels what the code wrote to stderr (python_tool._joined)
 NO_OUTPUT = "(no output)"
-IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 MODES = ("off", "ask", "code", "code+summary")  # Agent.cells
 FALLBACK = (
     "Cells can't be inserted in this front end (the nbagent JupyterLab / Notebook 7 extension is not here). "

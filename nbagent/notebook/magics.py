@@ -2,30 +2,28 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 
-from ..agent.loop import Loop
 from ..agent.session import Session
 from ..errors import Interrupted
 from ..record import events as ev
 from ..render.parts import Start
-from ..stores.writer import FsyncPolicy, make_folder
 from . import build, interpolate, mcp_servers, restart, restore, rewind
 from . import kernel as nbkernel
 from .agent_cells import AgentCells
 from .budget_settings import options as budget_options
+from .cell_view import View
 from .foreign import untrusted_warning
 from .notebook_context import NotebookContext
-from .place import Place, place_of, print_sessions, replay_of, unchecked_place_of
-from .settings import Agent, context_settings, thinking_setting
+from .place import print_sessions, replay_of
+from .registry import SessionRegistry
+from .settings import Agent
 from .syntax import OPTIONS, agent_arguments, check_agent_line, keep_question_marks, split_request
-from .usage import WRITABLE, parse_options, usage_errors
+from .usage import parse_options, usage_errors
 
 
 @magics_class
@@ -39,14 +37,9 @@ class AgentMagics(Magics):
         self.settings = settings
         self.tracker = nbkernel.CellTracker(shell)
         self.context = NotebookContext(shell, paused=lambda: self.tracker.paused)
-        self.sessions: dict[tuple[str, Path], Session] = {}  # by (store URL, path): see Place.key
-        self.current: Path | None = None
-        self.current_place: tuple[str, Path] | None = None
-        self.indexes: dict[str, nbkernel.TurnIndex] = {}  # by Session.where (a file, or <url>#<notebook>/<session>)
-        self.claims: dict[str, restart.Claims] = {}
-        self.restored: dict[str, set[int]] = {}
+        self.sessions = SessionRegistry(shell, settings)
         self.replay: Any = None  # the last replay shown (its widgets stay live)
-        self.cells = AgentCells(self)  # the turns' work as notebook cells (agent_cells.py)
+        self.cells = AgentCells(self.sessions, self.tracker)  # the turns' work as notebook cells (agent_cells.py)
 
     # Magics ---------------------------------------------------------------------------------------
     @agent_arguments
@@ -76,14 +69,15 @@ class AgentMagics(Magics):
                 elif args.drop_thinking:
                     self._drop_thinking(args)
                 else:
-                    if rewind.asked(args):
-                        rewind.switch(self, args)  # a fork becomes current (after a restart: the one this cell made)
+                    if rewind.asked(args):  # a fork becomes current (after a restart: the one this cell made)
+                        rewind.switch(self.sessions, args, self.tracker.cell_id)
                         if not request:
                             return
                     problem = build.problem(self.settings, args)  # no key, settings that do not fit: before anything is created
                     prompt = interpolate.prepare(request, interpolate.of_magics(self), fix=args.fix)
-                    session = self._session(args, problem or prompt.problem)
-                    if not rewind.show_rewound(self, session, args, request):  # after a restart: a turn a rewind left out
+                    session = self.sessions.for_cell(args, problem or prompt.problem)
+                    # after a restart: a turn a rewind left out is shown, not asked again
+                    if not rewind.show_rewound(self.sessions, session, args, request, self.tracker.cell_id, self._static_view):
                         self._serve(session, args, request, problem, prompt)
             except Interrupted:
                 pass  # the panel shows the interruption; the next %agent continues the session
@@ -92,9 +86,8 @@ class AgentMagics(Magics):
     @no_var_expand
     def agent_sessions(self, line: str = "") -> None:
         """List this notebook's agent sessions (its log folder, or the database's index): name, turns, last activity, status, who wrote it, title."""
-        place = self.place()
-        current = self.current if self.current_place == place.key else None
-        print_sessions(place, current, str(nbkernel.notebook_path(self.shell) or ""), self.sessions.values())
+        place = self.sessions.place()
+        print_sessions(place, self.sessions.current_in(place), str(nbkernel.notebook_path(self.shell) or ""), self.sessions.sessions())
 
     @line_magic
     @no_var_expand  # a path or URL may hold $ or braces
@@ -106,66 +99,12 @@ class AgentMagics(Magics):
         URL. Nothing is executed and no model is called; a session another kernel is writing is
         followed as it is written.
         """
-        replay = replay_of(self.place(), line.strip().strip("'\""))
+        replay = replay_of(self.sessions.place(), line.strip().strip("'\""))
         if self.replay is not None:
             self.replay.pause()
             self.replay.stop_following("Not following new events: a newer replay does. Reload reads them.")
         self.replay = replay
         replay.show()
-
-    # Where the sessions are -----------------------------------------------------------------------
-    def place(self) -> Place:
-        """Where this notebook's sessions are: the store (``Agent.store``) and its log folder (see :mod:`.place`)."""
-        return place_of(self.shell, self.settings)
-
-    def _session(self, args: Any, problem: UsageError | None = None) -> Session:
-        """The session this cell uses, opened; ``problem`` (why no request can start) is raised rather than create a new one."""
-        if self.current is not None and not (args.resume or args.session or args.new):
-            current = self._current_session()
-            if current is not None:
-                return current
-        place = self.place()
-        if self.current is not None and self.current_place != place.key:
-            self.current = None  # Agent.store, Agent.log_dir (or the notebook) changed: its own sessions apply
-        latest = None if args.resume or args.session or args.new or self.current is not None else place.latest()
-        if args.resume:
-            path = place.find(args.resume, write=True)[1]
-        elif args.session:
-            path = place.path(args.session)
-        elif self.current is not None and not args.new:
-            path = self.current
-        else:
-            path = latest or place.new_path()  # after a restart, the most recently active session of this notebook
-        session = self.sessions.get((place.source.url, path))
-        if session is None or session.closed:
-            if problem is not None and not place.has(path):
-                raise problem  # a new session's cell can only ask: nothing is created for a request that cannot start
-            session = self.sessions[(place.source.url, path)] = self._open(place, path)
-        self.current, self.current_place = path, place.key
-        return session
-
-    def _current_session(self) -> Session | None:
-        """The current session if it is open and the settings still lead to it (its folder was checked when it was opened)."""
-        place = unchecked_place_of(self.shell, self.settings)
-        if self.current is None or place.key != self.current_place:
-            return None
-        session = self.sessions.get((place.source.url, self.current))
-        return session if session is not None and not session.closed else None
-
-    def _open(self, place: Place, path: Path) -> Session:
-        if not place.source.url:  # a database needs no folder on disk
-            with usage_errors(oserror=f"Cannot create the log folder {path.parent}: {{reason}}. {WRITABLE}"):
-                make_folder(path.parent)  # .nbagent too is owner-only (mkdir(parents=True) gives parents the umask's mode)
-        with usage_errors(oserror=f"Cannot write the session log {path}: {{reason}}. {WRITABLE}"):
-            session = Session.open(
-                path,
-                fsync=cast(FsyncPolicy, self.settings.fsync),
-                meta={"notebook": str(nbkernel.notebook_path(self.shell) or "")},
-                store=place.source,
-            )
-        if not session.trusted:
-            print(untrusted_warning(session), file=sys.stdout, flush=True)
-        return session
 
     # One cell ---------------------------------------------------------------------------------------
     def _serve(
@@ -178,7 +117,7 @@ class AgentMagics(Magics):
         """
         prompt = prompt or interpolate.Expansion(request, request)
         path, key = session.path, session.where
-        index = self.indexes.setdefault(key, nbkernel.TurnIndex())
+        index = self.sessions.index(session)
         turns = index.update(session)
         cell = restart.Cell(
             request,
@@ -195,7 +134,7 @@ class AgentMagics(Magics):
             trusted=session.trusted,
             frontier=session.state.frontier,
             kernel=nbkernel.KERNEL_ID,
-            claims=self.claims.get(key, restart.Claims()),
+            claims=self.sessions.claims(key),
             positions=index.positions,
         )
         if plan.refuse:
@@ -208,21 +147,15 @@ class AgentMagics(Magics):
             raise problem  # before the claims, the panel and the restore: the cell can be run again as it is
         if plan.ask and prompt.problem is not None:
             raise prompt.problem  # an unknown {name}, no such cell: nothing sent or logged
-        self.claims[key] = plan.claims
+        self.sessions.claim(key, plan.claims)
         view = build.view(self.shell, request or session.state.title or path.stem, live=live, session=session)
         try:
             self._show(session, plan, view, index)
             if plan.show is not None or plan.show_all:
-                recorded = getattr(view, "recorded", None)
-                if recorded is not None:
-                    recorded(restart.after_recorded(plan, turns, nbkernel.KERNEL_ID, self.restored.get(key, set())))
+                view.recorded(restart.after_recorded(plan, turns, nbkernel.KERNEL_ID, self.sessions.restored(key)))
             if not live:
                 view.finish()  # a re-rendered turn is static: shown now, above anything the steps below print
-            calls = (
-                restore.rerun(self.shell, session, plan.restore, self.restored.setdefault(session.where, set()), self.tracker)
-                if plan.restore
-                else 0
-            )
+            calls = restore.rerun(self.shell, session, plan.restore, self.sessions.restored(key), self.tracker) if plan.restore else 0
             if plan.unfinished == "continue":
                 self._run(session, None, args, view)  # an unfinished turn of the user's own continues, once
             elif plan.unfinished == "explain":
@@ -239,12 +172,10 @@ class AgentMagics(Magics):
             elif plan.restore_only and not calls:
                 print("nbagent: nothing to restore (no python code recorded by an earlier kernel in this session).")
         finally:
-            finish = getattr(view, "finish", None)
-            if finish is not None:
-                finish()
+            view.finish()
             self.cells.after(session, view, live=live)  # the "Insert as cells" output; Agent.cells 'code' inserts now
 
-    def _show(self, session: Session, plan: restart.Plan, view: Any, index: nbkernel.TurnIndex) -> None:
+    def _show(self, session: Session, plan: restart.Plan, view: View, index: nbkernel.TurnIndex) -> None:
         """Re-render recorded events: all of them, or one turn's (no model call, no tool re-run).
 
         A turn's view starts where the session stood before its request (the calls still open, the
@@ -254,19 +185,22 @@ class AgentMagics(Magics):
             for event in session.events():
                 view(event)
         elif plan.show is not None:
-            if hasattr(view, "begin"):
-                view.begin(index.start(plan.show.seq))
+            view.begin(index.start(plan.show.seq))
             for event in session.events(since=plan.show.seq - 1):
                 if event["seq"] > plan.show.end:
                     break
                 view(event)
 
+    def _static_view(self, title: str, session: Session) -> View:
+        """A view of recorded events only (rewind.py shows a rewound turn in one)."""
+        return build.view(self.shell, title, live=False, session=session)
+
     def _switch_to_new_session(self, foreign: Session) -> Session:
         """Open a new session of this user's beside a foreign one, make it current, and say so."""
-        place = self.place()  # the foreign session is current, so it is of this place
+        place = self.sessions.place()  # the foreign session is current, so it is of this place
         path = place.new_path()
-        session = self.sessions[(place.source.url, path)] = self._open(place, path)
-        self.current = path
+        session = self.sessions.opened(place, path)
+        self.sessions.make_current(place, path)
         print(
             f"nbagent: {foreign.path.name} was not written by you, so this request starts a new session of yours, "
             f"{path.stem}; nothing of the other session is sent to the model. To continue that one instead, run "
@@ -275,10 +209,10 @@ class AgentMagics(Magics):
         )
         return session
 
-    def _ask(self, session: Session, args: Any, prompt: interpolate.Expansion, view: Any, *, note: bool, mention_restore: bool) -> None:
+    def _ask(self, session: Session, args: Any, prompt: interpolate.Expansion, view: View, *, note: bool, mention_restore: bool) -> None:
         restart_note = ""
         if note:
-            restored = len(self.restored.get(session.where, ()))
+            restored = len(self.sessions.restored(session.where))
             detail = (
                 f" The kernel state was restored by re-running the agent's earlier python code ({restored} turn(s))."
                 if mention_restore and restored
@@ -291,35 +225,18 @@ class AgentMagics(Magics):
             meta["cell_id"] = self.tracker.cell_id
         self._run(session, prompt.text, args, view, meta=meta, note=restart_note)
 
-    def _loop(self, session: Session, args: Any, view: Any) -> Loop:
-        """The agent loop of this cell, as the ``Agent`` settings and the magic's options say."""
-        model = build.model(self.settings, args)
-        return Loop(
-            session,
-            tools=build.tools(self.shell, self.settings, self.context),  # the notebook tools read its cells and variables
-            model=model,
-            approval=build.approval(self.settings, args, view),
-            system=self.settings.system_prompt,
-            max_tokens=self.settings.max_tokens,
-            retries=self.settings.retries,
-            parallel=self.settings.parallel_tools,
-            context=context_settings(self.settings, model.name),
-            thinking=thinking_setting(self.settings, model.name),
-            mcp_servers=mcp_servers.source(self.shell, self.settings, view),  # a project .mcp.json is asked about in the panel
-        )
-
     def _compact(self, args: Any) -> None:
         """``%agent --compact``: summarise the session's earlier conversation now (the local path), shown in a panel."""
-        if not (args.session or args.resume or self.current is not None or self.place().latest()):
+        if not self.sessions.has_any(args):
             raise UsageError("There is no session to compact yet in this notebook: `%agent --compact` works on an existing one.")
         problem = build.problem(self.settings, args)
         if problem is not None:
             raise problem
-        session = self._session(args)
+        session = self.sessions.for_cell(args)
         if not session.trusted:
             raise UsageError(f"{untrusted_warning(session)} Compacting it would send its history to the model; trust it first.")
         view = build.view(self.shell, f"Compacting {session.path.stem}", session=session)
-        loop = self._loop(session, args, view)
+        loop = build.loop(self.shell, self.settings, self.context, session, args, view)
         view.begin(Start.of_state(session.state))
         unsubscribe = session.subscribe(view, since=session.seq)
         done = True
@@ -335,25 +252,22 @@ class AgentMagics(Magics):
 
     def _drop_thinking(self, args: Any) -> None:
         """``%agent --drop-thinking``: the session's thinking blocks so far are left out of its later requests (a note in the log)."""
-        if not (args.session or args.resume or self.current is not None or self.place().latest()):
+        if not self.sessions.has_any(args):
             raise UsageError("There is no session yet in this notebook: `%agent --drop-thinking` works on an existing one.")
-        session = self._session(args)
-        self._loop(session, args, None).drop_thinking()
+        session = self.sessions.for_cell(args)
+        build.loop(self.shell, self.settings, self.context, session, args, None).drop_thinking()
         print(f"nbagent: {session.path.stem}'s thinking blocks so far are left out of its later requests; the log keeps them.")
 
-    def _run(self, session: Session, prompt: Any, args: Any, view: Any, *, meta: dict[str, Any] | None = None, note: str = "") -> None:
+    def _run(self, session: Session, prompt: Any, args: Any, view: View, *, meta: dict[str, Any] | None = None, note: str = "") -> None:
         """Run the loop with ``view`` subscribed; ``note``: a note to the model, which the fold puts before the request."""
-        loop = self._loop(session, args, view)
-        loop.budgets = budget_options(self.settings, resume=prompt is None)  # a resume keeps its logged budgets unless set here
-        loop.setting_names = "Agent.{name}"
+        budgets = budget_options(self.settings, resume=prompt is None)  # a resume keeps its logged budgets unless set here
+        loop = build.loop(self.shell, self.settings, self.context, session, args, view, budgets=budgets)
         if note:  # a note event, not part of the request: every view shows it as a note, never as the user's words
-            session.append(ev.NOTE, kind="kernel_restarted", to_model=note)
+            session.append(ev.NOTE, kind=ev.NOTE_KERNEL_RESTARTED, to_model=note)
         told = self.context.gather(self.settings, restarted=bool(note)) if prompt is not None else None
         if told is not None:  # a new turn: what the notebook did since the last one, logged (fsynced) before it is sent
             session.append(ev.NOTE, **told.event())
-        begin = getattr(view, "begin", None)
-        if begin is not None:
-            begin(Start.of_state(session.state))  # e.g. the names of the calls this run settles first
+        view.begin(Start.of_state(session.state))  # e.g. the names of the calls this run settles first
         unsubscribe = session.subscribe(view, since=session.seq)
         self.tracker.paused = True
         try:
@@ -366,9 +280,7 @@ class AgentMagics(Magics):
 
     def close(self) -> None:
         """Close every open session (releasing their locks)."""
-        for session in self.sessions.values():
-            session.close()
-        self.sessions.clear()
+        self.sessions.close()
 
 
 _state: dict[int, AgentMagics] = {}

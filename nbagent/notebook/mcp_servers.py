@@ -14,8 +14,9 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 
-from ..agent.approval import ApprovalRequest
+from ..state.approval_rule import ApprovalRequest
 from . import kernel as nbkernel
+from .cell_view import View
 from .settings import Agent
 
 PROJECT_QUESTION = "start_project_mcp_servers"  # the panel's question about a .mcp.json (render/rows.py words it)
@@ -27,7 +28,7 @@ def _folder(shell: Any) -> Path:
     return notebook.parent if notebook else Path.cwd()
 
 
-def source(shell: Any, settings: Agent, view: Any, *, ask: bool = True) -> Any:
+def source(shell: Any, settings: Agent, view: View | None, *, ask: bool = True) -> Any:
     """The run's MCP servers (an McpServers, nothing started), or None when there are none; UsageError for a bad setting."""
     from ..tools.mcp import McpConfigError, McpServers, project
     from ..tools.mcp.config import parse
@@ -60,7 +61,7 @@ def source(shell: Any, settings: Agent, view: Any, *, ask: bool = True) -> Any:
     return McpServers(configs, skipped=notes)
 
 
-def _decide(found: Any, settings: Agent, view: Any, notes: list[str]) -> bool:
+def _decide(found: Any, settings: Agent, view: View | None, notes: list[str]) -> bool:
     """Whether this .mcp.json's servers may start: approved before, or approved now in the panel."""
     from ..tools.mcp import project
 
@@ -69,9 +70,9 @@ def _decide(found: Any, settings: Agent, view: Any, notes: list[str]) -> bool:
     if found.digest in _declined:
         notes.append(project.not_approved_note(found, "you declined it in this kernel"))
         return False
-    asker = getattr(view, "ask", None)
-    if asker is None or settings.approval == "deny":
-        notes.append(project.not_approved_note(found, "nobody can approve it here" if asker is None else "Agent.approval is 'deny'"))
+    if view is None or not getattr(view, "shows_questions", True) or settings.approval == "deny":
+        nobody = view is None or not getattr(view, "shows_questions", True)
+        notes.append(project.not_approved_note(found, "nobody can approve it here" if nobody else "Agent.approval is 'deny'"))
         return False
     entries = found.raw.get("mcpServers", found.raw)
     request = ApprovalRequest(
@@ -83,7 +84,7 @@ def _decide(found: Any, settings: Agent, view: Any, notes: list[str]) -> bool:
         f"This .mcp.json beside the notebook starts these commands with your rights. Approving records its exact content "
         f"(sha256 {found.digest[:16]}) for you; a changed file asks again.",
     )
-    decision = asker(request)
+    decision = view.ask(request)
     if decision.approved:
         project.approve(found)
         return True

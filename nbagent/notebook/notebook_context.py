@@ -12,10 +12,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..record import events as ev
 from .cells import CellLog, CellRun
 from .variables import Variable, VariableWatch
 
-KIND = "notebook_context"  # the note event's kind
+KIND = ev.NOTE_NOTEBOOK_CONTEXT  # the note event's kind
 PREFIX = "[nbagent note: "
 FRAME_ROOM = 340  # characters kept for the section headings, the line saying what was left out and the closing bracket
 RANGES_LIMIT = 100

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..agent import approval as approvals
 from ..record import events as ev
 from ..render import html as render
 from ..render.parts import Start, ToolNames, timestamp, when
@@ -15,6 +16,7 @@ from ..render.rows import ToolCalls
 from ..render.text import transcript_text
 from ..render.view import FINAL_STATUSES, STARTING, follow, status, status_line
 from ..state import providers
+from ..state.approval_rule import ApprovalRequest, Decision, Here
 from ..state.asides import Asides
 from ..state.fold import State
 
@@ -78,6 +80,8 @@ class CellOutput:
 class StaticPanel(CellOutput):
     """The panel of a cell that only re-renders recorded events: no widgets, one static output when it finishes."""
 
+    shows_questions = False
+
     def __call__(self, event: ev.Event) -> None:
         """Note one session event."""
         self.status = self._follow(event)[1] or self.status
@@ -90,3 +94,11 @@ class StaticPanel(CellOutput):
             self.finished = True
             self.status = status or (self.status if self.status in FINAL_STATUSES else "done")
             display(self.static_bundle(), raw=True)
+
+    def here(self) -> Here:
+        """Nobody can be asked: a re-rendered turn runs nothing."""
+        return Here()
+
+    def ask(self, request: ApprovalRequest) -> Decision:
+        """Decline: a re-rendered turn runs nothing, so this is never asked."""
+        return approvals.nobody(request, "a re-rendered turn asks nothing")

@@ -1,6 +1,6 @@
-"""The live panel of one ``%agent`` cell (ipywidgets), and a plain-text view for terminal IPython.
+"""The live panel of one ``%agent`` cell (ipywidgets); terminal IPython's view is :mod:`.text_view`.
 
-Both are session subscribers: ``session.subscribe(panel)`` feeds them every
+It is a session subscriber: ``session.subscribe(panel)`` feeds it every
 event.  Events may arrive on the agent loop's thread; the panel serializes
 them with a lock and batches streamed text so that a long answer costs at
 most ``1 / interval`` widget updates per second.
@@ -13,26 +13,27 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, TextIO
+from dataclasses import replace
+from typing import Any
 
 import ipywidgets as widgets
 
 from .. import threads
-from ..agent.approval import ApprovalRequest, Decision
+from ..agent import approval as approvals
 from ..record import events as ev
 from ..render import html as render
 from ..render.live_views import LIVE
 from ..render.parts import esc
 from ..render.style import STYLE
-from ..render.text import VIEW_LIMIT, Printer
 from ..render.view import FINAL_STATUSES, stream_effect
-from ..terminal import safe
+from ..state.approval_rule import DECLINED, ApprovalRequest, Decision, Here, who_can_answer
 from .comm_route import keep_on_main_shell
 from .output import CellOutput
 from .pump import CommPump, current_kernel
+from .text_view import TextView as TextView  # terminal IPython's view, defined here before: still importable from here
+from .widget_ops import close_all, set_value
 
 BATCH_INTERVAL = 0.1  # seconds between streamed-text updates (at most ~10 widget updates a second)
-DECLINED_NOTE = "The user declined this tool call."
 WORKING = "working…"  # the header's mark while the turn runs (the kernel's own status may read idle: docs/notebook.md)
 WAITING = "waiting for your approval ↓"  # ... and while a question below waits for the user
 
@@ -43,6 +44,8 @@ class Panel(CellOutput):
     When the turn ends (:meth:`finish`, also after an interrupt or an error) its output becomes the static
     transcript and its widgets are closed: a reopened notebook shows the transcript, never a missing widget.
     """
+
+    shows_questions = True
 
     def __init__(
         self, title: str, *, interval: float = BATCH_INTERVAL, clock: Callable[[], float] = time.monotonic, link: str = ""
@@ -137,7 +140,7 @@ class Panel(CellOutput):
             self.widget_updates += 1
             self._add(self._stream_widget)
         else:
-            self._set(self._stream_widget, html)
+            self.widget_updates += set_value(self._stream_widget, html)
 
     def _end_stream(self, *, replace: bool = False) -> None:
         """Forget the streamed text; with ``replace`` its widget is removed (the full message is rendered instead)."""
@@ -155,7 +158,7 @@ class Panel(CellOutput):
             self._working[call] = row = widgets.HTML(value=html)
             self._add(row)
         else:
-            self._set(row, html)
+            self.widget_updates += set_value(row, html)
 
     def _swap(self, old: widgets.Widget, new: widgets.Widget) -> None:
         self.items.children = tuple(new if c is old else c for c in self.items.children)
@@ -166,14 +169,9 @@ class Panel(CellOutput):
         self.items.children = (*self.items.children, child)
         self.widget_updates += 1
 
-    def _set(self, widget: widgets.HTML, value: str) -> None:
-        if widget.value != value:
-            widget.value = value
-            self.widget_updates += 1
-
     def _set_status(self, status: str) -> None:
         self.status = status
-        self._set(self.header, self._header_html())
+        self.widget_updates += set_value(self.header, self._header_html())
 
     def _header_html(self) -> str:
         header = render.header_html(self.title, self.status_line(), origin=self.origin, link=self.link)
@@ -183,13 +181,13 @@ class Panel(CellOutput):
         """Count an approval asked (1) or answered (-1), and redraw the header's mark."""
         with self._lock:
             self._waiting = max(0, self._waiting + step)
-            self._set(self.header, self._header_html())
+            self.widget_updates += set_value(self.header, self._header_html())
 
     def recorded(self, then: str) -> None:
         """Say in the header that the events so far come from the log (see :meth:`CellOutput.recorded`)."""
         with self._lock:
             super().recorded(then)
-            self._set(self.header, self._header_html())
+            self.widget_updates += set_value(self.header, self._header_html())
 
     # Display ----------------------------------------------------------------------------------------
     def bundle(self) -> dict[str, Any]:
@@ -242,6 +240,12 @@ class Panel(CellOutput):
             close_all(self.widget)
 
     # Approval ---------------------------------------------------------------------------------------
+    def here(self) -> Here:
+        """What can be told now of who could answer: the kernel, and whether the request's front end lets a person answer."""
+        kernel = current_kernel()
+        terminal = approvals.TERMINAL.here()  # outside a kernel the panel asks as the terminal does
+        return replace(terminal, kernel=kernel is not None, frontend_stdin=kernel is not None and _frontend_can_answer(kernel))
+
     def ask(self, request: ApprovalRequest) -> Decision:
         """Ask the user to approve a tool call with buttons in the panel; blocks until answered (or interrupted).
 
@@ -250,11 +254,9 @@ class Panel(CellOutput):
         cannot be pumped, a text prompt on stdin is used; where nobody can
         answer, the call is declined with a note for the model.
         """
-        kernel = current_kernel()
-        if kernel is None:
-            return self._ask_text(request) if _stdin_is_interactive() else self._nobody(request)
-        if not _frontend_can_answer(kernel):
-            return self._nobody(request)
+        who = who_can_answer(self.here())
+        if who != "panel":
+            return self._ask_text(request) if who == "console" else self._nobody(request)
         pump = CommPump.for_current_kernel()
         if pump is None and threading.current_thread() is threading.main_thread():
             return self._ask_text(request)
@@ -282,7 +284,7 @@ class Panel(CellOutput):
             decline.add_class("nbagent-decline")
             buttons += [approve, decline]
             approve.on_click(lambda _: choose(Decision(True, "panel")))
-            decline.on_click(lambda _: choose(Decision(False, "panel", DECLINED_NOTE)))
+            decline.on_click(lambda _: choose(Decision(False, "panel", DECLINED)))
             box = widgets.VBox([question, widgets.HBox([approve, decline])])
             keep_on_main_shell(box)
             with self._lock:
@@ -308,36 +310,31 @@ class Panel(CellOutput):
                 if answer:
                     decided = answer[0]
                     verdict = "approved" if decided.approved else "declined"
-                    self._set(question, question.value + render.decision_html(verdict, decided.by, decided.note))
+                    self.widget_updates += set_value(question, question.value + render.decision_html(verdict, decided.by, decided.note))
                 else:
-                    self._set(question, f"{question.value} — <i>not answered (interrupted)</i>")
+                    self.widget_updates += set_value(question, f"{question.value} — <i>not answered (interrupted)</i>")
         return answer[0]
 
     def _ask_text(self, request: ApprovalRequest) -> Decision:
+        """Ask at a y/N prompt in the cell's output, as the terminal does (the header says the panel waits)."""
         with self._lock:
             self._flush()
             self._waiting += 1
             self._set_status("waiting for approval")
         try:
-            print(safe(request.describe()), flush=True)
-            print(safe(request.arguments()), flush=True)
-            reply = input("Approve? [y/N] ").strip().lower()
-        except EOFError:
-            reply = ""
+            return approvals.console(request, out=sys.stdout, prompt="Approve? [y/N] ")
         except Exception as exc:  # e.g. StdinNotImplementedError: the frontend has no stdin
-            return self._nobody(request, reason=f"no way to ask ({type(exc).__name__})")
+            return self._nobody(request, why=f"no way to ask ({type(exc).__name__})")
         finally:
             self._wait(-1)
-        if reply in ("y", "yes"):
-            return Decision(True, "console")
-        return Decision(False, "console", DECLINED_NOTE)
 
-    def _nobody(self, request: ApprovalRequest, *, reason: str = "no person can answer here") -> Decision:
-        note = f"Approval was needed but {reason}, so this call was not run."
+    def _nobody(self, request: ApprovalRequest, *, why: str = "no person can answer here") -> Decision:
+        """Decline as the terminal does where nobody can answer, and show the question with that answer in the panel."""
+        decision = approvals.nobody(request, why)
         with self._lock:
             asked = render.approval_html(request.tool_name, request.input, request.reason)
-            self._place(request.tool_use_id, widgets.HTML(value=asked + render.decision_html("declined", "nobody", note)))
-        return Decision(False, "nobody", note)
+            self._place(request.tool_use_id, widgets.HTML(value=asked + render.decision_html("declined", "nobody", decision.note)))
+        return decision
 
     def _place(self, tool_use_id: str, child: widgets.Widget) -> None:
         """Show the panel's own approval question where the logged one is (once: it shows the decision too)."""
@@ -349,17 +346,6 @@ class Panel(CellOutput):
         self.items.children = tuple(child if c is logged else c for c in self.items.children)
         self.widget_updates += 1
         close_all(logged)
-
-
-def close_all(root: widgets.Widget) -> None:
-    """Close a widget, its children and their layout and style models (each has its own)."""
-    pending = [root]
-    while pending:
-        widget = pending.pop()
-        pending.extend(getattr(widget, "children", ()))
-        for part in (getattr(widget, "layout", None), getattr(widget, "style", None), widget):
-            if isinstance(part, widgets.Widget):
-                part.close()
 
 
 def activity_html(*, waiting: bool) -> str:
@@ -380,24 +366,3 @@ def _frontend_can_answer(kernel: Any) -> bool:
     except Exception:
         return False
     return bool((parent.get("content") or {}).get("allow_stdin", False))
-
-
-def _stdin_is_interactive() -> bool:
-    return sys.stdin is not None and sys.stdin.isatty()
-
-
-class TextView(Printer):
-    """The terminal transcript (see :mod:`nbagent.render.text`) as a subscriber for terminal IPython: streams the answer, no times.
-
-    Everything is written through :func:`nbagent.terminal.wrap`: control characters, C1 controls and bidi
-    overrides from the session (model, tools, log) are shown escaped, never acted on by the terminal.
-    """
-
-    def __init__(self, stream: TextIO | None = None, *, result_limit: int = VIEW_LIMIT) -> None:
-        super().__init__(stream if stream is not None else sys.stdout, result_limit=result_limit, stamps=False)
-        self._lock = threading.Lock()
-
-    def __call__(self, event: ev.Event) -> None:
-        """Print one session event (thread-safe)."""
-        with self._lock:
-            super().__call__(event)

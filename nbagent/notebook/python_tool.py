@@ -23,11 +23,11 @@ from anthropic.lib.tools import ToolError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
+from ..state.image_limits import IMAGE_TYPES
 from ..tools.clipping import HeadTail, fit
 from ..tools.decorator import Tool
 
 MAX_TEXT = 20_000  # characters of text in one block; the middle of longer output is counted, not kept
-IMAGE_MIME = ("image/png", "image/jpeg", "image/gif", "image/webp")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 NAME = "python"  # the one name of this tool (the magics offer it, the restart reader finds its calls)
 DESCRIPTION = (
@@ -104,7 +104,7 @@ def run_code(shell: InteractiveShell, code: str) -> tuple[list[dict[str, Any]], 
         texts.append(("[stderr]\n", err))
     for output in captured.outputs:
         data = output.data or {}
-        images = [m for m in IMAGE_MIME if m in data]
+        images = [m for m in IMAGE_TYPES if m in data]
         if images:
             if texts:
                 blocks.append({"type": "text", "text": _joined(texts)})

@@ -37,8 +37,8 @@ from ..stores import FILES, Store, session_url
 from .comm_route import keep_on_main_shell
 from .follow import Follower
 from .matchlist import MatchList
-from .panel import close_all
 from .playback import FRAME, SPEEDS, Playback
+from .widget_ops import close_all, set_value
 
 HINT = "Re-run this cell to replay it interactively."
 SUMMARY_EVERY = 2.0  # seconds: while following, the static summary (a whole transcript) is sent again at most this often
@@ -346,24 +346,21 @@ class Replay(Playback):
         self._live(f"Stopped following: {why.rstrip('.')}. Reload reads new events.")
 
     def _live(self, text: str) -> None:
-        self._set(self.live, f'<div class="nbagent-following">{esc(text)}</div>')
+        self.widget_updates += set_value(self.live, f'<div class="nbagent-following">{esc(text)}</div>')
 
     # Rendering ---------------------------------------------------------------------------------------------
     def _show(self, index: int) -> None:
         times = self.times.value
-        self._set(self.position, f'<div class="nbagent-position">{esc(self.timeline.position_text(index, times=times))}</div>')
-        self._set(self.transcript, self.timeline.frame(index, times=times))
+        self.widget_updates += set_value(
+            self.position, f'<div class="nbagent-position">{esc(self.timeline.position_text(index, times=times))}</div>'
+        )
+        self.widget_updates += set_value(self.transcript, self.timeline.frame(index, times=times))
         self.prev_button.disabled = index == 0
         self.next_button.disabled = index >= len(self.events) - 1
         turn = self.timeline.turn_of[index] or None
         if self.turns.value != turn:
             with self._quietly():
                 self.turns.value = turn
-
-    def _set(self, widget: widgets.HTML, value: str) -> None:
-        if widget.value != value:
-            widget.value = value
-            self.widget_updates += 1
 
     # Display ----------------------------------------------------------------------------------------------
     def static_bundle(self) -> dict[str, Any]:

@@ -41,7 +41,7 @@ def rerun(shell: Any, session: Session, turns: tuple[Turn, ...], done: set[int],
             "(see the warning above). Run that code yourself if you trust it."
         )
     if calls:
-        session.append(ev.NOTE, kind="kernel_state_restored", python_calls=calls, failed=failed)
+        session.append(ev.NOTE, kind=ev.NOTE_KERNEL_STATE_RESTORED, python_calls=calls, failed=failed)
         message = f"nbagent: restored kernel state by re-running {calls} recorded python call(s)"
         print(message + (f"; {failed} failed." if failed else "."))
     return calls

@@ -9,7 +9,7 @@ next request's note says so.
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,10 +20,12 @@ from ..agent.session import Session
 from ..history.summary import notebook_key
 from ..record import events as ev
 from ..state.lineage import ForkPointError
-from . import build, restart
 from . import kernel as nbkernel
+from . import restart
+from .cell_view import View
 from .foreign import untrusted_warning
 from .place import Place
+from .registry import SessionRegistry
 from .usage import usage_errors
 
 REWOUND_NOTE = (
@@ -33,7 +35,6 @@ REWOUND_NOTE = (
     "the user's cells now).]"
 )
 REWOUND_TEXT = "rewound to turn {turn}: the kernel, files and inserted cells of turns {first}-{last} are not rewound"
-_claimed: dict[int, set[str]] = {}  # by id(magics): the forks this kernel has reused (each at most once)
 
 
 @dataclass(frozen=True)
@@ -91,23 +92,22 @@ def forks_made(place: Place) -> list[Made]:
     return found
 
 
-def switch(magics: Any, args: Any) -> None:
-    """Make the fork this cell asks for the notebook's current session: the one it made before a restart, or a new one."""
+def switch(sessions: SessionRegistry, args: Any, cell_id: str | None) -> None:
+    """Make the fork the cell ``cell_id`` asks for the notebook's current session: the one it made before a restart, or a new one."""
     option, turn = option_of(args)
-    place: Place = magics.place()
-    cell_id = magics.tracker.cell_id
-    claimed = _claimed.setdefault(id(magics), set())
+    place = sessions.place()
+    claimed = sessions.forks_reused  # each at most once
     found = reuse(forks_made(place), cell_id=cell_id, option=option, kernel=nbkernel.KERNEL_ID, claimed=claimed)
     if found is not None:
         claimed.add(str(found.path))
-        magics.current, magics.current_place = found.path, place.key
+        sessions.make_current(place, found.path)
         print(
             f"nbagent: continuing in {found.path.stem}, the fork this cell made before the kernel restart (not a second one).", flush=True
         )
         return
-    if magics.current is None and place.latest() is None:
+    if sessions.current is None and place.latest() is None:
         raise UsageError("There is no session to fork yet in this notebook: ask something first, then --fork or --rewind it.")
-    parent = magics._session(args)
+    parent = sessions.for_cell(args)
     if not parent.trusted:
         raise UsageError(f"{untrusted_warning(parent)} A fork of it would not be yours to run either; trust it first.")
     had = parent.state.turns
@@ -120,9 +120,9 @@ def switch(magics: Any, args: Any) -> None:
     kept = child.state.turns
     if kept < had:
         words = {"turn": kept, "first": kept + 1, "last": had}
-        child.append(ev.NOTE, kind="rewound", text=REWOUND_TEXT.format(**words), to_model=REWOUND_NOTE.format(**words))
-    magics.sessions[(place.source.url, child.path)] = child
-    magics.current, magics.current_place = child.path, place.key
+        child.append(ev.NOTE, kind=ev.NOTE_REWOUND, text=REWOUND_TEXT.format(**words), to_model=REWOUND_NOTE.format(**words))
+    sessions.add(place, child)
+    sessions.make_current(place, child.path)
     claimed.add(str(child.path))
     dropped = (
         f"; turns {kept + 1}-{had} are left out (the kernel's variables, files and inserted cells are not rewound)" if kept < had else ""
@@ -130,47 +130,43 @@ def switch(magics: Any, args: Any) -> None:
     print(f"nbagent: continuing in {child.path.stem}, a fork of {parent.path.stem} keeping turns 1-{kept}{dropped}.", flush=True)
 
 
-def show_rewound(magics: Any, session: Session, args: Any, request: str) -> bool:
+def show_rewound(
+    sessions: SessionRegistry, session: Session, args: Any, request: str, cell_id: str | None, static_view: Callable[[str, Session], View]
+) -> bool:
     """After a restart, a request cell whose turn the current fork left out (rewound): show that turn from the parent; True if shown.
 
     Only a recorded turn of an earlier kernel after the fork point, matched as the restart rule matches
     (the cell's id and request), and only if the fork holds no turn of that cell.  Nothing is sent, run
-    or restored: the kernel is rebuilt from the fork's own history only.
+    or restored: the kernel is rebuilt from the fork's own history only.  ``static_view`` makes the view
+    (of a title and a session) the turn is shown in.
     """
     found = session.lineage
     if found is None or not request or args.new or args.resume or args.session:
         return False
-    own = magics.indexes.setdefault(session.where, nbkernel.TurnIndex())
-    claims = magics.claims.get(session.where, restart.Claims())
-    if restart.match(own.update(session), request, magics.tracker.cell_id, nbkernel.KERNEL_ID, claims, own.positions)[0] is not None:
+    own = sessions.index(session)
+    claims = sessions.claims(session.where)
+    if restart.match(own.update(session), request, cell_id, nbkernel.KERNEL_ID, claims, own.positions)[0] is not None:
         return False
-    place: Place = magics.place()
+    place = sessions.place()
     path = place.path(found.name)
     if not place.has(path):
         return False
-    parent = magics.sessions.get((place.source.url, path))
-    if parent is None or parent.closed:
-        parent = magics.sessions[(place.source.url, path)] = magics._open(place, path)
+    parent = sessions.opened(place, path)
     if parent.id != found.parent:
         return False
-    index = magics.indexes.setdefault(parent.where, nbkernel.TurnIndex())
+    index = sessions.index(parent)
     later = [t for t in index.update(parent) if t.seq > found.at]
-    key = parent.where
-    matched, magics.claims[key] = restart.match(
-        later, request, magics.tracker.cell_id, nbkernel.KERNEL_ID, magics.claims.get(key, restart.Claims())
-    )
+    matched, claimed = restart.match(later, request, cell_id, nbkernel.KERNEL_ID, sessions.claims(parent.where))
+    sessions.claim(parent.where, claimed)
     if matched is None:
         return False
-    view = build.view(magics.shell, request, live=False, session=parent)
-    if hasattr(view, "begin"):
-        view.begin(index.start(matched.seq))
+    view = static_view(request, parent)
+    view.begin(index.start(matched.seq))
     for event in parent.events(since=matched.seq - 1):
         if event["seq"] > matched.end:
             break
         view(event)
-    recorded = getattr(view, "recorded", None)
-    if recorded is not None:
-        recorded(f"rewound: this turn is in {parent.path.stem}, not in the current session {session.path.stem}; not run again")
+    view.recorded(f"rewound: this turn is in {parent.path.stem}, not in the current session {session.path.stem}; not run again")
     view.finish()
     print(f"nbagent: this turn was rewound: it is in {parent.path.stem}, not in the current session {session.path.stem}.", flush=True)
     return True

@@ -8,11 +8,11 @@ from IPython.core.error import UsageError
 from traitlets import Bool, Dict, Enum, Int, List, TraitError, Unicode, Union, validate
 from traitlets.config import Configurable
 
-from ..agent.approval import APPROVAL_MODES
 from ..agent.parallel import DEFAULT_BOUND
 from ..errors import NbagentError
 from ..model.claude import DEFAULT_MODEL
 from ..state import model_table as models
+from ..state.approval_rule import APPROVAL_MODES
 from ..state.context import COMPACT_MODES, DEFAULT_RESULT_BUDGET, CompactMode, ContextSettings
 from ..state.providers import PROVIDERS
 from . import python_tool as pytool

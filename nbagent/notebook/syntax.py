@@ -10,7 +10,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from ..agent.approval import APPROVAL_MODES
+from ..state.approval_rule import APPROVAL_MODES
 
 _VALUE_OPTIONS = ("--session", "--model", "--approval", "--resume", "--rewind")
 _NUMBER_OPTIONS = ("--fork",)  # an option whose value, a number, may be left out

@@ -1,29 +1,18 @@
-"""The event record: schema version, line encoding with a checksum, redaction of secrets.
+"""The event vocabulary: every event type, the shape of each, the kinds of note, the schema version and its upgrades.
 
-A log line is one JSON object whose first keys are always ``v`` and ``seq`` and
-whose last key is ``crc``, the CRC-32 of the line without that key.  Lines are
-pure ASCII (non-ASCII text is escaped), so a stray byte anywhere is damage.
-A line written by a session carries ``sig`` just before ``crc``: its author's
-HMAC (see :mod:`nbagent.record.trust`).  Decoded events leave ``sig`` out: who wrote a
-line is checked from its bytes, never from a parsed event.
+A newcomer reads this file to learn what a log can hold (docs/log-format.md says what the fields mean).
+How an event becomes one checksummed, signed line and back: :mod:`nbagent.record.line_codec`.
 """
 
 from __future__ import annotations
 
-import json
 import time
-import zlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from typing_extensions import NotRequired, TypedDict, is_typeddict
 
-from . import redact
-
-if TYPE_CHECKING:
-    from .trust import LineSigner
-
-# v2: a line's signature also covers the previous line's (a MAC chain, see trust.py); v1 lines still read.
+# v2: a line's signature also covers the previous line's (a MAC chain, see signing.py); v1 lines still read.
 # v3: notes to the model (a note's ``to_model`` goes into the next request) and the interruption note (see fold.py).
 # v4: the context window: local compactions (compaction_started, compaction) and the request's context settings.
 SCHEMA_VERSION = 4
@@ -164,7 +153,7 @@ class InterruptedEvent(TypedDict):
 
 
 class Note(TypedDict):
-    kind: NotRequired[str]  # e.g. kernel_restarted, notebook_context, replay_mismatch, kernel_state_restored
+    kind: NotRequired[str]  # one of NOTE_KINDS (below)
     text: NotRequired[str]  # what people read
     to_model: NotRequired[str]  # what the model reads: the fold puts it before the next request's own content
     action: NotRequired[str]  # kind "stop": what the stop rule decided for the reply before it (stops.py)
@@ -178,6 +167,41 @@ class Note(TypedDict):
     anchor: NotRequired[str]  # kind "cells_inserted": the id of the %agent cell they were inserted below
     cells: NotRequired[list[dict[str, Any]]]  # kind "cells_inserted": [{tool_use_id, cell_id, index}] the browser inserted
     skipped: NotRequired[list[str]]  # kind "cells_inserted": tool_use_ids already in the notebook, not inserted again
+
+
+# Note kinds: a note's ``kind`` says what it records, and each kind is declared here with the fields it carries
+# besides ``kind`` (Note above types those it names; the others are free-form).  Who writes it: in parentheses.
+NOTE_THINKING = "thinking"  # the requests' thinking differs from the setting: e.g. a budget runs as adaptive (agent/loop.py)
+NOTE_STOP = "stop"  # what the stop rule decided for the reply before it (agent/loop.py, state/stops.py)
+NOTE_BUDGET = "budget"  # the budgets from here on; an absent one is no limit (state/budget.py)
+NOTE_BUDGET_REACHED = "budget_reached"  # the loop stopped here before a model call, at a budget (agent/loop.py)
+NOTE_DROP_THINKING = "drop_thinking"  # later requests leave out every thinking block before it (agent/loop.py)
+NOTE_MCP = "mcp"  # news of the MCP servers: started, failed, restarted (agent/loop.py)
+NOTE_THINKING_BINDING = "thinking_binding"  # the fold left ``dropped`` thinking blocks out so far (state/binding.py)
+NOTE_SERVER_COMPACTION_REFUSED = "server_compaction_refused"  # the API refused server compaction: local from here on
+NOTE_REPLAY_MISMATCH = "replay_mismatch"  # the code's tools disagree with a recorded call (agent/tool_calls.py)
+NOTE_KERNEL_RESTARTED = "kernel_restarted"  # the kernel restarted since the previous turn (notebook/magics.py)
+NOTE_NOTEBOOK_CONTEXT = "notebook_context"  # what the notebook did since the last turn (notebook/notebook_context.py)
+NOTE_CELLS_INSERTED = "cells_inserted"  # the browser inserted a turn's python calls as cells (notebook/agent_cells.py)
+NOTE_KERNEL_STATE_RESTORED = "kernel_state_restored"  # python calls run again after a restart (notebook/restore.py)
+NOTE_REWOUND = "rewound"  # this fork left out the parent's later turns (notebook/rewind.py)
+
+NOTE_KINDS: dict[str, frozenset[str]] = {
+    NOTE_THINKING: frozenset({"text"}),
+    NOTE_STOP: frozenset({"action", "text"}),
+    NOTE_BUDGET: frozenset({"max_turns", "max_cost", "max_session_cost", "text"}),
+    NOTE_BUDGET_REACHED: frozenset({"reached", "text"}),
+    NOTE_DROP_THINKING: frozenset({"reason", "text"}),  # reason "foreign": only the thinking another user's key wrote
+    NOTE_MCP: frozenset({"text"}),
+    NOTE_THINKING_BINDING: frozenset({"dropped", "text"}),
+    NOTE_SERVER_COMPACTION_REFUSED: frozenset({"text"}),
+    NOTE_REPLAY_MISMATCH: frozenset({"tool_use_id", "text"}),
+    NOTE_KERNEL_RESTARTED: frozenset({"to_model"}),
+    NOTE_NOTEBOOK_CONTEXT: frozenset({"to_model", "text", "budget", "left_out"}),
+    NOTE_CELLS_INSERTED: frozenset({"text", "turn", "anchor", "cells", "skipped"}),
+    NOTE_KERNEL_STATE_RESTORED: frozenset({"python_calls", "failed"}),
+    NOTE_REWOUND: frozenset({"text", "to_model"}),
+}
 
 
 class Trust(TypedDict):
@@ -349,83 +373,6 @@ def is_durable(event_type: str, payload: dict[str, Any]) -> bool:
         # A lost read runs again harmlessly; the next durable line's fsync covers it (one file, written in order).
         return payload.get("effect") != "read"
     return event_type in DURABLE_TYPES
-
-
-_CRC_SUFFIX_LEN = len(',"crc":"00000000"}')
-REDACTED = redact.REDACTED  # kept here too: other modules import it from events
-
-
-# One encoder for every line: json.dumps with options builds a new encoder per call.
-_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
-
-
-def encode(event: Event, signer: LineSigner | None = None) -> tuple[bytes, Event]:
-    """Serialize an event to one checksummed (and, with ``signer``, signed) line; return it with the event as it will read back.
-
-    Secrets (see :mod:`nbagent.record.redact`) are replaced by ``[REDACTED]`` before anything is written.
-    """
-    body = _ENCODER.encode(event)
-    clean = redact.json_body(body, [_ENCODER.encode(b) for b in redact.verbatim_blocks(event)])  # thinking etc. kept verbatim
-    if clean is not body:
-        body, event = clean, json.loads(clean)
-    raw = body.encode("ascii")
-    if signer is not None:
-        raw = signer.sign(raw)
-    crc = f"{zlib.crc32(raw):08x}"
-    event["crc"] = crc
-    return b'%s,"crc":"%s"}\n' % (raw[:-1], crc.encode()), event  # as seal() makes it, with the newline
-
-
-class BadLine(ValueError):
-    """One log line failed its checks; ``reason`` says which."""
-
-
-def seal(body: bytes) -> bytes:
-    """Append a ``"crc"`` key, the CRC-32 of the JSON object ``body``, as its last key."""
-    return body[:-1] + b',"crc":"%08x"}' % zlib.crc32(body)
-
-
-def unseal(line: bytes) -> tuple[bytes, str]:
-    """Check a sealed JSON object; return it without its ``"crc"`` key, and the checksum."""
-    if len(line) <= _CRC_SUFFIX_LEN or not line.endswith(b'"}'):
-        raise BadLine("line is cut short or has no checksum")
-    suffix = line[-_CRC_SUFFIX_LEN:]
-    if not suffix.startswith(b',"crc":"'):
-        raise BadLine("line has no checksum")
-    body = line[:-_CRC_SUFFIX_LEN] + b"}"
-    # Compared as the exact bytes the writer makes (8 lowercase hex digits): int(..., 16) would also
-    # accept an upper-case digit, '_' or spaces, so a flipped case bit in the checksum went unnoticed.
-    if suffix[8:16] != b"%08x" % zlib.crc32(body):
-        raise BadLine("checksum mismatch (the line was altered or torn)")
-    return body, suffix[8:16].decode()
-
-
-def decode(line: bytes) -> Event:
-    """Parse and check one log line (without its newline)."""
-    body, crc = unseal(line)
-    try:
-        event = json.loads(body)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise BadLine(f"not valid JSON ({exc})") from None
-    except RecursionError:
-        raise BadLine("JSON nested too deeply") from None
-    if not isinstance(event, dict) or not isinstance(event.get("seq"), int) or "type" not in event:
-        raise BadLine("not an event record")
-    event.pop("sig", None)
-    event["crc"] = crc
-    return event
-
-
-def line_seq(line: bytes) -> int | None:
-    """Read ``seq`` from a line's fixed prefix without parsing it (for fast skipping)."""
-    start = line.find(b'"seq":')
-    if start < 0 or start > 16:
-        return None
-    end = line.find(b",", start)
-    try:
-        return int(line[start + 6 : end])
-    except ValueError:
-        return None
 
 
 def make(seq: int, event_type: str, payload: dict[str, Any]) -> Event:

@@ -27,6 +27,7 @@ from typing import Literal
 
 from ..errors import LogCorruptError, LogVersionError, NotALogError
 from . import events as ev
+from . import line_codec
 from .readfile import NotRegularFile, open_fd, open_regular, read_log_bytes
 
 Mode = Literal["tolerant", "strict", "follow", "report"]
@@ -82,14 +83,14 @@ class Reader:
                 self._torn(data[pos:], "the last line has no newline (a write was cut short)", line_no, at)
                 return
             line = data[pos:nl]
-            seq = ev.line_seq(line) if self.since else None
+            seq = line_codec.line_seq(line) if self.since else None
             if seq is not None and seq <= self.since and seq == self.expected:  # already seen: skipped unparsed
                 self._advance(at, base + nl + 1, seq)
                 pos = nl + 1
                 continue
             try:
-                event = ev.decode(line)
-            except ev.BadLine as bad:
+                event = line_codec.decode(line)
+            except line_codec.BadLine as bad:
                 if not (_later_line_is_valid(data, nl + 1) or _glued(data, pos, nl)):
                     self._torn(data[pos:], f"the last line is torn: {bad}", line_no, at)
                     return
@@ -227,9 +228,9 @@ def start_problem(head: bytes) -> str:
             return ""
         return "its first line is not an nbagent record"
     try:
-        event = ev.decode(head[:nl])
+        event = line_codec.decode(head[:nl])
         problem = "" if event["seq"] == 1 and event["type"] == ev.SESSION_START else "its first line is not a session_start record"
-    except ev.BadLine:
+    except line_codec.BadLine:
         problem = "its first line is not a checksummed nbagent record"
     if problem and _later_line_is_valid(head, nl + 1):
         return ""
@@ -257,9 +258,9 @@ def _later_line_is_valid(data: bytes, pos: int) -> bool:
     """Whether any whole line starting at ``pos`` or later passes its checks."""
     while (nl := data.find(b"\n", pos)) >= 0:
         try:
-            ev.decode(data[pos:nl])
+            line_codec.decode(data[pos:nl])
             return True
-        except ev.BadLine:
+        except line_codec.BadLine:
             pos = nl + 1
     return False
 
@@ -275,10 +276,10 @@ def _glued(data: bytes, pos: int, end: int) -> bool:
         stop = marker + len(',"crc":"00000000"}')
         if stop < end:
             try:
-                ev.decode(data[pos:stop])
-                ev.decode(data[stop + 1 : end])
+                line_codec.decode(data[pos:stop])
+                line_codec.decode(data[stop + 1 : end])
                 return True
-            except ev.BadLine:
+            except line_codec.BadLine:
                 pass
         marker = data.find(b',"crc":"', marker + 1, end)
     return False

@@ -109,17 +109,7 @@ def _env_values(raw: tuple[Any, ...]) -> tuple[str, ...]:
 
 def text(s: str) -> str:
     """``s`` with secrets replaced (for display, printing, exports and exception messages)."""
-    if not s:
-        return s
-    encoded = _ENCODER.encode(s)
-    out = _redactor(_held_values()).sub(encoded, ())
-    if out is encoded:
-        return s
-    try:
-        back = json.loads(out)
-    except ValueError:
-        return REDACTED  # cannot be cut cleanly: fail closed
-    return back if isinstance(back, str) else REDACTED
+    return _string(s, _redactor(_held_values())) if s else s
 
 
 def json_body(body: str, keep: Sequence[str] = ()) -> str:
@@ -353,29 +343,31 @@ def _json_forms(value: str) -> list[str]:
     return list(dict.fromkeys([once, twice]))
 
 
+def _string(s: str, redactor: _Redactor) -> str:
+    """One string with secrets replaced, redacted as it is encoded in a line; ``[REDACTED]`` whole if it cannot be cut cleanly (fail closed)."""
+    encoded = _ENCODER.encode(s)
+    out = redactor.sub(encoded, ())
+    if out is encoded:
+        return s
+    try:
+        back = json.loads(out)
+    except ValueError:
+        return REDACTED
+    return back if isinstance(back, str) else REDACTED
+
+
 def _by_string(body: str, redactor: _Redactor, keep: set[str]) -> str:
     """Fallback: redact each string of the JSON value on its own (keys too); a string that cannot be cut cleanly goes whole."""
 
-    def clean(s: str) -> str:
-        encoded = _ENCODER.encode(s)
-        out = redactor.sub(encoded, ())
-        if out is encoded:
-            return s
-        try:
-            back = json.loads(out)
-        except ValueError:
-            return REDACTED
-        return back if isinstance(back, str) else REDACTED
-
     def walk(value: Any) -> Any:
         if isinstance(value, str):
-            return clean(value)
+            return _string(value, redactor)
         if isinstance(value, list):
             return [walk(v) for v in value]
         if isinstance(value, dict):
             if keep and _ENCODER.encode(value) in keep:
                 return value
-            return {clean(k): walk(v) for k, v in value.items()}
+            return {_string(k, redactor): walk(v) for k, v in value.items()}
         return value
 
     return _ENCODER.encode(walk(json.loads(body)))

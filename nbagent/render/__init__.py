@@ -9,6 +9,8 @@
 
 The renderers' main functions are also reachable here (loaded when first used: the HTML one imports
 a Markdown parser and a sanitizer that a command-line run does not need).
+
+May import: ``agent`` and every floor below it (in practice ``state`` and ``record``); never IPython or the Jupyter server.
 """
 
 from __future__ import annotations

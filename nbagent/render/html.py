@@ -21,10 +21,10 @@ from ..record import redact
 from ..state import lineage
 from ..state.asides import Asides, to_model
 from .code import MAX_TOOL_TEXT, python_html
+from .image_view import checked_image
 from .parts import (
     Start,
     abandoned_words,
-    checked_image,
     clip,
     compacting_words,
     compaction_words,

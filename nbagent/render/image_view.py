@@ -9,26 +9,15 @@ The format is sniffed from the bytes, as a browser does, not taken from the decl
 
 from __future__ import annotations
 
-import io
+import base64
+import binascii
+from collections.abc import Mapping
 from typing import Any
+
+from ..state.image_limits import IMAGE_TYPES, header_size
 
 MAX_SIDE = 8_000  # pixels: the Messages API's own limit for one image
 MAX_PIXELS = 16_000_000  # in all: about 64 MB once a browser decodes it to RGBA
-
-
-def header_size(data: bytes) -> tuple[str, int, int] | None:
-    """The format and the width and height an image's header declares (nothing decoded); None if not a PNG, JPEG, GIF or WebP."""
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return _webp_size(data)
-    opener = _opener(data)
-    if opener is None:
-        return None
-    try:
-        with opener(io.BytesIO(data)) as image:  # a plugin's own class reads the header only, with no bomb warning
-            width, height = image.size
-    except Exception:  # noqa: BLE001 - hostile bytes: whatever Pillow raises, the image is not shown
-        return None
-    return image.format or "?", width, height
 
 
 def refusal(data: bytes) -> str | None:
@@ -47,31 +36,25 @@ def refusal(data: bytes) -> str | None:
     return None
 
 
-def _opener(data: bytes) -> Any:
-    """Pillow's image class for the format the bytes start with (PNG, JPEG, GIF), or None."""
-    if data[:8] == b"\x89PNG\r\n\x1a\n":
-        from PIL.PngImagePlugin import PngImageFile
+def checked_image(block: Mapping[str, Any]) -> tuple[str, str] | str:
+    """An image block's media type and base64 data (re-encoded from checked base64) if a view may show it, else why not.
 
-        return PngImageFile
-    if data[:3] == b"\xff\xd8\xff":
-        from PIL.JpegImagePlugin import JpegImageFile
+    Shown: base64 PNG, JPEG, GIF or WebP whose header declares a size within the pixel limits (:func:`refusal`).
+    """
+    source = block.get("source")
+    if not isinstance(source, dict) or source.get("type") != "base64" or source.get("media_type") not in IMAGE_TYPES:
+        return "only base64 PNG, JPEG, GIF or WebP images are displayed"
+    data = source.get("data")
+    try:
+        raw = base64.b64decode(data if isinstance(data, str) else "?", validate=True)
+    except (binascii.Error, ValueError):
+        return "invalid base64 data"
+    why = refusal(raw)
+    # re-encoded, so nothing but base64 can follow "data:...;base64," wherever it is put
+    return why if why is not None else (str(source["media_type"]), base64.b64encode(raw).decode("ascii"))
 
-        return JpegImageFile
-    if data[:6] in (b"GIF87a", b"GIF89a"):
-        from PIL.GifImagePlugin import GifImageFile
 
-        return GifImageFile
-    return None
-
-
-def _webp_size(data: bytes) -> tuple[str, int, int] | None:
-    """A WebP image's canvas size from its first chunk (Pillow's WebP decoder allocates the canvas when it opens the file)."""
-    chunk = data[12:16]
-    if chunk == b"VP8X" and len(data) >= 30:
-        return "WEBP", 1 + int.from_bytes(data[24:27], "little"), 1 + int.from_bytes(data[27:30], "little")
-    if chunk == b"VP8L" and len(data) >= 25 and data[20] == 0x2F:
-        bits = int.from_bytes(data[21:25], "little")
-        return "WEBP", 1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)
-    if chunk == b"VP8 " and len(data) >= 30 and data[23:26] == b"\x9d\x01\x2a":
-        return "WEBP", int.from_bytes(data[26:28], "little") & 0x3FFF, int.from_bytes(data[28:30], "little") & 0x3FFF
-    return None
+def image_data(block: Mapping[str, Any]) -> tuple[str, str] | None:
+    """An image block's media type and base64 data if a view may show it (see :func:`checked_image`), else None."""
+    shown = checked_image(block)
+    return shown if isinstance(shown, tuple) else None

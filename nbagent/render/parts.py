@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime
 import html
 import json
@@ -17,11 +15,9 @@ from ..state.asides import Asides
 from ..state.context import DEFAULT_WINDOW
 from ..state.fold import State
 from ..state.tokens import Tokens
-from . import image_view as images
 
 Event = Mapping[str, Any]
 HEADER_KEYS = frozenset({"v", "seq", "ts", "type", "crc"})
-IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
 
 def kind_of(event: Event) -> str:
@@ -77,30 +73,6 @@ def text_of(content: Any, *, only_text: bool = False) -> str:
         else:
             parts.append(dumps(block))
     return "\n".join(parts)
-
-
-def checked_image(block: Mapping[str, Any]) -> tuple[str, str] | str:
-    """An image block's media type and base64 data (re-encoded from checked base64) if a view may show it, else why not.
-
-    Shown: base64 PNG, JPEG, GIF or WebP whose header declares a size within :mod:`.images`' pixel limits.
-    """
-    source = block.get("source")
-    if not isinstance(source, dict) or source.get("type") != "base64" or source.get("media_type") not in IMAGE_TYPES:
-        return "only base64 PNG, JPEG, GIF or WebP images are displayed"
-    data = source.get("data")
-    try:
-        raw = base64.b64decode(data if isinstance(data, str) else "?", validate=True)
-    except (binascii.Error, ValueError):
-        return "invalid base64 data"
-    why = images.refusal(raw)
-    # re-encoded, so nothing but base64 can follow "data:...;base64," wherever it is put
-    return why if why is not None else (str(source["media_type"]), base64.b64encode(raw).decode("ascii"))
-
-
-def image_data(block: Mapping[str, Any]) -> tuple[str, str] | None:
-    """An image block's media type and base64 data if a view may show it (see :func:`checked_image`), else None."""
-    shown = checked_image(block)
-    return shown if isinstance(shown, tuple) else None
 
 
 def note_text(event: Event) -> str:

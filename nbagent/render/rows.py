@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from ..state.approval_rule import DECLINED
 from ..state.fold import State
 from .parts import ToolNames, content_blocks, dumps, shorten
 
@@ -338,7 +339,6 @@ BY = {
     "auto": "by the approval policy (auto)",
     "deny": "by the approval policy (deny)",
 }
-USER_DECLINED = "The user declined this tool call."  # the note of a person's "no": it says nothing more
 
 
 def decision_words(decision: Any, by: Any, note: Any = "") -> str:
@@ -348,4 +348,4 @@ def decision_words(decision: Any, by: Any, note: Any = "") -> str:
     if by == "nobody":
         return f"{verdict}: {note or 'nobody could answer here'}"
     words = f"{verdict} {BY.get(by) or f'by {by}'}" if isinstance(by, str) and by else f"{verdict} (by whom is not recorded)"
-    return f"{words} ({note})" if note and note != USER_DECLINED else words
+    return f"{words} ({note})" if note and note != DECLINED else words

@@ -1,10 +1,12 @@
 """The Jupyter Server extension (``nbagent.server``), enabled on install by ``jupyter-config/``.
 
 It does two things: a notebook saved while an nbagent view is live keeps that view's static
-copy and drops the live widget reference (see :mod:`.saving`), so reopening it without its kernel
-shows no broken widget; and it serves the sessions and their live event stream to the browser
-under ``{base_url}nbagent/`` (see :mod:`.app`, docs/server.md).  The engine never imports this
-package, nor ``jupyter_server`` (the magics use only :mod:`.links`, which needs neither).
+copy and drops the live widget reference (:mod:`nbagent.render.live_views`), so reopening it without
+its kernel shows no broken widget; and it serves the sessions and their live event stream to the
+browser under ``{base_url}nbagent/`` (see :mod:`.app`, docs/server.md).
+
+May import: ``history``, ``render``, ``agent`` and every floor below, ``jupyter_server`` and ``tornado``; never
+``notebook`` (the magics link to the page through :mod:`nbagent.render.page_links`, and import nothing of this package).
 """
 
 from __future__ import annotations

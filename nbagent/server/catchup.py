@@ -16,11 +16,11 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .present import Presenter, sse_frame
+from .present import Frame, Presenter
 from .source import EventSource
 
 if TYPE_CHECKING:
-    from .tail import Client, Frame
+    from .tail import Client
 
 WINDOW = 8  # pages a replay keeps at most (about 2 MiB of rendered frames each)
 
@@ -115,12 +115,10 @@ class Replay:
         """Read and render the next page (in a worker thread)."""
 
         def render() -> tuple[list[Frame], bool]:
-            from .tail import Frame
-
             if self.source is None:
                 self.source = self.open_source()
             batch = self.source.read(self.last_seq)
-            frames = [Frame(e["seq"], sse_frame(self.presenter.record(e))) for e in batch.events]
+            frames = [self.presenter.frame(e) for e in batch.events]
             return frames, not batch.more or bool(batch.problem)
 
         frames, finished = await asyncio.get_running_loop().run_in_executor(None, render)

@@ -28,18 +28,19 @@ from tornado import web
 from tornado.iostream import StreamClosedError
 
 from ..errors import LogError
-from ..history.summary import Summary, from_state, summarize
+from ..history.summary import from_state, json_row, summarize
 from ..record import events as ev
 from ..record import redact, trust
 from ..record.log_reader import Reader
 from ..state import fold
+from ..stores import Listed
 from .paging import read_page
 from .paths import Refused, Roots, Stored, Unavailable
 from .pool import Pool
-from .present import sse_notice
+from .present import Frame, sse_notice
 from .server_config import NbagentServer
 from .source import DAMAGE, Batch
-from .tail import BATCH_BYTES, Client, Frame, Tail, Tails
+from .tail import BATCH_BYTES, Client, Tail, Tails
 
 MAX_SEQ = 10**15  # no log has more events; a bigger number is refused before it is compared with anything
 MAX_LIMIT = 10_000
@@ -126,13 +127,13 @@ class SessionsHandler(Handler):
                 raise
             files, found = False, []
         for notebook, log in found:
-            row = summarize(log, user=user).to_dict()
+            row = json_row(summarize(log, user=user))
             row["notebook"], row["path"] = notebook, roots.shown_path(log)
             row["links"] = session_links(self.base_url, notebook, row["name"])
             rows.append(row)
         if roots.store is not None:  # from the database's index: no event is read (trust: who signed the first line)
             for summary in roots.stored_under(api_path, limit):
-                row = summary.to_dict()
+                row = json_row(summary)
                 row["store"] = roots.store.url
                 row["links"] = session_links(self.base_url, summary.notebook, summary.name)
                 rows.append(row)
@@ -187,7 +188,7 @@ class EventsHandler(Handler):
             problem = Batch(problem=str(exc), damaged=True)
         if reader.torn:  # a database holds whole transactions: an unfinished last line is damage
             problem = Batch(problem=f"damaged last event: {reader.torn_reason}", damaged=True)
-        summary = Summary(stored.name, stored.where, stored.notebook)
+        summary = Listed(stored.name, stored.where, stored.notebook)
         try:
             from_state(summary, fold.fold(events))
         except (KeyError, TypeError, ValueError) as exc:

@@ -16,7 +16,7 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import JupyterHandler
 from tornado import web
 
-from .. import __version__
+from .._version import __version__
 from ..render.style import STYLE
 
 STATIC = Path(__file__).resolve().parent / "static"

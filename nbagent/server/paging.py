@@ -13,11 +13,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..history.summary import Summary, from_state, summarize
+from ..history.summary import from_state, summarize
 from ..record import events as ev
-from ..record import trust
+from ..record import line_codec, trust
 from ..record.log_reader import scan
 from ..state import fold
+from ..stores import Listed
 from .source import CHUNK, Batch, FileSource
 
 
@@ -68,7 +69,7 @@ def labels_upto(path: Path, seq: int) -> tuple[str, str]:
     """Who wrote the log's lines up to event ``seq``, and the session's status there (the listing's rules on those lines)."""
     data = _prefix(path, seq)
     found = scan(data, path=str(path))
-    summary = Summary("", str(path))
+    summary = Listed("", str(path))
     try:
         from_state(summary, fold.fold(found.events))
     except (KeyError, TypeError, ValueError) as exc:
@@ -87,7 +88,7 @@ def last_line_seq(path: Path) -> int:
             end = data.rfind(b"\n")
             begin = data.rfind(b"\n", 0, max(0, end)) + 1
             if end >= 0 and (begin > 0 or start == 0):
-                return ev.line_seq(data[begin:end]) or 0
+                return line_codec.line_seq(data[begin:end]) or 0
             if start == 0 or want > ev.MAX_LINE:
                 return 0
             want *= 4

@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import LogError, NbagentError
 from ..history.database import stored_under
 from ..history.find import NOTEBOOK_SUFFIX, find_logs, notebook_of
-from ..history.summary import Summary
+from ..stores import Listed
 from ..stores import folders as store
 
 _SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages", "venv"})
@@ -191,7 +191,7 @@ class Roots:
             return Stored(self.store, notebook, session)
         raise Refused(404, f"no session {session!r} for notebook {notebook!r} (neither a log file nor in {self.store.url})")
 
-    def stored_under(self, api_path: str, limit: int) -> list[Summary]:
+    def stored_under(self, api_path: str, limit: int) -> list[Listed]:
         """The database sessions a listing of ``api_path`` shows, from the store's index (no event is read).
 
         '' lists the ``limit`` most recently active; a notebook (absolute as stored, or relative to the

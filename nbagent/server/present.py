@@ -9,9 +9,10 @@ other event's record also says what the page's header shows of the session after
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
-from ..history.summary import Summary, from_state
+from ..history.summary import from_state
 from ..record import events as ev
 from ..record import redact
 from ..render import html
@@ -20,6 +21,7 @@ from ..render.rows import ToolCalls
 from ..render.view import STARTING, follow, status, status_line, stream_effect
 from ..state.asides import Asides
 from ..state.fold import State
+from ..stores import Listed
 
 
 def request_line(content: Any) -> str:
@@ -31,6 +33,14 @@ def request_line(content: Any) -> str:
     else:
         text = ""
     return " ".join(text.split())[:80]
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One event, encoded once for every client."""
+
+    seq: int
+    data: bytes
 
 
 class Presenter:
@@ -77,10 +87,14 @@ class Presenter:
             record["session"] = self.session()
         return record
 
+    def frame(self, event: ev.Event) -> Frame:
+        """The event's stream message (see :meth:`record` and :func:`sse_frame`)."""
+        return Frame(event["seq"], sse_frame(self.record(event)))
+
     def session(self) -> dict[str, Any]:
         """The header's view of the session so far: ``title`` (the listing's: its first request), ``request`` (the latest), ``turns``, ``status`` (the listing's)."""
         try:
-            shown = from_state(Summary("", ""), self.state).status
+            shown = from_state(Listed("", ""), self.state).status
         except (KeyError, TypeError, ValueError) as exc:  # a hostile log's state: said as the listing says it
             shown = f"unfinished: damaged log ({type(exc).__name__}): run nbagent verify"
         return {"title": str(self.state.title), "request": self.request, "turns": self.state.turns, "status": shown}

@@ -15,25 +15,16 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .catchup import Reading, Replay
-from .present import Presenter, sse_frame
+from .present import Frame, Presenter
 from .source import Batch, EventSource, FileSource, StoreSource
 
 log = logging.getLogger("nbagent.server")
 BATCH_BYTES = 1 << 20  # a client's write joins frames up to this size (one bigger frame goes alone): its copy stays small
 KEPT_BYTES = 64 << 20  # the recent frames a tail keeps take at most this much memory (besides their count)
-
-
-@dataclass(frozen=True)
-class Frame:
-    """One event, encoded once for every client."""
-
-    seq: int
-    data: bytes
 
 
 class Client:
@@ -130,7 +121,7 @@ class Tail:
 
     def _read(self) -> tuple[Batch, list[Frame]]:
         batch = self.source.read(self.last_seq)
-        frames = [Frame(e["seq"], sse_frame(self.presenter.record(e))) for e in batch.events]
+        frames = [self.presenter.frame(e) for e in batch.events]
         if not self.trust:
             self.trust = self.source.trust()
         return batch, frames

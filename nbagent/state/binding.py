@@ -27,6 +27,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
+from ..record import events as ev
 from . import model_table as models
 
 BINDING_BETA = "thinking-binding-controls-2026-08-01"
@@ -40,7 +41,7 @@ BINDS = frozenset(
     for name in models.MODELS
     if name.startswith(("claude-sonnet-5", "claude-opus-5", "claude-haiku-5", "claude-fable-5", "claude-mythos-5"))
 )
-NOTE_KIND = "thinking_binding"  # a note's kind: the fold left this many thinking blocks out so far (its `dropped`)
+NOTE_KIND = ev.NOTE_THINKING_BINDING  # the note that the fold left this many thinking blocks out so far (its `dropped`)
 
 
 def note(count: int) -> str:

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import NbagentError
+from ..record import events as ev
 from . import prices
 from .providers import price_key
 
-BUDGET = "budget"  # a note's kind: the budgets from here on (max_turns, max_cost, max_session_cost; absent: none)
-REACHED = "budget_reached"  # a note's kind: the loop stopped here at a budget (reached: which)
+BUDGET = ev.NOTE_BUDGET  # the note of the budgets from here on (max_turns, max_cost, max_session_cost; absent: none)
+REACHED = ev.NOTE_BUDGET_REACHED  # the note that the loop stopped here at a budget (reached: which)
 NAMES = ("max_turns", "max_cost", "max_session_cost")
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..agent.approval import Reason
+from .approval_rule import Reason
 
 UNKNOWN_OUTCOME = "This call was interrupted while it was running, so its outcome is unknown; it was not repeated."
 UNTRUSTED = (

@@ -2,6 +2,8 @@
 
 Chosen by ``Session.open(..., store=...)``, ``Agent.store`` or ``NBAGENT_STORE`` (a
 ``postgresql://`` URL); a session in a database is named ``postgresql://.../db#<notebook>/<session>``.
+
+May import: ``state``, ``record`` and the leaves; ``psycopg`` only in the PostgreSQL modules, when a database is named.
 """
 
 from __future__ import annotations

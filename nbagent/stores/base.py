@@ -15,18 +15,23 @@ from typing import Any, Protocol
 
 from ..record import events as ev
 from ..record.log_reader import Scan
+from ..state import prices
 from ..state.fold import State
 from ..state.lineage import Lineage
+from ..state.tokens import Tokens
 from .snapshot import Snapshot
 from .writer import FsyncPolicy, Repair
 
 
 @dataclass
 class Listed:
-    """One session in a store's listing (what its index knows, without reading its events)."""
+    """One session in a listing: what its store's index knows (without reading its events), then what a listing shows of it.
+
+    A store fills the first part; :mod:`nbagent.history.summary` the second, from the index's ``summary`` or a fold.
+    """
 
     name: str
-    location: str  # what `nbagent show` takes: a file path, or a store URL with #<notebook>/<session>
+    path: str  # what `nbagent show` takes: a file path, or a store URL with #<notebook>/<session>
     notebook: str = ""
     session_id: str = ""
     title: str = ""
@@ -41,6 +46,54 @@ class Listed:
     state: State | None = None  # the folded state, when the listing had to fold the log (the file store)
     source: str = "index"  # what it was described from: index (a database's row), snapshot (header + tail) or log (a fold)
     problem: str = ""  # why it cannot be read (damaged, not a log, unreadable); '' when it can
+    # What a listing shows
+    usage: dict[str, int] = field(default_factory=dict)
+    complete: bool = False
+    pending: str = ""  # what an unfinished session waits for, or why it cannot be read
+    trust: str = ""  # who wrote the lines: yours | unsigned | other key | altered | mixed | unchecked (an index row) | '' unreadable
+    context_tokens: int = 0  # tokens the last reply's request and reply took (0: no reply yet)
+    window: int = 0  # the model's context window in tokens (0: not recorded; shown against the default)
+    compacted: bool = False  # compacted locally since the last reply (the context is known again at the next one)
+    spend: dict[str, list[int]] | None = None  # tokens by price key (prices.py); None: not recorded (an older header)
+
+    @property
+    def parent(self) -> str:
+        """A fork's parent session id ('' if it is not a fork)."""
+        return self.lineage.parent if self.lineage is not None else ""
+
+    @property
+    def parent_name(self) -> str:
+        """The parent's session name when the fork was made."""
+        return self.lineage.name if self.lineage is not None else ""
+
+    @property
+    def forked_at(self) -> int:
+        """The parent's event the fork keeps events up to (0 if it is not a fork)."""
+        return self.lineage.at if self.lineage is not None else 0
+
+    @property
+    def figures(self) -> Tokens:
+        """The session's token figures, as every view shows them (:class:`~nbagent.state.tokens.Tokens`)."""
+        return Tokens.of(self.usage, context=self.context_tokens, window=self.window, compacted=self.compacted, cost=self.cost)
+
+    @property
+    def cost(self) -> prices.Cost:
+        """What the session cost in dollars at the prices in force (unknown where a model has no price, or not recorded)."""
+        if self.spend is None:
+            return prices.Cost(0.0) if not any(self.usage.values()) else prices.Cost(None)
+        return prices.cost(self.spend)
+
+    @property
+    def tokens(self) -> int:
+        """Input plus output tokens (cache reads and writes included in input)."""
+        return self.figures.total
+
+    @property
+    def status(self) -> str:
+        """``complete``, or ``unfinished: <what is pending>``."""
+        if self.complete:
+            return "complete"
+        return f"unfinished: {self.pending}" if self.pending else "unfinished"
 
 
 class Log(Protocol):

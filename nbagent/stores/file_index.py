@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HistoryError, LogCorruptError, LogVersionError, NotALogError
-from ..record import trust
+from ..record import signing
 from ..record.log_reader import iter_events, scan
 from ..record.readfile import open_regular
 from ..state import fold, lineage
@@ -71,7 +71,7 @@ def notebook_of(path: Path) -> str:
     return ""
 
 
-def snapshot_usable(handle: Any, header: dict[str, Any], header_body: bytes, size: int, user: trust.Signer | None) -> bool:
+def snapshot_usable(handle: Any, header: dict[str, Any], header_body: bytes, size: int, user: signing.Signer | None) -> bool:
     """Whether the snapshot's last line is really in this log and it was written by this user for this log (small reads)."""
 
     def read(start: int, end: int) -> bytes:
@@ -93,7 +93,7 @@ def of_state(item: Listed, state: fold.State, source: str) -> Listed:
     return item
 
 
-def describe(path: Path, user: trust.Signer | None) -> Listed:
+def describe(path: Path, user: signing.Signer | None) -> Listed:
     """One log as a listing row: from its snapshot header and the events after it, or a whole read; ``problem`` if it cannot be read."""
     item = Listed(session_name(path), str(path), notebook_of(path), source="log")  # a file: never an index row
     try:
@@ -135,7 +135,7 @@ def describe(path: Path, user: trust.Signer | None) -> Listed:
     return item
 
 
-def list_files(root: str | os.PathLike[str], *, text: str = "", user: trust.Signer | None = None) -> list[Listed]:
+def list_files(root: str | os.PathLike[str], *, text: str = "", user: signing.Signer | None = None) -> list[Listed]:
     """The logs under ``root`` described, oldest activity first; ``text`` keeps those whose title holds it."""
     found = [describe(path, user) for path in find_logs(root)]
     if text:

@@ -10,18 +10,12 @@ the log, so the log read back from the table is byte for byte the file the file 
 
 from __future__ import annotations
 
-import atexit
 import builtins
-import contextlib
-import os
 import re
-import shutil
-import tempfile
 import threading
-import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import LogCorruptError, LogError
 from ..record import events as ev
@@ -30,28 +24,13 @@ from ..state import lineage
 from . import migrations, snapshot
 from .base import Listed
 from .folders import LOG_SUFFIX, STORE_DIR, check_name
+from .postgres_db import channel_of, db_errors, listen, log_bytes, message_of, need_psycopg, scratch_folder, write_private
+from .postgres_log import PostgresLog
 from .writer import FsyncPolicy
 
-if TYPE_CHECKING:
-    from .postgres_log import PostgresLog
-
-try:
-    import psycopg
-except ImportError:  # pragma: no cover - the postgres extra is not installed
-    psycopg = None  # type: ignore[assignment]
-
-LOCK_CLASS = 0x6E62_6167  # 'nbag': the first key of every session's advisory lock (the second is its row id)
 ROW_SECURITY = ("row_security", "row_security_by_session")  # applied in this order by enable_row_security
 BATCH = 2000  # rows fetched at a time when reading a log
-REQUESTS_LIMIT = 1 << 16  # the request text kept per session for searching listings
-_NOT_ASCII = re.compile(r"[^\x00-\x7f]")
 _PASSWORD = re.compile(r"(://[^:/@]+:)[^@]*@")
-
-
-def need_psycopg() -> Any:
-    if psycopg is None:
-        raise LogError("the PostgreSQL store needs psycopg 3: pip install 'nbagent[postgres]'")
-    return psycopg
 
 
 def redact_url(url: str) -> str:
@@ -75,62 +54,6 @@ def key_path(notebook: str, name: str) -> Path:
     if book.suffix == ".ipynb":
         return book.parent / STORE_DIR / book.name / (name + LOG_SUFFIX)
     return book / (name + LOG_SUFFIX)
-
-
-def channel_of(conn: Any, session: int) -> str:
-    """The NOTIFY channel of a session: a random name in its row (no other role can read it under row-level security)."""
-    row = conn.execute("SELECT channel FROM nbagent_sessions WHERE id = %s", (session,)).fetchone()
-    return str(row[0]) if row else ""
-
-
-def listen(conn: Any, name: str) -> None:
-    """LISTEN on a channel named in a row (quoted: a row is data, never SQL)."""
-    sql = need_psycopg().sql
-    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(name)))
-
-
-def log_bytes(lines: Iterable[str]) -> bytes:
-    """Rows' lines as the log's bytes, each with its newline.
-
-    nbagent writes only ASCII lines.  A character that is not (a row changed by hand) becomes
-    one NUL byte, which no valid line holds: the reader reports that line as damaged, like an
-    altered line of a file, and every later line keeps the offset its writer gave it.
-    """
-    text = "".join(line + "\n" for line in lines)
-    try:
-        return text.encode("ascii")
-    except UnicodeEncodeError:
-        return _NOT_ASCII.sub("\0", text).encode("ascii")
-
-
-def message_of(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
-@contextlib.contextmanager
-def db_errors(what: str) -> Iterator[None]:
-    """Turn a database error while doing ``what`` into one clear LogError (no psycopg traceback reaches a user)."""
-    pg = need_psycopg()
-    try:
-        yield
-    except pg.Error as exc:
-        raise LogError(f"{what} failed: {message_of(exc)}") from None
-
-
-_scratch_root: Path | None = None
-_scratch_lock = threading.Lock()
-
-
-def scratch_folder() -> Path:
-    """A private folder (removed at exit) where snapshots are checked with the same code as snapshot files."""
-    global _scratch_root
-    with _scratch_lock:
-        if _scratch_root is None:
-            _scratch_root = Path(tempfile.mkdtemp(prefix="nbagent-pg-snapshots-"))
-            atexit.register(shutil.rmtree, _scratch_root, True)
-        folder = _scratch_root / uuid.uuid4().hex
-        folder.mkdir(mode=0o700)
-        return folder
 
 
 class PostgresStore:
@@ -169,8 +92,6 @@ class PostgresStore:
 
     def open_log(self, path: Path, *, fsync: FsyncPolicy = "turn", ops: Any = None) -> PostgresLog:
         """Open the session at ``path`` as its one writer (a session-level advisory lock; a second one is refused)."""
-        from .postgres_log import PostgresLog
-
         if ops is not None:
             raise ValueError("file operations (ops) apply to the file store only")
         return PostgresLog(self, path, fsync)
@@ -373,13 +294,3 @@ def _raise_torn(reader: Reader) -> None:
     """A database holds whole transactions: a line that fails its checks at the end is damage, never a torn write."""
     if reader.torn:
         raise LogCorruptError(reader.path, reader.expected or 0, reader.offset, f"damaged last event: {reader.torn_reason}")
-
-
-def write_private(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)

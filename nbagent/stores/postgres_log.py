@@ -10,26 +10,21 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import LogCorruptError, LogError, LogLockedError, LogWriteError
 from ..record import events as ev
 from ..record.log_reader import Scan, scan
 from ..state.fold import State
 from . import snapshot
-from .postgres import (
-    LOCK_CLASS,
-    REQUESTS_LIMIT,
-    PostgresStore,
-    channel_of,
-    db_errors,
-    log_bytes,
-    message_of,
-    need_psycopg,
-    scratch_folder,
-    write_private,
-)
+from .postgres_db import channel_of, db_errors, log_bytes, message_of, need_psycopg, scratch_folder, write_private
 from .writer import FSYNC_POLICIES, LOCKED, FsyncPolicy, Repair
+
+if TYPE_CHECKING:
+    from .postgres import PostgresStore
+
+LOCK_CLASS = 0x6E62_6167  # 'nbag': the first key of every session's advisory lock (the second is its row id)
+REQUESTS_LIMIT = 1 << 16  # the request text kept per session for searching listings
 
 APPEND = """
 WITH upd AS (

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import LogError
-from ..record import events, trust
+from ..record import line_codec, signing, trust
 from ..record.readfile import NotRegularFile, _kind, open_regular
 from ..record.transcript import Message, Prefix, Transcript
 from ..state.fold import State
@@ -123,15 +123,15 @@ def disagreement(header: dict[str, Any], read: Callable[[int, int], bytes], log_
     if end > log_size or start >= end:
         return "the log is shorter than the snapshot"
     try:
-        event = events.decode(read(start, end)[:-1])
-    except events.BadLine:
+        event = line_codec.decode(read(start, end)[:-1])
+    except line_codec.BadLine:
         return "the snapshot does not point at a valid log line"
-    if event["seq"] != seq or event["crc"] != crc or trust.mac_of(read(start, end)[:-1]).decode() != header.get("line_sig"):
+    if event["seq"] != seq or event["crc"] != crc or signing.mac_of(read(start, end)[:-1]).decode() != header.get("line_sig"):
         return "the snapshot does not match the log"
     return ""
 
 
-def unauthentic(header: dict[str, Any], header_body: bytes, user: trust.Signer | None, read: Callable[[int, int], bytes]) -> str:
+def unauthentic(header: dict[str, Any], header_body: bytes, user: signing.Signer | None, read: Callable[[int, int], bytes]) -> str:
     """Why a snapshot was not written by this user for exactly this log prefix ('' if it was).
 
     Call after :func:`disagreement` found the snapshot's last line in the log.
@@ -140,7 +140,7 @@ def unauthentic(header: dict[str, Any], header_body: bytes, user: trust.Signer |
     session_id = summary.get("session_id") if isinstance(summary, dict) else None
     if user is None or not isinstance(session_id, str):
         return "no signing key to check the snapshot with" if user is None else "the snapshot header is incomplete"
-    if user.keyed(trust.SNAPSHOT, session_id).check(header_body) != "mine":
+    if user.keyed(signing.SNAPSHOT, session_id).check(header_body) != "mine":
         return "the snapshot is not signed by you for this session"
     try:
         report = trust.Report.from_dict(header.get("trust"))
@@ -242,7 +242,7 @@ def write(
     line_crc: str,
     line_sig: bytes,
     report: trust.Report,
-    sign: trust.LineSigner | None,
+    sign: signing.LineSigner | None,
     prefix_sha256: Callable[[], str],
     ops: FileOps | None = None,
     cache: MessageCache | None = None,
@@ -290,7 +290,7 @@ def write(
     fd = ops.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
         try:
-            ops.write_all(fd, events.seal(sign.sign(encoded) if sign is not None else encoded) + b"\n")
+            ops.write_all(fd, line_codec.seal(sign.sign(encoded) if sign is not None else encoded) + b"\n")
             ops.write_all(fd, state_line + b"\n")
             for piece in messages_line:
                 ops.write_all(fd, piece)
@@ -323,7 +323,7 @@ def read_header_bytes(log_path: Path) -> tuple[dict[str, Any], bytes] | None:
 
 def _parse_header(line: bytes) -> dict[str, Any]:
     """Check the header's own checksum and parse it (ValueError if either fails)."""
-    header = json.loads(events.unseal(line)[0])
+    header = json.loads(line_codec.unseal(line)[0])
     if not isinstance(header, dict):
         raise ValueError("snapshot header is not an object")
     return header
@@ -362,7 +362,7 @@ def load(log_path: Path) -> tuple[Snapshot | None, str]:
     head = line.rstrip(b"\n")
     try:
         header = _parse_header(head)
-    except events.BadLine as bad:
+    except line_codec.BadLine as bad:
         return None, f"snapshot header fails its check: {bad}"
     except (ValueError, RecursionError):
         return None, "snapshot header is not JSON"
@@ -377,4 +377,4 @@ def load(log_path: Path) -> tuple[Snapshot | None, str]:
     # Every length is checked against the file's real size before anything is read by it.
     if len(line) + header["state_len"] + 1 + header["messages_len"] + 1 != info.st_size:
         return None, "snapshot lengths do not match its size (cut short, or not written by nbagent)"
-    return Snapshot(header, target, len(line), file_id, events.unseal(head)[0]), ""
+    return Snapshot(header, target, len(line), file_id, line_codec.unseal(head)[0]), ""

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from nbagent import Session
 from nbagent.record import events as ev
+from nbagent.record import line_codec
 from nbagent.server.source import CHUNK
 from tests.support.server_harness import NbServer, session_api
 
@@ -40,7 +41,7 @@ def write_long_log(path: Path, events: int, size: int = 300) -> Path:
         return ev.make(seq, "delta", {"index": 0, "text": f"{seq} " + "x" * size})
 
     with open(path, "ab") as handle:
-        handle.writelines(ev.encode(event(seq))[0] for seq in range(2, events + 1))
+        handle.writelines(line_codec.encode(event(seq))[0] for seq in range(2, events + 1))
     return path
 
 

@@ -207,5 +207,5 @@ def test_the_panel_replay_and_server_views_say_where_a_fork_came_from(tmp_path: 
     # The replay widget's header says it before any event is shown; a session that is no fork says nothing of the kind.
     assert "forked from parent at event 4 · read-only" in Timeline(history.read_all(kid)).header_html()
     assert "forked from" not in Timeline(history.read_all(path)).header_html()
-    rows = {s.name: s.to_dict() for s in history.list_summaries(tmp_path)}  # the server's session list is these rows
+    rows = {s.name: history.json_row(s) for s in history.list_summaries(tmp_path)}  # the server's session list is these rows
     assert (rows["kid"]["parent_name"], rows["kid"]["forked_at"], rows["parent"]["parent"]) == ("parent", 4, "")

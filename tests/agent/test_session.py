@@ -18,7 +18,7 @@ import nbagent
 from nbagent import LogError, Session, read_events
 from nbagent.errors import UntrustedLogError
 from nbagent.record import events as ev
-from nbagent.record import trust
+from nbagent.record import line_codec, signing, trust
 from nbagent.state.fold import State, fold
 from nbagent.stores import snapshot
 from nbagent.stores.writer import FileOps
@@ -271,7 +271,7 @@ def line_starts(path: Path) -> dict[int, int]:
     """Seq → the byte offset where its line starts, for every whole line of the log on disk."""
     data, starts, pos = path.read_bytes(), {}, 0
     while (nl := data.find(b"\n", pos)) >= 0:
-        seq = ev.line_seq(data[pos:nl])
+        seq = line_codec.line_seq(data[pos:nl])
         assert seq is not None
         starts[seq], pos = pos, nl + 1
     return starts
@@ -478,8 +478,8 @@ def _edit_header(change: Callable[[dict], None], *, reseal: bool = True, resign:
         line = json.dumps(meta, separators=(",", ":")).encode()
         summary = meta.get("summary")
         if reseal and resign and isinstance(summary, dict) and isinstance(summary.get("session_id"), str):
-            line = trust.signer().keyed(trust.SNAPSHOT, summary["session_id"]).sign(line)  # as this user's own nbagent would
-        snap.write_bytes((ev.seal(line) if reseal else line) + b"\n" + rest)
+            line = signing.signer().keyed(signing.SNAPSHOT, summary["session_id"]).sign(line)  # as this user's own nbagent would
+        snap.write_bytes((line_codec.seal(line) if reseal else line) + b"\n" + rest)
 
     return edit
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from nbagent import LogCorruptError, LogVersionError, LogWriteError, NotALogError, Session, read_events
 from nbagent.record import events as ev
+from nbagent.record import line_codec
 from nbagent.record.log_reader import iter_events, scan
 from nbagent.stores.writer import EventLog
 from reliability import storage
@@ -159,7 +160,7 @@ def _sealed_event(draw: st.DrawFn, seq: int) -> bytes:
             )
         )
     )
-    return ev.seal(json.dumps(event, ensure_ascii=True, separators=(",", ":")).encode()) + b"\n"
+    return line_codec.seal(json.dumps(event, ensure_ascii=True, separators=(",", ":")).encode()) + b"\n"
 
 
 @st.composite

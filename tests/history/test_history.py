@@ -85,7 +85,7 @@ def test_summary_from_snapshot_equals_full_read(recorded: Path) -> None:
     snapshot.path_for(recorded).unlink()
     full = history.summarize(recorded)
     assert full.source == "log"
-    assert {**from_snapshot.to_dict(), "source": ""} == {**full.to_dict(), "source": ""}
+    assert {**history.json_row(from_snapshot), "source": ""} == {**history.json_row(full), "source": ""}
     assert full.title == "Compute 1+1 and read data.csv"
     assert full.turns == 2 and full.complete and full.status == "complete"
     assert full.tokens > 0 and full.events == len(list(nbagent.read_events(recorded)))
@@ -98,7 +98,7 @@ def test_summary_folds_the_tail_after_a_stale_snapshot(recorded: Path) -> None:
     assert summary.source == "snapshot"
     assert summary.turns == 3 and not summary.complete and summary.status == "unfinished: model reply"
     snapshot.path_for(recorded).unlink()
-    assert history.summarize(recorded).to_dict() | {"source": ""} == summary.to_dict() | {"source": ""}
+    assert history.json_row(history.summarize(recorded)) | {"source": ""} == history.json_row(summary) | {"source": ""}
 
 
 def test_a_snapshot_that_disagrees_with_the_log_is_not_trusted(recorded: Path, tmp_path: Path) -> None:

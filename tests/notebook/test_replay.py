@@ -18,7 +18,7 @@ import nbagent
 from nbagent.errors import LogCorruptError, LogVersionError, NbagentError
 from nbagent.notebook import magics as nbmagics
 from nbagent.notebook.replay import Replay, load_events
-from nbagent.record import events as ev
+from nbagent.record import line_codec
 from nbagent.render import html, style
 from nbagent.render.parts import gap, when
 from nbagent.render.rows import ToolCalls
@@ -55,7 +55,7 @@ def write_log(path: Path, records: list[dict[str, Any]]) -> Path:
     """A log of exactly these records (checksummed like real ones), whatever they contain."""
     with open(path, "wb") as out:
         for seq, record in enumerate(records, 1):
-            line, _ = ev.encode({"v": 1, "seq": seq, "ts": T0 + seq, **record})
+            line, _ = line_codec.encode({"v": 1, "seq": seq, "ts": T0 + seq, **record})
             out.write(line)
     return path
 
@@ -68,7 +68,7 @@ def timed_log(path: Path, gaps: list[float]) -> Path:
     with open(path, "wb") as out:
         for seq, (record, gap) in enumerate(zip(records, [0.0, *gaps]), 1):
             ts += gap
-            line, _ = ev.encode({"v": 1, "seq": seq, "ts": ts, **record})
+            line, _ = line_codec.encode({"v": 1, "seq": seq, "ts": ts, **record})
             lines.append(line)
             out.write(line)
     return path
@@ -259,7 +259,7 @@ def test_playback_of_a_long_stream_is_rate_limited(tmp_path) -> None:
     path = tmp_path / "long.jsonl"
     with open(path, "wb") as out:
         for seq, record in enumerate(records, 1):
-            out.write(ev.encode({"v": 1, "seq": seq, "ts": T0 + seq * 0.001, **record})[0])
+            out.write(line_codec.encode({"v": 1, "seq": seq, "ts": T0 + seq * 0.001, **record})[0])
     replay = Replay.from_path(path)
     moves: list[int] = []
     replay.slider.observe(lambda change: moves.append(change["new"]), "value")
@@ -378,7 +378,7 @@ def test_load_errors_say_what_is_wrong(tmp_path) -> None:
     with pytest.raises(LogCorruptError, match="damaged"):
         load_events(corrupt)
     newer = tmp_path / "newer.jsonl"
-    newer.write_bytes(ev.encode({"v": 9, "seq": 1, "ts": T0, "type": "session_start", "session_id": "s"})[0])
+    newer.write_bytes(line_codec.encode({"v": 9, "seq": 1, "ts": T0, "type": "session_start", "session_id": "s"})[0])
     with pytest.raises(LogVersionError, match="schema v9"):
         load_events(newer)
     empty = tmp_path / "empty.jsonl"
@@ -434,7 +434,7 @@ def test_magic_user_mistakes_are_usage_errors_and_change_nothing(shell, tmp_path
     )
     corrupt.write_bytes(corrupt.read_bytes().replace(b'"hi"', b'"ho"'))
     newer = tmp_path / "newer.jsonl"
-    newer.write_bytes(ev.encode({"v": 9, "seq": 1, "ts": T0, "type": "session_start", "session_id": "s"})[0])
+    newer.write_bytes(line_codec.encode({"v": 9, "seq": 1, "ts": T0, "type": "session_start", "session_id": "s"})[0])
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
     before = {p: p.read_bytes() for p in (corrupt, newer, empty)}

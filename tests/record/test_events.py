@@ -9,23 +9,24 @@ import pytest
 
 from nbagent import Session, read_events
 from nbagent.record import events as ev
+from nbagent.record import line_codec, redact
 
 AWKWARD_TEXT = 'caf\u00e9 \u2028line\u2029sep \x85nel \U0001f600 "quoted" back\\slash\nnewline \t tab \x00 nul'
 
 
 def _line(seq: int = 7, **payload: object) -> tuple[bytes, ev.Event]:
-    return ev.encode(ev.make(seq, ev.TOOL_RESULT, {"tool_use_id": "toolu_01", "content": "3", **payload}))
+    return line_codec.encode(ev.make(seq, ev.TOOL_RESULT, {"tool_use_id": "toolu_01", "content": "3", **payload}))
 
 
 def test_encode_decode_round_trip() -> None:
     event = ev.make(3, ev.ASSISTANT_MSG, {"content": [{"type": "text", "text": AWKWARD_TEXT}], "usage": {"input_tokens": 5}})
-    line, written = ev.encode(event)
+    line, written = line_codec.encode(event)
     assert line.endswith(b"\n") and line.count(b"\n") == 1
-    back = ev.decode(line[:-1])
+    back = line_codec.decode(line[:-1])
     assert back == written
     assert list(back)[:2] == ["v", "seq"] and list(back)[-1] == "crc"
     assert back["content"][0]["text"] == AWKWARD_TEXT
-    assert ev.line_seq(line) == 3
+    assert line_codec.line_seq(line) == 3
 
 
 def test_make_refuses_unknown_event_types() -> None:
@@ -38,8 +39,8 @@ def test_checksum_catches_a_one_byte_change_that_is_still_valid_json() -> None:
     altered = line[:-1].replace(b'"content":"1234"', b'"content":"1235"')
     assert altered != line[:-1]
     json.loads(altered)  # still perfectly good JSON ...
-    with pytest.raises(ev.BadLine, match="checksum"):  # ... but not the line that was written
-        ev.decode(altered)
+    with pytest.raises(line_codec.BadLine, match="checksum"):  # ... but not the line that was written
+        line_codec.decode(altered)
 
 
 def test_checksum_catches_every_single_byte_change() -> None:
@@ -50,8 +51,8 @@ def test_checksum_catches_every_single_byte_change() -> None:
             if body[i : i + 1] == replacement:
                 continue
             damaged = body[:i] + replacement + body[i + 1 :]
-            with pytest.raises(ev.BadLine):
-                ev.decode(damaged)
+            with pytest.raises(line_codec.BadLine):
+                line_codec.decode(damaged)
 
 
 @pytest.mark.parametrize(
@@ -59,8 +60,8 @@ def test_checksum_catches_every_single_byte_change() -> None:
     [b"", b"{}", b'{"v":1,"seq":1', b'{"v":1,"seq":1,"type":"note","crc":"zzzzzzzz"}', b"\xff\xfe" * 20],
 )
 def test_decode_rejects_lines_that_are_not_records(damaged: bytes) -> None:
-    with pytest.raises(ev.BadLine):
-        ev.decode(damaged)
+    with pytest.raises(line_codec.BadLine):
+        line_codec.decode(damaged)
 
 
 def test_lines_are_pure_ascii_and_one_line_for_every_reader(log_path: Path) -> None:
@@ -98,11 +99,11 @@ def test_key_shaped_strings_never_reach_the_file(log_path: Path, secret: str, mo
         messages = session.messages
     data = log_path.read_bytes()
     assert secret.encode() not in data
-    assert data.count(ev.REDACTED.encode()) == 3
+    assert data.count(redact.REDACTED.encode()) == 3
     back = list(read_events(log_path))
     assert back[-2:] == [user, nested]  # what the caller holds is exactly what reads back
-    assert user["content"] == f"my key is {ev.REDACTED}, keep it safe"
-    assert nested["content"][0]["input"] == {"token": ev.REDACTED, ev.REDACTED: 1}
+    assert user["content"] == f"my key is {redact.REDACTED}, keep it safe"
+    assert nested["content"][0]["input"] == {"token": redact.REDACTED, redact.REDACTED: 1}
     assert secret not in json.dumps(messages)
 
 
@@ -123,7 +124,7 @@ def test_the_exact_api_key_from_the_environment_never_reaches_the_file(
     assert secret.encode("utf-8") not in data
     back = list(read_events(log_path))
     assert back[-2:] == [event, result]
-    assert result["text"] == f"env says ANTHROPIC_API_KEY={ev.REDACTED}!" and result["nested"] == {"deep": [ev.REDACTED]}
+    assert result["text"] == f"env says ANTHROPIC_API_KEY={redact.REDACTED}!" and result["nested"] == {"deep": [redact.REDACTED]}
 
 
 def test_ordinary_text_is_not_redacted(log_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -132,7 +133,7 @@ def test_ordinary_text_is_not_redacted(log_path: Path, monkeypatch: pytest.Monke
     with Session.open(log_path, fsync="never") as session:
         event = session.append(ev.USER_MSG, content=ordinary)
     assert event["content"] == ordinary
-    assert ev.REDACTED.encode() not in log_path.read_bytes()
+    assert redact.REDACTED.encode() not in log_path.read_bytes()
 
 
 def test_durable_types() -> None:

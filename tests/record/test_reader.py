@@ -12,6 +12,7 @@ import pytest
 import nbagent
 from nbagent import LogCorruptError, LogVersionError, NotALogError, history
 from nbagent.record import events as ev
+from nbagent.record import line_codec
 from nbagent.record.log_reader import Reader, read_events, scan, start_problem
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -19,7 +20,7 @@ FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 def line(seq: int, kind: str, **payload: object) -> bytes:
     """One valid (unsigned) log line."""
-    return ev.encode({"v": ev.SCHEMA_VERSION, "seq": seq, "ts": 1.0 + seq, "type": kind, **payload})[0]
+    return line_codec.encode({"v": ev.SCHEMA_VERSION, "seq": seq, "ts": 1.0 + seq, "type": kind, **payload})[0]
 
 
 def resealed(body: dict[str, object]) -> bytes:

@@ -26,7 +26,7 @@ from nbagent.cli import export
 from nbagent.cli.main import main as cli
 from nbagent.errors import ModelError
 from nbagent.record import events as ev
-from nbagent.record import redact, trust
+from nbagent.record import line_codec, redact, signing
 from nbagent.stores import snapshot
 from reliability.attacker import write_log
 from tests.support.fake_anthropic import FakeAnthropic, auth_error_echoing_key
@@ -128,7 +128,7 @@ def test_every_format_is_redacted_in_the_log_and_exports(tmp_path: Path, text: s
         assert secret.encode() not in data, where
         assert json.dumps(secret)[1:-1].encode() not in data, where
     for shown in (user["content"], result["content"][0]["text"], error["message"]):
-        assert ev.REDACTED in shown and secret not in shown
+        assert redact.REDACTED in shown and secret not in shown
         assert keep in shown
     assert redact.text(text) != text and secret not in redact.text(text)
 
@@ -153,7 +153,7 @@ def test_ordinary_values_survive_unchanged(tmp_path: Path, value: str) -> None:
         user = session.append(ev.USER_MSG, content=value)
         result = session.append(ev.NOTE, text=value, data=[{"type": "image", "source": {"type": "base64", "data": value}}])
     assert user["content"] == value and result["text"] == value
-    assert ev.REDACTED.encode() not in path.read_bytes()
+    assert redact.REDACTED.encode() not in path.read_bytes()
     assert redact.text(value) == value
 
 
@@ -175,8 +175,8 @@ def test_credential_env_values_of_any_shape_are_redacted(tmp_path: Path, monkeyp
     path = tmp_path / "s.jsonl"
     with Session.open(path, fsync="never") as session:
         event = session.append(ev.TOOL_RESULT, tool_use_id="t", content=f"env: {value}.")
-    assert value.encode() not in path.read_bytes() and event["content"] == f"env: {ev.REDACTED}."
-    assert redact.text(f"x{value}x") == f"x{ev.REDACTED}x"
+    assert value.encode() not in path.read_bytes() and event["content"] == f"env: {redact.REDACTED}."
+    assert redact.text(f"x{value}x") == f"x{redact.REDACTED}x"
     monkeypatch.delenv(name)
     assert redact.text(value) == value  # read at redaction time: gone from the env, no longer redacted
 
@@ -185,8 +185,8 @@ def test_registered_values_and_the_signing_secret_are_redacted(tmp_path: Path) -
     odd = "my odd value " + fake(ALNUM, 12)
     redact.register(odd)
     redact.register("short")  # under 8 characters: ignored
-    trust.signer()
-    secret = trust.load_secret()
+    signing.signer()
+    secret = signing.load_secret()
     assert secret is not None
     forms = [secret.hex(), base64.b64encode(secret).decode(), base64.urlsafe_b64encode(secret).decode().rstrip("=")]
     path = tmp_path / "s.jsonl"
@@ -225,8 +225,8 @@ def test_thinking_blocks_round_trip_verbatim_but_are_shown_redacted(tmp_path: Pa
         session.append(ev.USER_MSG, content=f"and {key}?")
     data = path.read_bytes()
     for block in (blocks[0], blocks[1], blocks[3]):
-        assert ev._ENCODER.encode(block).encode() in data  # byte for byte
-    assert written["content"][2]["text"] == f"I will not repeat {ev.REDACTED}."
+        assert line_codec._ENCODER.encode(block).encode() in data  # byte for byte
+    assert written["content"][2]["text"] == f"I will not repeat {redact.REDACTED}."
     assert data.count(key.encode()) == 3  # only inside the three protected blocks
     with Session.open(path, fsync="never") as session:
         # The compaction block starts the request (the API drops what is before it): the thinking before it is not sent.
@@ -250,12 +250,12 @@ def test_thinking_blocks_round_trip_verbatim_but_are_shown_redacted(tmp_path: Pa
     shown["search"] = json.dumps([list(history.searchable(e)) for e in events])
     for where, value in shown.items():
         assert key not in value and aws not in value, where
-    assert ev.REDACTED in render.event_html(events[2])  # the thinking is shown, redacted
+    assert redact.REDACTED in render.event_html(events[2])  # the thinking is shown, redacted
     assert "The user&#x27;s key is" in render.event_html(events[2])
 
 
 def test_protected_blocks_cost_nothing_when_absent_and_stay_exact_when_present() -> None:
-    body = ev._ENCODER.encode({"type": "user_msg", "content": "nothing here"})
+    body = line_codec._ENCODER.encode({"type": "user_msg", "content": "nothing here"})
     assert redact.json_body(body) is body
     assert redact.verbatim_blocks({"type": "user_msg", "content": [{"type": "thinking", "thinking": "x"}]}) == []
 
@@ -287,7 +287,7 @@ def test_a_401_that_echoes_the_key_leaks_it_nowhere(
         session.snapshot()
     assert key in _sent_key(fake)  # the key was sent, and the server echoes it
     err = caught.value
-    assert err.status == 401 and ev.REDACTED in str(err)
+    assert err.status == 401 and redact.REDACTED in str(err)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     os_cwd = Path.cwd()
     monkeypatch.chdir(tmp_path)
@@ -296,7 +296,7 @@ def test_a_401_that_echoes_the_key_leaks_it_nowhere(
     assert cli(["export", str(path), "-o", "s.ipynb"], out=out, err=io.StringIO()) == 0
     monkeypatch.chdir(os_cwd)
     model_errors = [e for e in nbagent.read_events(path) if e["type"] == ev.MODEL_ERROR]
-    assert model_errors and ev.REDACTED in model_errors[0]["message"]
+    assert model_errors and redact.REDACTED in model_errors[0]["message"]
     _assert_no_key(
         key,
         str(err),
@@ -316,7 +316,7 @@ def test_the_magic_shows_a_401_without_the_key(shell, fake: FakeAnthropic, tmp_p
     assert key in _sent_key(fake)
     assert result.error_in_exec is not None
     shown = capsys.readouterr()
-    assert ev.REDACTED in str(result.error_in_exec)
+    assert redact.REDACTED in str(result.error_in_exec)
     logs = list((tmp_path / ".nbagent").rglob("*.jsonl"))
     assert logs
     _assert_no_key(key, str(result.error_in_exec), shown.out, shown.err, *(p.read_bytes() for p in logs))
@@ -357,7 +357,7 @@ def test_a_private_key_read_with_line_numbers_is_redacted_like_without(
         nbagent.run(session, "show me the key", client=client, model="claude-test", tools=default_tools(), approval="auto")
     events = list(nbagent.read_events(path))
     result = next(e for e in events if e["type"] == ev.TOOL_RESULT)
-    assert ev.REDACTED in json.dumps(result["content"]) and not result.get("is_error")
+    assert redact.REDACTED in json.dumps(result["content"]) and not result.get("is_error")
     files = {"log": path.read_bytes(), "snapshot": snapshot.path_for(path).read_bytes(), "md": export.to_markdown(events).encode()}
     for line in PEM_BODY.splitlines():
         for where, data in files.items():

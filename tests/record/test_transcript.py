@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from nbagent import LogCorruptError, LogError, Session, history, read_events
 from nbagent.record import events as ev
+from nbagent.record import line_codec
 from nbagent.record.transcript import Prefix, Transcript
 from nbagent.state.fold import fold
 from nbagent.stores import snapshot
@@ -322,7 +323,7 @@ def test_an_old_format_snapshot_is_ignored(resumable: Path, tmp_path: Path) -> N
     del state["message_count"]
     body = json.dumps(state, separators=(",", ":")).encode()
     head = dict(header, v=1, body_len=len(body))
-    snapshot.path_for(old).write_bytes(ev.seal(json.dumps(head, separators=(",", ":")).encode()) + b"\n" + body + b"\n")
+    snapshot.path_for(old).write_bytes(line_codec.seal(json.dumps(head, separators=(",", ":")).encode()) + b"\n" + body + b"\n")
     with Session.open(old, snapshot_every=0) as session:
         assert session.snapshot_note == f"snapshot ignored (snapshot format v1 is not v{snapshot.VERSION}); replayed the whole log"
         assert session.state == fold(read_events(old))

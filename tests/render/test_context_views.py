@@ -205,9 +205,9 @@ def test_sessions_show_context_use_from_the_log_and_from_a_snapshot(tmp_path: Pa
         for item in session_events()[1:4]:
             session.append(str(item["type"]), **{k: v for k, v in item.items() if k not in ("v", "seq", "ts", "type")})
     summary = history.summarize(path)
-    assert (summary.context_tokens, summary.window, summary.context) == (143_400, 200_000, "143k / 200k")
+    assert (summary.context_tokens, summary.window, history.summary.context_shown(summary)) == (143_400, 200_000, "143k / 200k")
     assert summary.source == "snapshot"  # closing wrote one: the header alone answers
-    data = summary.to_dict()
+    data = history.json_row(summary)
     assert (data["context_tokens"], data["window"], data["context"]) == (143_400, 200_000, "143k / 200k")
     from io import StringIO
 

@@ -31,6 +31,7 @@ import nbagent
 from nbagent import history
 from nbagent.errors import LogError, UntrustedLogError
 from nbagent.record import events as ev
+from nbagent.record import line_codec
 from reliability.attacker import dangling_call, python_turn, write_log
 from tests.security.test_security import Effects
 from tests.support.fake_anthropic import FakeAnthropic, text, tool_use
@@ -425,7 +426,7 @@ def test_a_fresh_agent_makes_an_owner_only_log_folder(shell, fake: FakeAnthropic
 
 # 5. The not-a-log rule ---------------------------------------------------------------------------------
 def _line(event: dict[str, Any]) -> bytes:
-    return ev.encode(event)[0]
+    return line_codec.encode(event)[0]
 
 
 HEADER = _line({"v": ev.SCHEMA_VERSION, "seq": 1, "ts": 1.0, "type": ev.SESSION_START, "session_id": "a" * 32, "meta": {}})

@@ -11,7 +11,7 @@ from nbagent.agent.session import Session
 from nbagent.errors import LogCorruptError
 from nbagent.record import events as ev
 from nbagent.stores import get_store, migrations
-from nbagent.stores.postgres import log_bytes
+from nbagent.stores.postgres_db import log_bytes
 from reliability.redteam import Context, Finding, context
 from reliability.redteam import postgres as redteam
 from tests.support import pg_harness

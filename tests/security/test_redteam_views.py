@@ -19,8 +19,9 @@ from PIL import Image
 from nbagent.render import html as render
 from nbagent.render import safe_html
 from nbagent.render.hosts import local_link
-from nbagent.render.image_view import MAX_PIXELS, MAX_SIDE, header_size, refusal
+from nbagent.render.image_view import MAX_PIXELS, MAX_SIDE, refusal
 from nbagent.render.markdown import link_allowed, safe_markdown
+from nbagent.state.image_limits import header_size
 from reliability import redteam
 from reliability.redteam import views as attacks
 

@@ -71,9 +71,9 @@ def test_listing_has_the_cli_json_shape_for_notebooks_below_a_folder(server: NbS
         ("proj/deep/b.ipynb", "s2"),
     ]
     row = next(r for r in reply.body["sessions"] if r["name"] == "s1")
-    from nbagent.history import summarize
+    from nbagent.history import json_row, summarize
 
-    expected = summarize(place / "root/proj/.nbagent/a.ipynb/s1.jsonl").to_dict()
+    expected = json_row(summarize(place / "root/proj/.nbagent/a.ipynb/s1.jsonl"))
     assert set(row) == set(expected) | {"links"}
     assert {k: row[k] for k in ("title", "turns", "events", "tokens", "status", "session_id")} == {
         k: expected[k] for k in ("title", "turns", "events", "tokens", "status", "session_id")

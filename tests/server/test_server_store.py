@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from nbagent.history import store_summaries, summarize
+from nbagent.history import json_row, store_summaries, summarize
 from nbagent.stores import get_store, locate
 from tests.support import pg_harness
 from tests.support.server_harness import NbServer, session_api, write_turns
@@ -124,7 +124,7 @@ def test_the_listing_comes_from_the_index_with_the_cli_shape(server: NbServer, u
         ]
     )
     row = next(r for r in everything if r["name"] == "s1")
-    (expected,) = [s.to_dict() for s in store_summaries(get_store(url)) if s.name == "s1"]  # `nbagent sessions --store URL --json`
+    (expected,) = [json_row(s) for s in store_summaries(get_store(url)) if s.name == "s1"]  # `nbagent sessions --store URL --json`
     assert set(row) == set(expected) | {"store", "links"}
     assert {k: row[k] for k in expected if k != "trust"} == {k: v for k, v in expected.items() if k != "trust"}
     assert expected["trust"] == row["trust"] == "unchecked"  # the index cannot vouch: the stream's notice is checked

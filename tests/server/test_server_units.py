@@ -19,9 +19,9 @@ from nbagent.record.log_reader import read_events  # noqa: E402
 from nbagent.render.page_links import kernel_page_url, notebook_api_path, page_url  # noqa: E402
 from nbagent.server.handlers import MAX_SEQ, parse_seq  # noqa: E402
 from nbagent.server.paths import Refused, Roots, split_api_path  # noqa: E402
-from nbagent.server.present import Presenter  # noqa: E402
+from nbagent.server.present import Frame, Presenter  # noqa: E402
 from nbagent.server.source import FileSource  # noqa: E402
-from nbagent.server.tail import Client, Frame, Tails  # noqa: E402
+from nbagent.server.tail import Client, Tails  # noqa: E402
 from reliability.attacker import markdown_log  # noqa: E402
 from reliability.payloads import DANGEROUS, MARKDOWN, SAFE_IMAGE, cleaned, start_tags  # noqa: E402
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nbagent.agent import approval
+from nbagent.state.approval_rule import Here
 from nbagent.state.decide import (
     NOT_APPROVED,
     OUTSIDE_WORKSPACE,
@@ -158,11 +159,15 @@ def test_a_callable_gets_the_reason_and_its_answer_counts(reason: approval.Reaso
 def test_auto_hands_foreign_and_unknown_outcome_calls_to_a_person_when_there_is_one() -> None:
     asked: list[str] = []
 
-    def person(r: approval.ApprovalRequest) -> approval.Decision:
-        asked.append(r.reason)
-        return approval.Decision(True, "panel")
+    class Panel:
+        def here(self) -> Here:
+            return Here(kernel=True, frontend_stdin=True)  # a front end a person answers in
 
-    policy = approval.auto(person)
+        def ask(self, r: approval.ApprovalRequest) -> approval.Decision:
+            asked.append(r.reason)
+            return approval.Decision(True, "panel")
+
+    policy = approval.resolve("auto", Panel())
     assert [policy(request(reason)).by for reason in approval.REASONS] == ["panel", "panel", "auto", "auto"]
     assert asked == ["untrusted", "unknown_outcome"]
 

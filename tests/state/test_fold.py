@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from nbagent import Session
 from nbagent import read_events as nbagent_read
 from nbagent.record import events as ev
+from nbagent.record import line_codec
 from nbagent.state.asides import INTERRUPTED_NOTE, Asides, request_notes
 from nbagent.state.fold import APPLY, State, apply, fold
 
@@ -292,7 +293,7 @@ def test_a_v2_log_folds_as_it_did(tmp_path: Path) -> None:
         {"type": "user_msg", "content": "q2"},
     ]
     path = tmp_path / "v2.jsonl"
-    path.write_bytes(b"".join(ev.encode({"v": 2, "seq": i, "ts": 1.0 + i, **r})[0] for i, r in enumerate(records, 1)))
+    path.write_bytes(b"".join(line_codec.encode({"v": 2, "seq": i, "ts": 1.0 + i, **r})[0] for i, r in enumerate(records, 1)))
     events = list(nbagent_read(path))
     assert {e["v"] for e in events} == {2} and events[2]["mark"] is False and "to_model" not in events[3]
     assert fold(events).messages == [{"role": "user", "content": [text("q1"), text("q2")]}]
@@ -440,7 +441,7 @@ def test_state_round_trips_through_json(events: list[ev.Event]) -> None:
 @settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sessions(), st.data())
 def test_every_crash_point_reopens_to_the_fold_of_its_prefix(events: list[ev.Event], data: st.DataObject) -> None:
-    lines = [ev.encode(dict(e))[0] for e in events]
+    lines = [line_codec.encode(dict(e))[0] for e in events]
     blob = b"".join(lines)
     ends = [sum(len(line) for line in lines[:k]) for k in range(len(lines) + 1)]
     with tempfile.TemporaryDirectory() as folder:
@@ -468,7 +469,7 @@ def test_every_crash_point_reopens_to_the_fold_of_its_prefix(events: list[ev.Eve
 @given(sessions(), st.data())
 def test_a_snapshot_plus_the_events_after_it_is_the_fold_of_every_event(events: list[ev.Event], data: st.DataObject) -> None:
     """Snapshot after event p, resume and snapshot again after event q (splicing the still-encoded messages), resume at the end."""
-    lines = [ev.encode(dict(e))[0] for e in events]
+    lines = [line_codec.encode(dict(e))[0] for e in events]
     first = data.draw(st.integers(1, len(lines)), label="first snapshot after event")
     second = data.draw(st.integers(first, len(lines)), label="second snapshot after event")
     with tempfile.TemporaryDirectory() as folder:

@@ -21,8 +21,9 @@ import nbagent
 from nbagent.record import events as ev
 from nbagent.state import context as ctx
 from nbagent.state.fold import State, fold
+from nbagent.state.image_limits import MAX_BASE64, MAX_SIDE, refusal, sendable
 from nbagent.tools.builtin import file_tools
-from nbagent.tools.image_fit import MAX_BASE64, MAX_SIDE, fit_image, refusal, sendable
+from nbagent.tools.image_fit import fit_image
 from tests.support import fake_images
 from tests.support.fake_anthropic import FakeAnthropic, text, tool_use
 

@@ -27,7 +27,7 @@ from nbagent import history, stores
 from nbagent.agent.session import Session
 from nbagent.errors import LogError, LogWriteError
 from nbagent.record import events as ev
-from nbagent.stores.postgres import LOCK_CLASS
+from nbagent.stores.postgres_log import LOCK_CLASS
 from nbagent.tools.decorator import idempotency_key
 from tests.agent.test_session import add_turns
 from tests.support import pg_harness

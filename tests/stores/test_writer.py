@@ -17,6 +17,7 @@ import pytest
 
 from nbagent import LogCorruptError, LogLockedError, LogVersionError, Session, follow, read_events
 from nbagent.record import events as ev
+from nbagent.record import line_codec
 from nbagent.stores.writer import EventLog
 
 REPO = Path(__file__).resolve().parents[2]
@@ -275,11 +276,11 @@ def test_a_seq_gap_is_an_error_and_changes_nothing(log_path: Path, how: str, lin
 @pytest.mark.parametrize("where", ["last", "middle"])
 def test_a_log_from_a_newer_schema_is_refused_and_left_alone(log_path: Path, where: str) -> None:
     lines = write_log(log_path, 6)
-    newer, _ = ev.encode({"v": 9, "seq": 7, "ts": 1.0, "type": "something_new", "payload": [1]})
-    ev.decode(newer[:-1])  # a perfectly valid line, just from the future
+    newer, _ = line_codec.encode({"v": 9, "seq": 7, "ts": 1.0, "type": "something_new", "payload": [1]})
+    line_codec.decode(newer[:-1])  # a perfectly valid line, just from the future
     later = []
     if where == "middle":
-        later = [ev.encode(ev.make(8, ev.NOTE, {"text": "after"}))[0]]
+        later = [line_codec.encode(ev.make(8, ev.NOTE, {"text": "after"}))[0]]
     log_path.write_bytes(b"".join(lines) + newer + b"".join(later))
     before = digest(log_path)
     with pytest.raises(LogVersionError) as info:
@@ -356,7 +357,7 @@ def test_follow_a_log_another_thread_appends_to(log_path: Path) -> None:
 
 def test_follow_never_yields_half_a_line(log_path: Path) -> None:
     lines = write_log(log_path, 3)
-    more = [ev.encode(ev.make(seq, ev.NOTE, {"text": "x" * 500}))[0] for seq in range(4, 40)]
+    more = [line_codec.encode(ev.make(seq, ev.NOTE, {"text": "x" * 500}))[0] for seq in range(4, 40)]
 
     def writer() -> None:
         with log_path.open("ab", buffering=0) as out:
@@ -398,13 +399,13 @@ def test_follow_a_log_another_process_writes(log_path: Path) -> None:
 CRASH_THEN_RESUME = """
 import os, sys, time
 from nbagent import Session
-from nbagent.record import events as ev
+from nbagent.record import events as ev, line_codec
 path = sys.argv[1]
 with Session.open(path, fsync="never", snapshot_every=0) as session:
     session.append("note", text="before the crash")
     time.sleep(0.3)
 # a crash: half a line reaches the file, then the writer is gone
-line, _ = ev.encode(ev.make(session.seq + 1, "note", {"text": "torn " * 40}))
+line, _ = line_codec.encode(ev.make(session.seq + 1, "note", {"text": "torn " * 40}))
 with open(path, "ab") as out:
     out.write(line[: len(line) // 2])
 time.sleep(0.5)

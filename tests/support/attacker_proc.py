@@ -26,7 +26,7 @@ from pathlib import Path
 
 import nbagent
 from nbagent.record import events as ev
-from nbagent.record import trust
+from nbagent.record import line_codec, signing
 from nbagent.stores import snapshot
 from reliability.attacker import write_log
 
@@ -47,7 +47,7 @@ HOSTILE = {
 
 def splice(src: str, out: str, first: str) -> None:
     lines = Path(src).read_bytes().splitlines(keepends=True)
-    original = ev.decode(lines[0].rstrip(b"\n"))
+    original = line_codec.decode(lines[0].rstrip(b"\n"))
     claim = {
         "v": original["v"],
         "seq": 1,
@@ -56,9 +56,9 @@ def splice(src: str, out: str, first: str) -> None:
         "session_id": original["session_id"],
         "meta": {"by": "someone else"},
     }
-    user = trust.signer() if first == "signed" else None
+    user = signing.signer() if first == "signed" else None
     signer = user.for_session(original["session_id"]) if user is not None else None
-    line, _ = ev.encode(claim, signer)
+    line, _ = line_codec.encode(claim, signer)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_bytes(line + b"".join(lines[1:]))
 
@@ -69,9 +69,9 @@ def resequence(src: str, out: str, a: str, b: str) -> None:
     lines[first - 1], lines[second - 1] = lines[second - 1], lines[first - 1]
     for number in (first, second):
         line = lines[number - 1]
-        body, _crc = ev.unseal(line)
-        old = ev.decode(line)["seq"]
-        lines[number - 1] = ev.seal(body.replace(b'"seq":%d,' % old, b'"seq":%d,' % number, 1))
+        body, _crc = line_codec.unseal(line)
+        old = line_codec.decode(line)["seq"]
+        lines[number - 1] = line_codec.seal(body.replace(b'"seq":%d,' % old, b'"seq":%d,' % number, 1))
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_bytes(b"\n".join(lines) + b"\n")
 
@@ -85,9 +85,9 @@ def graft(donor: str, target: str, out: str, number: str) -> None:
 def tamper(path: str, number: str, old: str, new: str) -> None:
     assert len(old) == len(new)
     lines = Path(path).read_bytes().splitlines(keepends=True)
-    body, _crc = ev.unseal(lines[int(number) - 1].rstrip(b"\n"))
+    body, _crc = line_codec.unseal(lines[int(number) - 1].rstrip(b"\n"))
     assert old.encode() in body
-    lines[int(number) - 1] = ev.seal(body.replace(old.encode(), new.encode())) + b"\n"
+    lines[int(number) - 1] = line_codec.seal(body.replace(old.encode(), new.encode())) + b"\n"
     Path(path).write_bytes(b"".join(lines))
 
 
@@ -109,17 +109,17 @@ def _reseal_snapshot_header(path: Path, **changes: object) -> None:
     header.pop("crc", None)
     header.pop("sig", None)
     header.update(changes)
-    snap.write_bytes(ev.seal(json.dumps(header, separators=(",", ":")).encode()) + b"\n" + rest)
+    snap.write_bytes(line_codec.seal(json.dumps(header, separators=(",", ":")).encode()) + b"\n" + rest)
 
 
 def _sealed(event: dict[str, object]) -> bytes:
-    return ev.encode(event)[0]
+    return line_codec.encode(event)[0]
 
 
 def hostile(folder: str) -> None:
     root = Path(folder)
     root.mkdir(parents=True, exist_ok=True)
-    deep = ev.seal(b"[" * 100_000 + b"}")  # passes its crc; json.loads recurses 100000 deep
+    deep = line_codec.seal(b"[" * 100_000 + b"}")  # passes its crc; json.loads recurses 100000 deep
 
     for name in ("snap-huge-len", "snap-negative-len", "snap-long-header", "snap-deep-json"):
         _valid_log(root / f"{name}.jsonl")

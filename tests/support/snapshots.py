@@ -9,8 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nbagent.record import events as ev
-from nbagent.record import trust
+from nbagent.record import line_codec, signing
 from nbagent.stores import snapshot
 
 
@@ -33,10 +32,10 @@ def put(log_path: Path, header: dict[str, Any], state_line: bytes, messages_line
         if f"{name}_crc" in header:
             header[f"{name}_crc"] = f"{zlib.crc32(line):08x}"
     body = json.dumps(header, separators=(",", ":")).encode()
-    user = trust.signer() if sign else None
+    user = signing.signer() if sign else None
     if user is not None:
-        body = user.keyed(trust.SNAPSHOT, header["summary"]["session_id"]).sign(body)
-    head = ev.seal(body)
+        body = user.keyed(signing.SNAPSHOT, header["summary"]["session_id"]).sign(body)
+    head = line_codec.seal(body)
     snapshot.path_for(log_path).write_bytes(head + b"\n" + state_line + b"\n" + messages_line + b"\n")
 
 

@@ -12,7 +12,8 @@ import pytest
 from PIL import Image
 
 import nbagent
-from nbagent.tools.image_fit import MAX_SIDE, fit_image, fit_images
+from nbagent.state.image_limits import MAX_SIDE
+from nbagent.tools.image_fit import fit_image, fit_images
 from tests.support import fake_context
 from tests.support.fake_anthropic import FakeAnthropic, text, tool_use
 

@@ -1,6 +1,8 @@
 """MCP servers as tools (docs/mcp.md): configuration, trust of a project's .mcp.json, the running servers, the tool adapter.
 
 Nothing here imports the ``mcp`` SDK until a server is started (``pip install 'nbagent[mcp]'``).
+
+May import: the rest of ``tools`` and the floors below it.
 """
 
 from __future__ import annotations

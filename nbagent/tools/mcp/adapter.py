@@ -12,12 +12,12 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ...state.image_limits import IMAGE_TYPES
 from ..decorator import Tool, ToolContent
 from . import effects as rules
 from .config import ServerConfig, parse
 from .manager import CallFailed, Connection, Manager
 
-IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})  # what the API takes in a tool result
 UNKNOWN = "Its outcome is unknown (it may have run on the server); it was not repeated."
 
 

@@ -3,7 +3,7 @@
 The file can start any command with the user's rights, and it comes with whatever was cloned or downloaded, so its
 servers never start unasked (as Claude Code does with project servers). An approval is recorded per user, keyed by
 the SHA-256 of the file's bytes, in ``<data dir>/mcp-approved.json`` (the folder of the signing secret,
-``nbagent.record.trust.data_dir``): a changed file is a new hash and asks again. ``nbagent mcp approve PATH`` approves from a
+``nbagent.record.signing.data_dir``): a changed file is a new hash and asks again. ``nbagent mcp approve PATH`` approves from a
 terminal; in a notebook the panel asks.
 """
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...record import trust
+from ...record import signing
 from ...record.readfile import read_regular
 from .config import McpConfigError, ServerConfig, parse
 
@@ -70,7 +70,7 @@ def load(path: str | os.PathLike[str]) -> ProjectFile:
 
 
 def _record_path() -> Path:
-    return trust.data_dir() / RECORD
+    return signing.data_dir() / RECORD
 
 
 def _approvals() -> dict[str, Any]:

@@ -1,0 +1,103 @@
+"""What the PostgreSQL store and its writer share: the driver, its errors in words, a session's NOTIFY channel, rows as log bytes.
+
+The store (:mod:`.postgres`) reads and lists sessions; its writer (:mod:`.postgres_log`) appends one session's rows.
+Both reach the database through these, and check stored snapshots as files in a private scratch folder.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import re
+import shutil
+import tempfile
+import threading
+import uuid
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ..errors import LogError
+
+try:
+    import psycopg
+except ImportError:  # pragma: no cover - the postgres extra is not installed
+    psycopg = None  # type: ignore[assignment]
+
+_NOT_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def need_psycopg() -> Any:
+    """The psycopg module; LogError if the postgres extra is not installed."""
+    if psycopg is None:
+        raise LogError("the PostgreSQL store needs psycopg 3: pip install 'nbagent[postgres]'")
+    return psycopg
+
+
+def channel_of(conn: Any, session: int) -> str:
+    """The NOTIFY channel of a session: a random name in its row (no other role can read it under row-level security)."""
+    row = conn.execute("SELECT channel FROM nbagent_sessions WHERE id = %s", (session,)).fetchone()
+    return str(row[0]) if row else ""
+
+
+def listen(conn: Any, name: str) -> None:
+    """LISTEN on a channel named in a row (quoted: a row is data, never SQL)."""
+    sql = need_psycopg().sql
+    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(name)))
+
+
+def log_bytes(lines: Iterable[str]) -> bytes:
+    """Rows' lines as the log's bytes, each with its newline.
+
+    nbagent writes only ASCII lines.  A character that is not (a row changed by hand) becomes
+    one NUL byte, which no valid line holds: the reader reports that line as damaged, like an
+    altered line of a file, and every later line keeps the offset its writer gave it.
+    """
+    text = "".join(line + "\n" for line in lines)
+    try:
+        return text.encode("ascii")
+    except UnicodeEncodeError:
+        return _NOT_ASCII.sub("\0", text).encode("ascii")
+
+
+def message_of(exc: BaseException) -> str:
+    """A database error in one line of words."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+@contextlib.contextmanager
+def db_errors(what: str) -> Iterator[None]:
+    """Turn a database error while doing ``what`` into one clear LogError (no psycopg traceback reaches a user)."""
+    pg = need_psycopg()
+    try:
+        yield
+    except pg.Error as exc:
+        raise LogError(f"{what} failed: {message_of(exc)}") from None
+
+
+_scratch_root: Path | None = None
+_scratch_lock = threading.Lock()
+
+
+def scratch_folder() -> Path:
+    """A private folder (removed at exit) where snapshots are checked with the same code as snapshot files."""
+    global _scratch_root
+    with _scratch_lock:
+        if _scratch_root is None:
+            _scratch_root = Path(tempfile.mkdtemp(prefix="nbagent-pg-snapshots-"))
+            atexit.register(shutil.rmtree, _scratch_root, True)
+        folder = _scratch_root / uuid.uuid4().hex
+        folder.mkdir(mode=0o700)
+        return folder
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to a file only its owner can read (a stored snapshot, checked as a file)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
