@@ -70,8 +70,8 @@ def _decide(found: Any, settings: Agent, view: View | None, notes: list[str]) ->
     if found.digest in _declined:
         notes.append(project.not_approved_note(found, "you declined it in this kernel"))
         return False
-    if view is None or not getattr(view, "shows_questions", True) or settings.approval == "deny":
-        nobody = view is None or not getattr(view, "shows_questions", True)
+    if view is None or not view.shows_questions or settings.approval == "deny":
+        nobody = view is None or not view.shows_questions
         notes.append(project.not_approved_note(found, "nobody can approve it here" if nobody else "Agent.approval is 'deny'"))
         return False
     entries = found.raw.get("mcpServers", found.raw)

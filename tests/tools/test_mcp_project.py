@@ -51,6 +51,8 @@ def write_project(folder: Path, **env: str) -> Path:
 class View:
     """A view whose person answers approval questions as told, and remembers them."""
 
+    shows_questions = True  # it stands for the panel
+
     def __init__(self, answer: bool) -> None:
         self.answer, self.asked = answer, []
 
