@@ -217,6 +217,12 @@ def test_every_module_is_at_most_400_lines() -> None:
     assert long_modules(PACKAGE) == []
 
 
+def test_every_extension_source_is_at_most_400_lines() -> None:
+    sources = sorted((PACKAGE.parent / "labextension" / "src").glob("*.ts"))
+    assert sources, "labextension/src holds the extension's TypeScript"
+    assert [f"{path.name}: {n} lines" for path in sources if (n := len(path.read_text().splitlines())) > MAX_LINES] == []
+
+
 def test_no_two_modules_have_look_alike_names() -> None:
     assert look_alikes(PACKAGE) == []
 

@@ -8,6 +8,7 @@ import type { NotebookPanel } from '@jupyterlab/notebook';
 import type { Kernel, KernelMessage } from '@jupyterlab/services';
 
 import { applyEdit, CellsError, insertCells, readCells } from './cells';
+import * as outgoing from './outgoing';
 import * as protocol from './protocol';
 
 /** How the notebook's comm stands: what the button says. */
@@ -66,7 +67,7 @@ export class CellsBridge {
         this._setStatus('absent');
       }
     };
-    comm.open(protocol.hello(this.version) as any);
+    comm.open(outgoing.hello(this.version) as any);
   }
 
   /** Ask the kernel to insert a turn's work (or one call's, with `toolUseId`); resolves when the cells are in. */
@@ -102,7 +103,7 @@ export class CellsBridge {
           resolve(outcome);
         }
       });
-      this._send(protocol.insertRequest(id, session, turn, toolUseId));
+      this._send(outgoing.insertRequest(id, session, turn, toolUseId));
     });
   }
 
@@ -181,7 +182,7 @@ export class CellsBridge {
       console.warn(
         `nbagent: refused a message from the kernel: ${parsed.error}`
       );
-      this._send(protocol.error(parsed.error, parsed.id));
+      this._send(outgoing.error(parsed.error, parsed.id));
       return;
     }
     const message = parsed.message;
@@ -202,7 +203,7 @@ export class CellsBridge {
             message.cells
           );
           this._send(
-            protocol.inserted(
+            outgoing.inserted(
               message.id,
               message.session,
               result.cells,
@@ -227,7 +228,7 @@ export class CellsBridge {
             return Boolean(cellModel && (cellModel as any).isDirty);
           });
           this._send(
-            protocol.notebook(message.id, this.panel.context.path, cells)
+            outgoing.notebook(message.id, this.panel.context.path, cells)
           );
           break;
         }
@@ -243,8 +244,8 @@ export class CellsBridge {
           );
           this._send(
             reason === null
-              ? protocol.editResult(message.id, true)
-              : protocol.editResult(message.id, false, reason)
+              ? outgoing.editResult(message.id, true)
+              : outgoing.editResult(message.id, false, reason)
           );
           break;
         }
@@ -270,7 +271,7 @@ export class CellsBridge {
         console.error('nbagent: the cells comm failed', reason);
       }
       const id = 'id' in message ? message.id : undefined;
-      this._send(protocol.error(text, id));
+      this._send(outgoing.error(text, id));
       if (message.type === 'insert') {
         this._settle(message.id, message.session, { ok: false, error: text });
       }

@@ -2,6 +2,7 @@
  * The comm protocol's checks: every documented shape is accepted, anything else refused with what is wrong.
  */
 
+import * as outgoing from '../outgoing';
 import * as protocol from '../protocol';
 import packageJson from '../../package.json';
 
@@ -237,19 +238,19 @@ describe('parseKernelMessage refuses anything else', () => {
 
 describe('messages to the kernel', () => {
   it('are of the documented shapes', () => {
-    expect(protocol.hello('0.1.0')).toEqual({
+    expect(outgoing.hello('0.1.0')).toEqual({
       v: 1,
       type: 'hello',
       extension: '0.1.0'
     });
-    expect(protocol.insertRequest('i', 's', 2)).toEqual({
+    expect(outgoing.insertRequest('i', 's', 2)).toEqual({
       v: 1,
       type: 'insert_request',
       id: 'i',
       session: 's',
       turn: 2
     });
-    expect(protocol.insertRequest('i', 's', 2, 't')).toEqual({
+    expect(outgoing.insertRequest('i', 's', 2, 't')).toEqual({
       v: 1,
       type: 'insert_request',
       id: 'i',
@@ -257,20 +258,20 @@ describe('messages to the kernel', () => {
       turn: 2,
       tool_use_id: 't'
     });
-    expect(protocol.editResult('i', false, 'why')).toEqual({
+    expect(outgoing.editResult('i', false, 'why')).toEqual({
       v: 1,
       type: 'edit_result',
       id: 'i',
       ok: false,
       reason: 'why'
     });
-    expect(protocol.editResult('i', true)).toEqual({
+    expect(outgoing.editResult('i', true)).toEqual({
       v: 1,
       type: 'edit_result',
       id: 'i',
       ok: true
     });
-    expect(protocol.error('e'.repeat(2000))).toEqual({
+    expect(outgoing.error('e'.repeat(2000))).toEqual({
       v: 1,
       type: 'error',
       error: 'e'.repeat(1000)
