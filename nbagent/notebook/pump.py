@@ -10,6 +10,13 @@ for comms that arrive during an async cell), and holds every other message
 (say the next cell's ``execute_request``) to hand back to the kernel's loop,
 in order, when pumping stops.
 
+A page opened while the cell waits (a reopened notebook, a second tab) asks
+``kernel_info_request`` and ``comm_info_request`` before it can work, so those
+are answered at once too, after a ``status: busy`` whose parent is the running
+cell (so the page's status bar reads Busy, not Unknown).  Their ``status: idle``
+is sent only after the cell's own idle: an idle during the wait would show a
+front end that does not filter these request types (VS Code) an idle kernel.
+
 Those are private internals, so the pump is used only on the ipykernel versions
 it was written for (``SUPPORTED_IPYKERNEL``, also pinned in pyproject.toml's
 ``test`` extra) and only while ``NBAGENT_COMM_PUMP`` is not ``0``.  Elsewhere, or
@@ -27,6 +34,20 @@ from typing import Any
 logger = logging.getLogger("nbagent")
 
 COMM_TYPES = frozenset({"comm_msg", "comm_open", "comm_close"})
+INFO_TYPES = frozenset({"kernel_info_request", "comm_info_request"})  # a new page's first questions: answered at once
+INTERNALS = (  # the kernel's attributes the pump uses; a kernel without one of them gets the text prompt
+    "dispatch_shell",
+    "get_parent",
+    "set_parent",
+    "_get_shell_context_var",
+    "_shell_parent_ident",
+    "shell_main",
+    "shell_channel_thread",
+    "io_loop",
+    "session",
+    "_publish_status",
+    "_main_asyncio_lock",
+)
 SUPPORTED_IPYKERNEL = ">=7.4,<8"  # 7.3 lacks dispatch_shell(concurrent=); 8 may move the internals again
 SWITCH = "NBAGENT_COMM_PUMP"  # "0" turns the pump off: approvals are asked on stdin
 FALLBACK = "so approvals are asked as a y/N text prompt"
@@ -45,6 +66,11 @@ def pump_supported(version: str) -> bool:
     except InvalidVersion:
         return False
     return SpecifierSet(SUPPORTED_IPYKERNEL).contains(parsed, prereleases=True)
+
+
+def at_once(msg_type: str) -> bool:
+    """Whether the pump handles a shell message during the cell (comms, a new page's info requests) instead of holding it."""
+    return msg_type in COMM_TYPES or msg_type in INFO_TYPES
 
 
 def pump_switched_off() -> bool:
@@ -80,7 +106,7 @@ def current_kernel() -> Any | None:
 
 def _main_socket(kernel: Any) -> Any:
     """The main shell's inproc socket, after checking every internal the pump touches."""
-    for name in ("_get_shell_context_var", "_shell_parent_ident", "shell_main", "io_loop", "session"):
+    for name in INTERNALS:
         if not hasattr(kernel, name):
             raise AttributeError(f"the kernel has no {name}")
     if "concurrent" not in inspect.signature(kernel.dispatch_shell).parameters:
@@ -98,6 +124,7 @@ class CommPump:
         self.kernel = kernel
         self.socket = _main_socket(kernel)
         self.held: list[list[Any]] = []
+        self.answered: list[dict[str, Any]] = []  # headers of the info requests answered: each gets its idle after the cell
         self.failed = False
 
     @classmethod
@@ -150,10 +177,14 @@ class CommPump:
             except zmq.Again:
                 break
         for i, frames in enumerate(arrived):
-            if self._msg_type(frames) not in COMM_TYPES:
+            header = self._header(frames)
+            msg_type = str(header.get("msg_type", ""))
+            if not at_once(msg_type):
                 self.held.append(frames)
                 continue
             try:
+                if msg_type in INFO_TYPES:
+                    self.kernel._publish_status("busy", "shell")  # parent: the running cell, so every page shows Busy
                 self._dispatch(frames)
             except Exception:
                 self.held += arrived[i:]  # not handled: the kernel's own loop handles it and the rest, in order, after this cell
@@ -161,14 +192,16 @@ class CommPump:
             except BaseException:
                 self.held += arrived[i + 1 :]  # interrupted while handling this one: keep the rest
                 raise
+            if msg_type in INFO_TYPES:
+                self.answered.append(header)
 
-    def _msg_type(self, frames: list[Any]) -> str:
+    def _header(self, frames: list[Any]) -> dict[str, Any]:
         session = self.kernel.session
         try:
             _, rest = session.feed_identities(frames, copy=False)
-            return str(session.deserialize(rest, content=False, copy=False)["header"].get("msg_type", ""))
+            return dict(session.deserialize(rest, content=False, copy=False)["header"])
         except Exception:
-            return ""
+            return {}
 
     def _dispatch(self, frames: list[Any]) -> None:
         kernel = self.kernel
@@ -187,10 +220,19 @@ class CommPump:
             kernel.set_parent(ident, parent, channel="shell")  # outputs keep going to the running cell
 
     def close(self) -> None:
-        """Hand the held messages back to the kernel's loop, in arrival order (they run after this cell)."""
+        """Schedule the answered requests' idles, then hand the held messages back in arrival order (all after this cell)."""
+        answered, self.answered = self.answered, []
+        if answered:
+            self.kernel.io_loop.add_callback(self._idle_after_cell, answered)
         held, self.held = self.held, []
         for frames in held:
             self.kernel.io_loop.add_callback(self.kernel.shell_main, None, frames)
+
+    async def _idle_after_cell(self, answered: list[dict[str, Any]]) -> None:
+        """Once the cell let go of the main shell (its own idle is out), one idle for each request answered during it."""
+        async with self.kernel._main_asyncio_lock:
+            for header in answered:
+                self.kernel._publish_status("idle", "shell", parent={"header": header})
 
     def __enter__(self) -> CommPump:
         return self

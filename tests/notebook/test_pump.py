@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -63,6 +64,35 @@ def test_the_off_switch(value: str | None, off: bool, monkeypatch: pytest.Monkey
 
 def test_outside_a_kernel_there_is_no_pump() -> None:
     assert pump.CommPump.for_current_kernel() is None
+
+
+@pytest.mark.parametrize(
+    ("msg_type", "now"),
+    [
+        ("comm_msg", True),  # an approval click
+        ("comm_open", True),
+        ("comm_close", True),
+        ("kernel_info_request", True),  # a page opened while the approval waits: its status bar needs the answer
+        ("comm_info_request", True),  # its widget manager restoring the panel's widgets
+        ("execute_request", False),  # the next cell runs after this one, in order
+        ("complete_request", False),
+        ("inspect_request", False),
+        ("history_request", False),
+        ("is_complete_request", False),
+        ("shutdown_request", False),
+        ("", False),  # a message whose header did not parse
+    ],
+)
+def test_what_the_pump_handles_while_the_cell_waits_and_what_it_holds(msg_type: str, now: bool) -> None:
+    assert pump.at_once(msg_type) is now
+
+
+@pytest.mark.parametrize("missing", pump.INTERNALS)
+def test_a_kernel_without_an_internal_the_pump_uses_gets_no_pump_and_a_message_naming_it(missing: str) -> None:
+    """CommPump() raises, so for_current_kernel() warns once with the message and approvals go to the text prompt."""
+    kernel = SimpleNamespace(**{name: object() for name in pump.INTERNALS if name != missing})
+    with pytest.raises(AttributeError, match=f"^the kernel has no {missing}$"):
+        pump.CommPump(kernel)
 
 
 # Real kernels: ``kernel`` (conftest) has the default environment, so it pumps -------------------------
