@@ -113,8 +113,14 @@ class Calls:
     def _approve(self, tool_use_id: str, tool: Tool, arguments: dict[str, Any], reason: approvals.Reason) -> approvals.Decision:
         request = approvals.ApprovalRequest(tool_use_id, tool.name, arguments, tool.effect, reason, tool.claims)
         # The arguments are in the assistant_msg that made the call: the event names it by its id.
-        self.session.append(ev.APPROVAL, tool_use_id=tool_use_id, reason=reason, decision="pending", question=request.describe())
-        decision = self.ask(request)
+        before = self.session.seq
+        try:
+            self.session.append(ev.APPROVAL, tool_use_id=tool_use_id, reason=reason, decision="pending", question=request.describe())
+            decision = self.ask(request)
+        except KeyboardInterrupt:  # logged (durable) before it propagates: re-running the cell asks the same call again
+            if self.session.seq > before:  # the question was logged (views that follow the log may be showing it)
+                self.session.append(ev.APPROVAL, tool_use_id=tool_use_id, reason=reason, decision="interrupted")
+            raise
         self.session.append(
             ev.APPROVAL,
             tool_use_id=tool_use_id,

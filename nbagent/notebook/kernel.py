@@ -135,6 +135,8 @@ class TurnIndex:
                     self.turns[-1] = replace(self.turns[-1], python_calls=self.turns[-1].python_calls + tuple(calls))
             elif self.turns and kind == ev.TOOL_RESULT and event.get("is_error"):
                 self.turns[-1] = replace(self.turns[-1], failed_calls=self.turns[-1].failed_calls | {event["tool_use_id"]})
+            if self.turns and _settles_asking(event):
+                self.turns[-1] = replace(self.turns[-1], asking=event.get("decision") == "interrupted")
             if kind == ev.ASSISTANT_MSG:  # as the fold counts them (server compactions' tokens included)
                 for key, count in totals(event.get("usage")).items():
                     self._usage[key] += count
@@ -152,6 +154,13 @@ class TurnIndex:
         """The last turn ends at the last event read."""
         if self.turns and self.turns[-1].end != self.seq:
             self.turns[-1] = replace(self.turns[-1], end=self.seq)
+
+
+def _settles_asking(event: ev.Event) -> bool:
+    """Whether ``event`` says if the turn is left asking: an approval decided or interrupted, a call started or answered."""
+    if event["type"] == ev.APPROVAL:
+        return event.get("decision") != "pending"
+    return event["type"] in (ev.TOOL_STARTED, ev.TOOL_RESULT)
 
 
 def _python_call(block: Any) -> bool:

@@ -151,7 +151,7 @@ class AgentMagics(Magics):
         view = build.view(self.shell, request or session.state.title or path.stem, live=live, session=session)
         try:
             self._show(session, plan, view, index)
-            if plan.show is not None or plan.show_all:
+            if plan.show or plan.show_all:
                 view.recorded(restart.after_recorded(plan, turns, nbkernel.KERNEL_ID, self.sessions.restored(key)))
             if not live:
                 view.finish()  # a re-rendered turn is static: shown now, above anything the steps below print
@@ -176,18 +176,19 @@ class AgentMagics(Magics):
             self.cells.after(session, view, live=live)  # the "Insert as cells" output; Agent.cells 'code' inserts now
 
     def _show(self, session: Session, plan: restart.Plan, view: View, index: nbkernel.TurnIndex) -> None:
-        """Re-render recorded events: all of them, or one turn's (no model call, no tool re-run).
+        """Re-render recorded events: all of them, or the cell's turns', each in order (no model call, no tool re-run).
 
-        A turn's view starts where the session stood before its request (the calls still open, the
-        notes the fold put before it: an interruption, a restart), so only the turn's own events are read.
+        The view starts where the session stood before the first turn's request (the calls still open, the
+        notes the fold put before it: an interruption, a restart), so only the turns' own events are read;
+        a later turn adds the names of the calls open before it (another cell's turns in between are not shown).
         """
         if plan.show_all:
             for event in session.events():
                 view(event)
-        elif plan.show is not None:
-            view.begin(index.start(plan.show.seq))
-            for event in session.events(since=plan.show.seq - 1):
-                if event["seq"] > plan.show.end:
+        for turn in plan.show:
+            view.begin(index.start(turn.seq))
+            for event in session.events(since=turn.seq - 1):
+                if event["seq"] > turn.end:
                     break
                 view(event)
 

@@ -40,6 +40,7 @@ class Turn:
     kernel: str | None = None
     python_calls: tuple[tuple[str, str], ...] = ()  # (tool_use_id, code) of the python tool, in order: what --restore re-runs
     failed_calls: frozenset[str] = frozenset()
+    asking: bool = False  # its last approval question was interrupted before anyone answered (see ask_again)
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ class Plan:
     claims: Claims = field(default_factory=Claims)
     refuse: bool = False  # a request on a session the user did not write, by --resume or --session: a UsageError
     show_all: bool = False  # re-render every event of the session (--resume)
-    show: Turn | None = None  # re-render this recorded turn: no model call, no tool re-run
+    show: tuple[Turn, ...] = ()  # re-render these recorded turns, in order: no model call, no tool re-run
     restore: tuple[Turn, ...] = ()  # re-run the recorded python code of these turns (the adapter runs each once)
     unfinished: Literal["leave", "continue", "explain"] = "leave"  # explain: the session is not the user's, say how
     new_session: bool = False  # the request starts a new session of the user's own
@@ -92,9 +93,11 @@ def plan(
     """What ``cell`` does with the ``turns`` of its session, as the kernel ``kernel`` that has made ``claims``.
 
     ``--resume`` re-renders everything, then continues an unfinished turn or asks the request. Otherwise a
-    request matched to a turn of an earlier kernel re-renders that turn, and continues it only if it is the
-    last, unfinished one; anything else asks anew. A session the user did not write (``trusted`` false)
-    is never continued, and a new request on it starts a new session of the user's own.
+    request matched to turns of an earlier kernel re-renders them (every turn that cell recorded with that
+    request), and continues the last only if it is the session's last, unfinished turn. A cell whose turn
+    was interrupted while asking approval, re-run unchanged, asks again (:func:`ask_again`). Anything else
+    asks anew. A session the user did not write (``trusted`` false) is never continued, and a new request
+    on it starts a new session of the user's own.
     ``positions``: :func:`request_positions` of ``turns``, if the caller keeps them (else they are worked out).
     """
     finish: Literal["continue", "explain"] = "continue" if trusted else "explain"
@@ -111,10 +114,14 @@ def plan(
             note=bool(cell.request) and after_restart(turns, kernel),
         )
     wanted = cell.request and not cell.new
-    matched, claims = match(turns, cell.request, cell.cell_id, kernel, claims, positions) if wanted else (None, claims)
-    if matched is not None:
-        last = matched == turns[-1] and frontier in UNFINISHED
-        return Plan(claims, show=matched, restore=(matched,) if cell.restore else (), unfinished=finish if last else "leave")
+    matched, claims = matches(turns, cell.request, cell.cell_id, kernel, claims, positions) if wanted else ((), claims)
+    if matched:
+        last = matched[-1] == turns[-1] and frontier in UNFINISHED
+        return Plan(claims, show=matched, restore=matched if cell.restore else (), unfinished=finish if last else "leave")
+    again = ask_again(turns, cell, frontier) if wanted else None
+    if again is not None:  # its turn goes on at its frontier: the same call is asked again, nothing new is sent
+        claims = Claims(claims.seqs | {again.seq}, claims.cursor)
+        return Plan(claims, show=(again,), restore=(again,) if cell.restore and again.kernel != kernel else (), unfinished=finish)
     if not trusted and cell.request:
         return Plan(claims, new_session=True, ask=True)
     return Plan(
@@ -133,7 +140,7 @@ def after_recorded(plan: Plan, turns: Sequence[Turn], kernel: str, restored: Set
     ``turns``: the session's turns; ``restored``: the seqs of the turns this kernel has already restored.
     """
     then = AFTER_RECORDED[(plan.ask, plan.unfinished == "continue")]
-    shown = (plan.show,) if plan.show is not None else tuple(turns) if plan.show_all else ()
+    shown = plan.show or (tuple(turns) if plan.show_all else ())
     made = [t for t in shown if t.kernel != kernel and any(call not in t.failed_calls for call, _ in t.python_calls)]
     if not made:
         return then
@@ -166,6 +173,48 @@ def match(
         return None, claims
     index, turn = chosen
     return turn, Claims(claims.seqs | {turn.seq}, index + 1)
+
+
+def matches(
+    turns: Sequence[Turn],
+    request: str,
+    cell_id: str | None,
+    kernel: str,
+    claims: Claims,
+    positions: Mapping[str, Sequence[int]] | None = None,
+) -> tuple[tuple[Turn, ...], Claims]:
+    """Every earlier kernel's turn a re-run cell recorded, in order (``()``: the cell asks anew), and the claims with them.
+
+    The first is :func:`match`'s; matched by the cell's id, the later unclaimed turns of that id and request follow
+    (a cell run again with the same request in one kernel's life recorded one turn each time).
+    """
+    first, claims = match(turns, request, cell_id, kernel, claims, positions)
+    if first is None:
+        return (), claims
+    if not cell_id or first.cell_id != cell_id:
+        return (first,), claims
+    at = (positions if positions is not None else request_positions(turns)).get(request_key(request), ())
+    more = [i for i in at if turns[i].seq > first.seq and turns[i].cell_id == cell_id and turns[i].kernel != kernel]
+    more = [i for i in more if turns[i].seq not in claims.seqs]
+    if not more:
+        return (first,), claims
+    return (first, *(turns[i] for i in more)), Claims(claims.seqs | {turns[i].seq for i in more}, more[-1] + 1)
+
+
+def ask_again(turns: Sequence[Turn], cell: Cell, frontier: str) -> Turn | None:
+    """The session's last turn, if the cell re-runs it to ask again the approval question an interrupt left unanswered.
+
+    Only that turn's own cell (by its id, where both have one) with its request unchanged (up to whitespace), and only
+    while the call is still open (frontier ``tools``): an edited request is a new one, and the call is settled as not run.
+    """
+    if not turns or frontier != "tools" or not turns[-1].asking:
+        return None
+    last = turns[-1]
+    if not same_request(last.request, cell.request):
+        return None
+    if cell.cell_id and last.cell_id and cell.cell_id != last.cell_id:
+        return None
+    return last
 
 
 def request_positions(turns: Sequence[Turn]) -> dict[str, list[int]]:

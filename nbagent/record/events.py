@@ -120,10 +120,14 @@ class ModelErrorEvent(TypedDict):
     retry_in: NotRequired[float]  # seconds waited before the next attempt (the API's retry-after, else the back-off)
 
 
+# An approval's decisions: asked (pending), answered, or the ask interrupted before anyone answered (the call did not run).
+APPROVAL_DECISIONS = ("pending", "approved", "declined", "interrupted")
+
+
 class Approval(TypedDict):
     tool_use_id: NotRequired[str]
     reason: NotRequired[str]
-    decision: NotRequired[str]  # pending | approved | declined
+    decision: NotRequired[str]  # one of APPROVAL_DECISIONS
     question: NotRequired[str]
     by: NotRequired[str]
     note: NotRequired[str]

@@ -161,9 +161,12 @@ def model_notes_html(notes: Iterable[str]) -> str:
     return "".join(note_html(note_words(n), label="note to the model") for n in notes)
 
 
+CUT_OFF = "the reply stopped here, unfinished: its stream was cut off (an interrupt, an error or a crash)"
+
+
 def cut_off_html(streamed: str) -> str:
-    """Text the model streamed before it was cut off (no finished message replaced it)."""
-    return f'<div class="nbagent-text">{markdown_html(streamed)}</div>'
+    """Text the model streamed before it was cut off (no finished message replaced it), labelled so."""
+    return f'<div class="nbagent-text">{markdown_html(streamed)}</div>{note_html(CUT_OFF, label="cut off")}'
 
 
 def header_html(title: str, status: str = "", *, origin: str = "", link: str = "") -> str:

@@ -339,10 +339,13 @@ BY = {
     "auto": "by the approval policy (auto)",
     "deny": "by the approval policy (deny)",
 }
+INTERRUPTED_ASK = "unanswered (interrupted): the call was not run"
 
 
 def decision_words(decision: Any, by: Any, note: Any = "") -> str:
     """What an approval was decided with, in plain words: 'approved by you in the panel' (table: tests/render/test_rows.py)."""
+    if decision == "interrupted":  # nobody answered: the ask was interrupted (the cell's next run asks again)
+        return INTERRUPTED_ASK
     verdict = decision if decision in ("approved", "declined") else "decided"
     note = note.strip() if isinstance(note, str) else ""
     if by == "nobody":

@@ -630,20 +630,33 @@ def test_interrupt_while_the_reply_streams_is_logged_and_the_call_is_made_again(
     assert [r.body["messages"] for r in fake.requests] == [[{"role": "user", "content": "hi"}]] * 2
 
 
+@pytest.mark.parametrize("where", ["asking", "showing the logged question"])
 def test_interrupt_while_waiting_for_approval_asks_again_on_resume(
-    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, tools: list[nbagent.Tool], effects: Effects
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, tools: list[nbagent.Tool], effects: Effects, where: str
 ) -> None:
     def walk_away(request: nbagent.ApprovalRequest) -> bool:
         raise KeyboardInterrupt
 
+    def ctrl_c_on_the_question(event: dict[str, Any]) -> None:
+        if where != "asking" and event["type"] == ev.APPROVAL and event.get("decision") == "pending":
+            raise KeyboardInterrupt  # a view that follows the log is drawing the question when Ctrl-C comes
+
+    unsubscribe = session.subscribe(ctrl_c_on_the_question, since=session.seq)
     fake.script(tool_use("delete_table", {"table": "t"}, id="toolu_1"))
     with pytest.raises(nbagent.Interrupted):
         go(session, client, "drop t", tools=tools, approval=walk_away)
-    assert [e["decision"] for e in of_type(session, ev.APPROVAL)] == ["pending"] and effects.calls == []
+    unsubscribe()
+    # the question's end is logged before the interrupt: asked, interrupted, then the interruption
+    assert [(e["type"], e.get("decision")) for e in session.events()][-3:] == [
+        (ev.APPROVAL, "pending"),
+        (ev.APPROVAL, "interrupted"),
+        (ev.INTERRUPTED, None),
+    ]
+    assert effects.calls == [] and session.state.frontier == "tools"
     fake.script(text("dropped"))
     go(session, client, tools=tools, approval="auto")
     assert effects.calls == [("delete_table", {"table": "t"}, None)]
-    assert [e["decision"] for e in of_type(session, ev.APPROVAL)] == ["pending", "pending", "approved"]
+    assert [e["decision"] for e in of_type(session, ev.APPROVAL)] == ["pending", "interrupted", "pending", "approved"]
 
 
 def test_pause_turn_sends_the_paused_message_back_to_continue(

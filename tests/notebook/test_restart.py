@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +21,14 @@ SAME_A, SAME_B = Turn(1, 4, "same", "cell-a", OLD), Turn(5, 9, "same", "cell-b",
 GO1, OTHER, GO2 = Turn(1, 4, "go", None, OLD), Turn(5, 9, "other", None, OLD), Turn(10, 14, "go", None, OLD)
 SCRIPTED = Turn(1, 3, "from a script")  # recorded by nbagent.run, not by a kernel
 AB = [A, B]
+# One cell run again with its request unchanged in the same kernel (each run asked anew): a turn each time.
+AGAIN1, AGAIN2, MINE_AGAIN = (
+    Turn(10, 14, "load data", "cell-a", OLD),
+    Turn(15, 19, "load data", "cell-a", OLD),
+    Turn(10, 14, "load data", "cell-a", ME),
+)
+# The last turn was interrupted while it asked approval for a call (which did not run), in this kernel or an earlier one.
+ASKING, ASKING_OLD = Turn(5, 9, "clean up", "cell-c", ME, asking=True), Turn(5, 9, "clean up", "cell-c", OLD, asking=True)
 
 
 def seen(*seqs: int, cursor: int) -> Claims:
@@ -31,16 +40,16 @@ NONE = Claims()
 # the recorded turns, the cell, trusted, frontier, claims so far  ->  the plan
 CASES = [
     # A re-run cell after a restart shows the turn it recorded again, no model call: matched by its cellId ...
-    (AB, Cell("plot it", "cell-b"), True, "done", NONE, Plan(seen(5, cursor=2), show=B)),
+    (AB, Cell("plot it", "cell-b"), True, "done", NONE, Plan(seen(5, cursor=2), show=(B,))),
     # ... which picks between cells of the same text, and wins over the Run All order;
-    ([SAME_A, SAME_B], Cell("same", "cell-b"), True, "done", NONE, Plan(seen(5, cursor=2), show=SAME_B)),
-    (AB, Cell("load data", "cell-a"), True, "done", seen(5, cursor=2), Plan(seen(1, 5, cursor=1), show=A)),
+    ([SAME_A, SAME_B], Cell("same", "cell-b"), True, "done", NONE, Plan(seen(5, cursor=2), show=(SAME_B,))),
+    (AB, Cell("load data", "cell-a"), True, "done", seen(5, cursor=2), Plan(seen(1, 5, cursor=1), show=(A,))),
     # whitespace does not count; a cell without a cellId, or a turn recorded without one, matches by text;
-    (AB, Cell(" load\n  data ", "cell-a"), True, "done", NONE, Plan(seen(1, cursor=1), show=A)),
-    (AB, Cell("load data"), True, "done", NONE, Plan(seen(1, cursor=1), show=A)),
-    ([GO1], Cell("go", "cell-x"), True, "done", NONE, Plan(seen(1, cursor=1), show=GO1)),
+    (AB, Cell(" load\n  data ", "cell-a"), True, "done", NONE, Plan(seen(1, cursor=1), show=(A,))),
+    (AB, Cell("load data"), True, "done", NONE, Plan(seen(1, cursor=1), show=(A,))),
+    ([GO1], Cell("go", "cell-x"), True, "done", NONE, Plan(seen(1, cursor=1), show=(GO1,))),
     # a turn of a script (no kernel id) matches too.
-    ([SCRIPTED], Cell("from a script"), True, "done", NONE, Plan(seen(1, cursor=1), show=SCRIPTED)),
+    ([SCRIPTED], Cell("from a script"), True, "done", NONE, Plan(seen(1, cursor=1), show=(SCRIPTED,))),
     # Not the cell that recorded it -- a copy (another cellId), an edited request, a turn already claimed,
     # a turn of this kernel's -- asks anew; the first new turn since the restart carries the note.
     (AB, Cell("load data", "cell-copy"), True, "done", NONE, Plan(ask=True, note=True)),
@@ -48,13 +57,67 @@ CASES = [
     (AB, Cell("load data", "cell-a"), True, "done", seen(1, cursor=1), Plan(seen(1, cursor=1), ask=True, note=True)),
     ([MINE], Cell("mine", "cell-m"), True, "done", NONE, Plan(ask=True)),
     # Run All without cellIds (classic Notebook): the duplicate after the last match, else the first unclaimed.
-    ([GO1, OTHER, GO2], Cell("go"), True, "done", seen(1, 5, cursor=2), Plan(seen(1, 5, 10, cursor=3), show=GO2)),
-    ([GO1, OTHER, GO2], Cell("go"), True, "done", seen(5, cursor=2), Plan(seen(5, 10, cursor=3), show=GO2)),
-    ([GO1, OTHER, GO2], Cell("go"), True, "done", seen(10, cursor=3), Plan(seen(1, 10, cursor=1), show=GO1)),
+    ([GO1, OTHER, GO2], Cell("go"), True, "done", seen(1, 5, cursor=2), Plan(seen(1, 5, 10, cursor=3), show=(GO2,))),
+    ([GO1, OTHER, GO2], Cell("go"), True, "done", seen(5, cursor=2), Plan(seen(5, 10, cursor=3), show=(GO2,))),
+    ([GO1, OTHER, GO2], Cell("go"), True, "done", seen(10, cursor=3), Plan(seen(1, 10, cursor=1), show=(GO1,))),
     # The last turn, unfinished (a crash, an interrupt): the user's own continues; a foreign one is shown, not continued.
-    (AB, Cell("plot it", "cell-b"), True, "tools", NONE, Plan(seen(5, cursor=2), show=B, unfinished="continue")),
-    (AB, Cell("load data", "cell-a"), True, "model", NONE, Plan(seen(1, cursor=1), show=A)),
-    (AB, Cell("plot it", "cell-b"), False, "model", NONE, Plan(seen(5, cursor=2), show=B, unfinished="explain")),
+    (AB, Cell("plot it", "cell-b"), True, "tools", NONE, Plan(seen(5, cursor=2), show=(B,), unfinished="continue")),
+    (AB, Cell("load data", "cell-a"), True, "model", NONE, Plan(seen(1, cursor=1), show=(A,))),
+    (AB, Cell("plot it", "cell-b"), False, "model", NONE, Plan(seen(5, cursor=2), show=(B,), unfinished="explain")),
+    # A cell that recorded several turns (run again unchanged in one kernel's life) re-renders them all, in order,
+    # other cells' turns in between left out; the last one continues if it is the session's last, unfinished turn.
+    ([A, B, AGAIN1], Cell("load data", "cell-a"), True, "done", NONE, Plan(seen(1, 10, cursor=3), show=(A, AGAIN1))),
+    (
+        [A, AGAIN1, AGAIN2],
+        Cell("load data", "cell-a"),
+        True,
+        "tools",
+        NONE,
+        Plan(seen(1, 10, 15, cursor=3), show=(A, AGAIN1, AGAIN2), unfinished="continue"),
+    ),
+    (
+        [A, B, AGAIN1],
+        Cell("load data", "cell-a", restore=True),
+        True,
+        "done",
+        NONE,
+        Plan(seen(1, 10, cursor=3), show=(A, AGAIN1), restore=(A, AGAIN1)),
+    ),
+    # ... those not claimed yet, of an earlier kernel, and of that cell and request only; without cell ids, one turn a run.
+    ([A, B, AGAIN1], Cell("load data", "cell-a"), True, "done", seen(1, cursor=1), Plan(seen(1, 10, cursor=3), show=(AGAIN1,))),
+    ([A, MINE_AGAIN], Cell("load data", "cell-a"), True, "done", NONE, Plan(seen(1, cursor=1), show=(A,))),
+    ([A, B, AGAIN1], Cell("load data", "cell-copy"), True, "done", NONE, Plan(ask=True, note=True)),
+    ([A, B, AGAIN1], Cell("load data"), True, "done", NONE, Plan(seen(1, cursor=1), show=(A,))),
+    # A turn interrupted while it asked approval: its cell re-run unchanged (up to whitespace) shows it and asks the same
+    # call again, in the same kernel too; an edited request, another cell, or a turn no longer waiting asks anew (and the
+    # loop settles the open call as not run).
+    ([A, ASKING], Cell("clean up", "cell-c"), True, "tools", NONE, Plan(seen(5, cursor=0), show=(ASKING,), unfinished="continue")),
+    ([A, ASKING], Cell(" clean\n up", "cell-c"), True, "tools", NONE, Plan(seen(5, cursor=0), show=(ASKING,), unfinished="continue")),
+    ([A, ASKING], Cell("clean up", restore=True), True, "tools", NONE, Plan(seen(5, cursor=0), show=(ASKING,), unfinished="continue")),
+    ([A, ASKING], Cell("clean up everything", "cell-c"), True, "tools", NONE, Plan(ask=True)),
+    ([A, ASKING], Cell("clean up", "cell-x"), True, "tools", NONE, Plan(ask=True)),
+    ([A, ASKING], Cell("clean up", "cell-c"), True, "model", NONE, Plan(ask=True)),
+    ([A, ASKING], Cell("clean up", "cell-c", new=True), True, "tools", NONE, Plan(ask=True)),
+    ([ASKING, A], Cell("clean up", "cell-c"), True, "tools", NONE, Plan(ask=True)),
+    ([A, Turn(5, 9, "clean up", "cell-c", ME)], Cell("clean up", "cell-c"), True, "tools", NONE, Plan(ask=True)),
+    # ... after a restart it is matched as any unfinished last turn; claimed already (asked again, interrupted again), it still is.
+    ([A, ASKING_OLD], Cell("clean up", "cell-c"), True, "tools", NONE, Plan(seen(5, cursor=2), show=(ASKING_OLD,), unfinished="continue")),
+    (
+        [A, ASKING_OLD],
+        Cell("clean up", "cell-c", restore=True),
+        True,
+        "tools",
+        seen(5, cursor=2),
+        Plan(seen(5, cursor=2), show=(ASKING_OLD,), restore=(ASKING_OLD,), unfinished="continue"),
+    ),
+    (
+        [A, ASKING_OLD],
+        Cell("clean up", "cell-c"),
+        False,
+        "tools",
+        seen(5, cursor=2),
+        Plan(seen(5, cursor=2), show=(ASKING_OLD,), unfinished="explain"),
+    ),
     # A session the user did not write: a new request starts a session of their own; by --resume or --session it is refused.
     (AB, Cell("tidy up", "cell-c"), False, "done", NONE, Plan(new_session=True, ask=True)),
     (AB, Cell("more", resume=True), False, "done", NONE, Plan(refuse=True)),
@@ -79,7 +142,7 @@ CASES = [
     ([A, MINE], Cell("", restore=True), True, "done", NONE, Plan(restore=(A,), restore_only=True)),
     ([MINE], Cell("", restore=True), True, "done", NONE, Plan(restore_only=True)),
     ([A], Cell("next", restore=True), True, "done", NONE, Plan(restore=(A,), ask=True, note=True, mention_restore=True)),
-    (AB, Cell("plot it", "cell-b", restore=True), True, "done", NONE, Plan(seen(5, cursor=2), show=B, restore=(B,))),
+    (AB, Cell("plot it", "cell-b", restore=True), True, "done", NONE, Plan(seen(5, cursor=2), show=(B,), restore=(B,))),
     # The restart note only when there are turns from another kernel and none from this one.
     ([], Cell("hi"), True, "empty", NONE, Plan(ask=True)),
     ([A, MINE], Cell("hi"), True, "done", NONE, Plan(ask=True)),
@@ -183,3 +246,27 @@ def test_a_request_is_matched_among_its_own_recorded_turns_only() -> None:
         turn, claims = match(turns, f"step {n % 7}", None, ME, claims)
         worked_out.append(turn)
     assert kept == worked_out and sum(t is not None for t in kept) == 50
+
+
+def test_the_turn_index_knows_a_turn_left_asking(tmp_path: Path) -> None:
+    """A turn is left asking from an approval interrupted before anyone answered until a decision, a start or a result."""
+    with nbagent.Session.open(tmp_path / "s.jsonl") as session:
+        index = TurnIndex()
+        session.append(ev.USER_MSG, content="clean up", meta={"request": "clean up", "kernel": ME, "cell_id": "cell-c"})
+        call = {"type": "tool_use", "id": "toolu_1", "name": "shell", "input": {"command": "rm -r build"}}
+        session.append(ev.ASSISTANT_MSG, content=[call], stop_reason="tool_use", usage={})
+        asked = {"tool_use_id": "toolu_1", "reason": "irreversible"}
+        steps: list[tuple[str, dict[str, Any], bool]] = [
+            (ev.APPROVAL, {**asked, "decision": "pending", "question": "rm?"}, False),
+            (ev.APPROVAL, {**asked, "decision": "interrupted"}, True),
+            (ev.INTERRUPTED, {"during": "tools", "open_calls": ["toolu_1"]}, True),
+            (ev.APPROVAL, {**asked, "decision": "pending", "question": "rm?"}, True),  # asked again: still waiting
+            (ev.APPROVAL, {**asked, "decision": "approved", "by": "panel"}, False),
+            (ev.APPROVAL, {**asked, "decision": "interrupted"}, True),
+            (ev.TOOL_STARTED, {"tool_use_id": "toolu_1", "name": "shell", "effect": "irreversible"}, False),
+            (ev.APPROVAL, {**asked, "decision": "interrupted"}, True),
+            (ev.TOOL_RESULT, {"tool_use_id": "toolu_1", "content": "Not run", "is_error": True}, False),
+        ]
+        for kind, payload, asking in steps:
+            session.append(kind, **payload)
+            assert [t.asking for t in index.update(session)] == [asking], (kind, payload)

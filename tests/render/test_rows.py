@@ -170,6 +170,7 @@ DECISIONS = [
     ("approved", "ci-bot", "", "approved by ci-bot"),
     ("approved", None, "", "approved (by whom is not recorded)"),
     ("maybe", ["x"], None, "decided (by whom is not recorded)"),
+    ("interrupted", None, None, "unanswered (interrupted): the call was not run"),
 ]
 
 
