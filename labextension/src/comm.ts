@@ -1,13 +1,16 @@
 /**
  * One notebook's end of the `nbagent.cells` comm: opened when its kernel is ready (again after a restart, and after
- * a cell naming nbagent ran while there was no comm), every message checked, each request answered.
+ * a cell naming nbagent ran while there was no comm), every message checked, each request answered. The kernel
+ * keeps one comm per page; a question waiting is shown by approvals.ts, a kernel gone by gone.ts.
  */
 
 import type { ICodeCellModel } from '@jupyterlab/cells';
 import type { NotebookPanel } from '@jupyterlab/notebook';
 import type { Kernel, KernelMessage } from '@jupyterlab/services';
 
+import { Approvals } from './approvals';
 import { applyEdit, CellsError, insertCells, readCells } from './cells';
+import { KernelWatch } from './gone';
 import * as outgoing from './outgoing';
 import * as protocol from './protocol';
 
@@ -28,11 +31,14 @@ const newId = (): string =>
 /** The bridge of one notebook panel (see `bridgeFor`). */
 export class CellsBridge {
   status: Status = 'no-kernel';
+  readonly approvals: Approvals;
 
   constructor(
     readonly panel: NotebookPanel,
     readonly version: string
   ) {
+    this.approvals = new Approvals(panel, message => this._send(message));
+    new KernelWatch(panel, this.approvals);
     const session = panel.sessionContext;
     session.kernelChanged.connect(this._onKernel, this);
     session.statusChanged.connect(this._onStatus, this);
@@ -249,6 +255,12 @@ export class CellsBridge {
           );
           break;
         }
+        case 'approval_waiting':
+          this.approvals.waiting(message);
+          break;
+        case 'approval_decided':
+          this.approvals.decided(message);
+          break;
         case 'error':
           if (message.id !== undefined) {
             this._settle(message.id, undefined, {

@@ -67,6 +67,23 @@ export function editResult(
   return message;
 }
 
+/** The user's answer to a question waiting (`approval_waiting`), from this page. */
+export function approvalAnswer(
+  id: string,
+  session: string,
+  toolUseId: string,
+  approved: boolean
+): JSONObject {
+  return {
+    v: VERSION,
+    type: 'approval_answer',
+    id,
+    session,
+    tool_use_id: toolUseId,
+    approved
+  };
+}
+
 /** A refused message's answer (its id echoed when it had a usable one). */
 export function error(text: string, id?: string): JSONObject {
   const message: JSONObject = {

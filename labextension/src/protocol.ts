@@ -15,6 +15,7 @@ export const MAX_OUTPUTS_TEXT = 20_000; // characters of one cell's outputs as t
 export const MAX_CELLS = 10_000; // cells in one message
 export const MAX_OUTPUTS = 1000; // outputs of one inserted cell
 export const MAX_OUTPUT_CHARS = 20_000_000; // characters of one inserted cell's outputs, as JSON
+export const MAX_HTML = 5_000_000; // characters of an approval question's HTML
 
 /** A JSON object. */
 export type JSONObject = { [key: string]: unknown };
@@ -51,7 +52,33 @@ export type KernelMessage =
       old_source: string;
       new_source: string;
     }
+  | {
+      v: 1;
+      type: 'approval_waiting';
+      session: string;
+      tool_use_id: string;
+      question_html: string;
+      cell_id?: string;
+    }
+  | {
+      v: 1;
+      type: 'approval_decided';
+      session: string;
+      tool_use_id: string;
+      decision: 'approved' | 'declined' | 'interrupted';
+      by: string;
+    }
   | { v: 1; type: 'error'; id?: string; error: string };
+
+/** A question waiting, as `approval_waiting` says it; how it ended, as `approval_decided` says. */
+export type ApprovalWaiting = Extract<
+  KernelMessage,
+  { type: 'approval_waiting' }
+>;
+export type ApprovalDecided = Extract<
+  KernelMessage,
+  { type: 'approval_decided' }
+>;
 
 /** An inserted cell, as reported back in `inserted`. */
 export interface IInsertedCell {
@@ -235,6 +262,19 @@ const FROM_KERNEL: Record<
   read_request: [{ id: ID }, {}],
   apply_edit: [
     { id: ID, cell_id: ID, old_source: SOURCE, new_source: SOURCE },
+    {}
+  ],
+  approval_waiting: [
+    { session: ID, tool_use_id: ID, question_html: str(MAX_HTML) },
+    { cell_id: ID }
+  ],
+  approval_decided: [
+    {
+      session: ID,
+      tool_use_id: ID,
+      decision: oneOf('approved', 'declined', 'interrupted'),
+      by: ID
+    },
     {}
   ],
   error: [{ error: TEXT }, { id: ID }]

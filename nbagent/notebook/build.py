@@ -44,10 +44,16 @@ def view(shell: Any, title: str, *, live: bool = True, session: Session | None =
     from .panel import Panel
 
     notebook = nbkernel.notebook_path(shell)
-    panel = Panel(title, link=kernel_page_url(str(notebook), session.path.stem) if notebook and session else "")
     cells = cells_for(shell)
+    panel = Panel(
+        title,
+        link=kernel_page_url(str(notebook), session.path.stem) if notebook and session else "",
+        session=session.path.stem if session else "",
+        cell_id=cells.tracker.cell_id if cells is not None else None,  # the %agent cell (pre_run_cell saw its id)
+    )
     if cells is not None:
         panel.explain = cells.proposals.diff_html  # a proposed cell edit's approval shows its diff
+        panel.pages = cells.bridge  # a question also waits on every notebook page on the kernel (docs/cells.md)
     panel.show()
     return panel
 

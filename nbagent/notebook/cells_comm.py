@@ -1,8 +1,10 @@
 """The comm target ``nbagent.cells``: the bridge to the browser extension that inserts, reads and edits cells (docs/cells.md).
 
-Every message either way is a JSON object of a documented shape (:func:`problem` checks one, a pure rule with table
-tests); anything else is answered with an ``error`` message, never an exception. A reply the kernel waits for while a
-cell runs (``notebook``, ``edit_result``) is read through the comm pump (:mod:`.pump`), as approval clicks are.
+Every message either way is a JSON object of a documented shape (:mod:`.cells_protocol` checks one, a pure rule
+with table tests); anything else is answered with an ``error`` message, never an exception. A reply the kernel waits
+for while a cell runs (``notebook``, ``edit_result``) is read through the comm pump (:mod:`.pump`), as approval
+clicks are. Every notebook page on the kernel has its own comm (:class:`Page`): a question to the user waits on all
+of them (``approval_waiting``), and any of them may answer it.
 """
 
 from __future__ import annotations
@@ -12,148 +14,35 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .pump import CommPump
+from .cells_protocol import (  # re-exported: the shapes were defined here first (tests and docs name them here)
+    CELL_TYPES,
+    MAX_CELLS,
+    MAX_HTML,
+    MAX_ID,
+    MAX_OUTPUTS_TEXT,
+    MAX_PATH,
+    MAX_SOURCE,
+    MAX_TEXT,
+    TARGET,
+    VERSION,
+    Message,
+    approval_decided,
+    approval_waiting,
+    error,
+    fits,
+    message_id,
+    problem,
+)
+from .pump import CommPump, current_kernel
 
+__all__ = ["CELL_TYPES", "MAX_CELLS", "MAX_HTML", "MAX_ID", "MAX_OUTPUTS_TEXT", "MAX_PATH", "MAX_SOURCE", "MAX_TEXT"]
+__all__ += ["TARGET", "VERSION", "Bridge", "Host", "Message", "Page", "error", "message_id", "problem"]
 logger = logging.getLogger("nbagent")
-
-TARGET = "nbagent.cells"
-VERSION = 1
-MAX_ID = 200  # characters of an id, a session name, a cell id, a tool_use_id
-MAX_TEXT = 1_000  # characters of a reason, an error, an extension version
-MAX_SOURCE = 1_000_000  # characters of one cell's source
-MAX_OUTPUTS_TEXT = 20_000  # characters of one cell's outputs as text (the browser clips them)
-MAX_CELLS = 10_000  # cells in one message
-MAX_PATH = 4_096
-CELL_TYPES = ("code", "markdown", "raw")
-
-Message = dict[str, Any]
-Check = Callable[[Any], str]  # '' when the value is good, else what is wrong with it
-
-
-def _str(limit: int) -> Check:
-    return lambda v: "" if isinstance(v, str) and len(v) <= limit else f"a string of at most {limit:,} characters"
-
-
-def _int(low: int = 0) -> Check:
-    return lambda v: "" if isinstance(v, int) and not isinstance(v, bool) and v >= low else f"an integer of at least {low}"
-
-
-def _bool(v: Any) -> str:
-    return "" if isinstance(v, bool) else "true or false"
-
-
-def _optional_int(v: Any) -> str:
-    return "" if v is None else _int(0)(v)
-
-
-def _one_of(*choices: str) -> Check:
-    return lambda v: "" if v in choices else f"one of {', '.join(choices)}"
-
-
-def _list(item: Check, limit: int = MAX_CELLS) -> Check:
-    def check(v: Any) -> str:
-        if not isinstance(v, list) or len(v) > limit:
-            return f"a list of at most {limit:,} items"
-        for i, x in enumerate(v):
-            wrong = item(x)
-            if wrong:
-                return f"a list whose item {i} is {wrong}"
-        return ""
-
-    return check
-
-
-def _object(required: dict[str, Check], optional: dict[str, Check] | None = None) -> Check:
-    optional = optional or {}
-
-    def check(v: Any) -> str:
-        if not isinstance(v, dict):
-            return "an object"
-        extra = sorted(set(v) - set(required) - set(optional))
-        if extra:
-            return f"an object without the keys {extra}"
-        for key in required:
-            if key not in v:
-                return f"an object with {key!r}"
-        for key, rule in {**required, **optional}.items():
-            if key in v:
-                wrong = rule(v[key])
-                if wrong:
-                    return f"an object whose {key!r} is {wrong}"
-        return ""
-
-    return check
-
-
-ID = _str(MAX_ID)
-HEADER = {"v": lambda v: "" if v == VERSION and not isinstance(v, bool) else f"{VERSION}", "type": _str(40)}
-# What the browser may send (docs/cells.md, "Comm protocol v1"): type -> its keys besides v and type.
-FROM_BROWSER: dict[str, tuple[dict[str, Check], dict[str, Check]]] = {
-    "hello": ({"extension": _str(MAX_TEXT)}, {}),
-    "insert_request": ({"id": ID, "session": ID, "turn": _int(1)}, {"tool_use_id": ID}),
-    "inserted": (
-        {
-            "id": ID,
-            "session": ID,
-            "cells": _list(_object({"tool_use_id": ID, "cell_id": ID, "index": _int(0)})),
-            "skipped": _list(ID),
-        },
-        {},
-    ),
-    "notebook": (
-        {
-            "id": ID,
-            "path": _str(MAX_PATH),
-            "cells": _list(
-                _object(
-                    {
-                        "id": ID,
-                        "cell_type": _one_of(*CELL_TYPES),
-                        "source": _str(MAX_SOURCE),
-                        "execution_count": _optional_int,
-                        "outputs_text": _str(MAX_OUTPUTS_TEXT),
-                        "dirty": _bool,
-                    }
-                )
-            ),
-        },
-        {},
-    ),
-    "edit_result": ({"id": ID, "ok": _bool}, {"reason": _str(MAX_TEXT)}),
-    "error": ({"error": _str(MAX_TEXT)}, {"id": ID}),
-}
-REPLIES = ("notebook", "edit_result", "error")  # answers to a request the kernel waits for
-
-
-def problem(message: Any) -> str:
-    """What is wrong with a message from the browser ('' when it is of a documented shape): a pure rule."""
-    if not isinstance(message, dict):
-        return "a message must be a JSON object"
-    for key, rule in HEADER.items():
-        if key not in message or rule(message[key]):
-            return f"a message needs {key!r} = {rule(None) if key == 'v' else 'a type name'}"
-    kind = message["type"]
-    if kind not in FROM_BROWSER:
-        return f"unknown message type {str(kind)[:40]!r}"
-    required, optional = FROM_BROWSER[kind]
-    wrong = _object({**required, **{k: lambda v: "" for k in HEADER}}, optional)(message)
-    return f"{kind}: must be {wrong}" if wrong else ""
-
-
-def error(text: str, request_id: str | None = None) -> Message:
-    """The error message for a refused message (its id echoed when it had a valid one)."""
-    message: Message = {"v": VERSION, "type": "error", "error": text[:MAX_TEXT]}
-    if request_id is not None:
-        message["id"] = request_id
-    return message
-
-
-def message_id(message: Any) -> str | None:
-    """A message's id, when it has one that is a short string."""
-    value = message.get("id") if isinstance(message, dict) else None
-    return value if isinstance(value, str) and len(value) <= MAX_ID else None
+KEEP_PAGES = 100  # pages remembered (a page closed without closing its comm is never told apart from a live one)
+KEEP_DECIDED = 100  # questions whose decision is sent again to a late answer
 
 
 class Host(Protocol):
@@ -166,22 +55,51 @@ class Host(Protocol):
         """The browser's ``inserted`` reply to ``sent`` (our ``insert``)."""
 
 
-class Bridge:
-    """The kernel's end of the ``nbagent.cells`` comm: the last notebook view that opened it, its hello, requests waiting."""
+@dataclass
+class Page:
+    """One notebook page's end of the comm: its comm, its client id (the ``session`` of its messages' headers), its hello."""
 
-    def __init__(self, host: Host, version: str) -> None:
+    comm: Any
+    client: str
+    opened: float
+    extension: str = ""  # the browser extension's version, once it said hello
+    hello: float = 0.0  # when it said hello (time.monotonic())
+
+
+@dataclass(frozen=True)
+class Question:
+    """An approval waiting in a panel: how to answer it, its HTML, the cell running the turn."""
+
+    answer: Callable[[bool], None]
+    html: str
+    cell_id: str | None
+
+
+class Bridge:
+    """The kernel's end of the ``nbagent.cells`` comm: one :class:`Page` per comm, the questions waiting, requests waiting."""
+
+    def __init__(self, host: Host, version: str, *, running: Callable[[], str] | None = None) -> None:
         self.host = host
         self.version = version
-        self.comm: Any = None
-        self.extension = ""  # the browser extension's version, once it said hello
+        self.running = running or _running_client  # the client id of the page whose cell runs now ('' if none)
+        self.pages: dict[str, Page] = {}  # comm id -> page, oldest first
+        self.asking: dict[tuple[str, str], Question] = {}  # (session, tool_use_id) -> the question waiting
+        self.decided: dict[tuple[str, str], Message] = {}  # the last questions' approval_decided, oldest first
         self._waiting: dict[str, list[Message]] = {}  # request id -> [reply] once it came
         self._sent_inserts: dict[str, Message] = {}  # insert id -> the insert, until its inserted reply
-        self._lock = threading.Lock()
+        self._reply_to: Page | None = None  # the page whose request is being handled (its answer goes there)
+        self._lock = threading.RLock()
 
     @property
     def present(self) -> bool:
-        """Whether a browser extension is connected and said hello."""
-        return self.comm is not None and bool(self.extension)
+        """Whether a browser extension is connected and said hello (on some page)."""
+        return any(page.extension for page in list(self.pages.values()))
+
+    @property
+    def extension(self) -> str:
+        """The version the newest page's extension said in its hello ('' when none did)."""
+        page = self._newest()
+        return page.extension if page is not None else ""
 
     # The comm ------------------------------------------------------------------------------------------
     def register(self) -> bool:
@@ -193,77 +111,149 @@ class Bridge:
         return True
 
     def unregister(self) -> None:
-        """Stop answering the target; close the comm."""
+        """Stop answering the target; close every page's comm."""
         manager = _manager()
         if manager is not None:
             manager.targets.pop(TARGET, None)
-        if self.comm is not None:
+        with self._lock:
+            pages, self.pages = list(self.pages.values()), {}
+        for page in pages:
             try:
-                self.comm.close()
+                page.comm.close()
             except Exception:
                 pass
-        self.comm, self.extension = None, ""
 
     def opened(self, comm: Any, open_msg: Message) -> None:
-        """A notebook view opened the comm (its kernel is ready, or restarted): it replaces any earlier one."""
-        self.comm, self.extension = comm, ""
-        comm.on_msg(self.received)
-        comm.on_close(lambda _msg: self._closed(comm))
+        """A notebook page opened the comm (its kernel is ready, or restarted): one more page."""
+        key = str(getattr(comm, "comm_id", "") or id(comm))
+        client = str(((open_msg.get("header") or {}).get("session")) or "")
+        page = Page(comm, client, time.monotonic())
+        with self._lock:
+            self.pages[key] = page
+            while len(self.pages) > KEEP_PAGES:
+                self.pages.pop(next(iter(self.pages)))
+        comm.on_msg(lambda msg: self.received(msg, page))
+        comm.on_close(lambda _msg: self._closed(key, page))
         data = (open_msg.get("content") or {}).get("data")
         if data:
-            self.handle(data)
+            self.handle(data, page)
 
-    def _closed(self, comm: Any) -> None:
-        if self.comm is comm:
-            self.comm, self.extension = None, ""
+    def _closed(self, key: str, page: Page) -> None:
+        with self._lock:
+            if self.pages.get(key) is page:
+                del self.pages[key]
 
-    def received(self, msg: Message) -> None:
-        """One comm message from the browser."""
-        self.handle((msg.get("content") or {}).get("data"))
+    def received(self, msg: Message, page: Page) -> None:
+        """One comm message from a page."""
+        self.handle((msg.get("content") or {}).get("data"), page)
 
-    def handle(self, data: Any) -> None:
-        """Check a message and act on it; a refused one is answered with an error, never raised."""
+    def handle(self, data: Any, page: Page) -> None:
+        """Check a message from a page and act on it; a refused one is answered (to that page) with an error, never raised."""
         wrong = problem(data)
         if wrong:
-            self.send(error(wrong, message_id(data)))
+            self.send(error(wrong, message_id(data)), page)
             return
         kind = data["type"]
         try:
             if kind == "hello":
-                self.extension = data["extension"] or "?"
-                self.send({"v": VERSION, "type": "hello", "nbagent": self.version})
+                page.extension, page.hello = data["extension"] or "?", time.monotonic()
+                self.send({"v": VERSION, "type": "hello", "nbagent": self.version}, page)
+                with self._lock:
+                    waiting = list(self.asking.items())
+                for (session, tool_use_id), question in waiting:  # a page opened while a question waits shows it
+                    self.send(approval_waiting(session, tool_use_id, question.html, question.cell_id), page)
             elif kind == "insert_request":
-                self.host.insert_request(data)
+                self._reply_to = page
+                try:
+                    self.host.insert_request(data)
+                finally:
+                    self._reply_to = None
             elif kind == "inserted":
                 sent = self._sent_inserts.pop(data["id"], None)
                 if sent is None or sent["session"] != data["session"]:
-                    self.send(error("no insert of this id and session is waiting for its reply", data["id"]))
+                    self.send(error("no insert of this id and session is waiting for its reply", data["id"]), page)
                 else:
                     self.host.inserted(data, sent)
+            elif kind == "approval_answer":
+                self._answer(data, page)
             elif "id" in data:
                 with self._lock:
                     slot = self._waiting.get(data["id"])
                     if slot is not None and not slot:
                         slot.append(data)
                 if slot is None and kind != "error":
-                    self.send(error("no request of this id is waiting for a reply", data["id"]))
+                    self.send(error("no request of this id is waiting for a reply", data["id"]), page)
         except ValueError as exc:
-            self.send(error(str(exc), message_id(data)))
+            self.send(error(str(exc), message_id(data)), page)
         except Exception as exc:  # a bug of ours: logged, and the browser told, never a traceback in a cell
             logger.warning("nbagent: the cells comm failed on a %s message: %s: %s", kind, type(exc).__name__, exc)
-            self.send(error(f"the kernel failed on this message ({type(exc).__name__})", message_id(data)))
+            self.send(error(f"the kernel failed on this message ({type(exc).__name__})", message_id(data)), page)
 
-    def send(self, message: Message) -> bool:
-        """Send a message to the browser; False without a comm."""
-        comm = self.comm
-        if comm is None:
+    def send(self, message: Message, page: Page | None = None) -> bool:
+        """Send a message to one page (by default the one :meth:`target` chooses); False without one."""
+        page = page if page is not None else self.target()
+        if page is None:
             return False
-        comm.send(message)
+        try:
+            page.comm.send(message)
+        except Exception as exc:  # a comm closed meanwhile: that page is gone
+            logger.debug("nbagent: a page's comm refused a message: %s", exc)
+            return False
         return True
+
+    def broadcast(self, message: Message) -> int:
+        """Send a message to every page that said hello; how many."""
+        with self._lock:
+            pages = [page for page in self.pages.values() if page.extension]
+        return sum(self.send(message, page) for page in pages)
+
+    def target(self) -> Page | None:
+        """The page a request of the kernel goes to: the one that ran the cell running now, else the newest that said hello."""
+        client = self.running()
+        with self._lock:
+            pages = [page for page in self.pages.values() if page.extension]
+        ran = [page for page in pages if client and page.client == client]
+        return max(ran or pages, key=lambda page: page.hello, default=None)
+
+    def _newest(self) -> Page | None:
+        with self._lock:
+            return max((page for page in self.pages.values() if page.extension), key=lambda page: page.hello, default=None)
+
+    # Approvals -------------------------------------------------------------------------------------------
+    def waiting(self, session: str, tool_use_id: str, answer: Callable[[bool], None], question_html: str, cell_id: str | None) -> None:
+        """A panel asks a question: every page shows it and may answer (``answer(approved)``, the buttons' own choice)."""
+        if not fits(session, tool_use_id, question_html, cell_id):
+            return  # too long for the protocol: only the page that runs the cell shows it, in the panel
+        with self._lock:
+            self.asking[(session, tool_use_id)] = Question(answer, question_html, cell_id)
+        self.broadcast(approval_waiting(session, tool_use_id, question_html, cell_id))
+
+    def ended(self, session: str, tool_use_id: str, decision: str, by: str) -> None:
+        """The panel's question ended (``decision`` approved, declined or interrupted): every page is told."""
+        with self._lock:
+            if self.asking.pop((session, tool_use_id), None) is None:
+                return
+            message = approval_decided(session, tool_use_id, decision, by)
+            self.decided[(session, tool_use_id)] = message
+            while len(self.decided) > KEEP_DECIDED:
+                self.decided.pop(next(iter(self.decided)))
+        self.broadcast(message)
+
+    def _answer(self, data: Message, page: Page) -> None:
+        """A page's ``approval_answer``: the first answer decides (the panel keeps only it); a late one is told the decision."""
+        key = (data["session"], data["tool_use_id"])
+        with self._lock:
+            question, decided = self.asking.get(key), self.decided.get(key)
+        if question is not None:
+            question.answer(data["approved"])
+        elif decided is not None:
+            self.send(decided, page)
+        else:
+            self.send(error("no approval of this session and call is waiting", data["id"]), page)
 
     # Requests --------------------------------------------------------------------------------------------
     def insert(self, session: str, anchor: str, cells: list[Message], request_id: str | None = None) -> str | None:
-        """Send ``insert`` (below the cell ``anchor``); its id (``request_id``, the insert_request's, or a new one), or None without an extension."""
+        """Send ``insert`` (below the cell ``anchor``) to the page that asked, else :meth:`target`'s; its id, or None without an extension."""
         if not self.present:
             return None
         message: Message = {
@@ -277,11 +267,11 @@ class Bridge:
         self._sent_inserts[message["id"]] = message
         if len(self._sent_inserts) > 100:  # replies that never came are forgotten, oldest first
             self._sent_inserts.pop(next(iter(self._sent_inserts)))
-        self.send(message)
+        self.send(message, self._reply_to)
         return str(message["id"])
 
     def request(self, message: Message, timeout: float = 10.0) -> Message | None:
-        """Send a request and wait for its reply, pumping comm messages while the cell runs; None if none came in time.
+        """Send a request to :meth:`target`'s page and wait for its reply, pumping comm messages while the cell runs; None if none came in time.
 
         Only the kernel's main thread can read a reply while a cell runs (through the pump); elsewhere (a tool run on
         another thread while the main thread waits, a kernel the pump does not support) nothing could read it, so
@@ -308,10 +298,20 @@ class Bridge:
                 self._waiting.pop(request_id, None)
 
 
+def _running_client() -> str:
+    """The client id (header ``session``) of the request the kernel's main shell is handling now ('' if none is known)."""
+    kernel = current_kernel()
+    if kernel is None:
+        return ""
+    try:
+        parent = kernel.get_parent("shell") or {}
+    except Exception:
+        return ""
+    return str((parent.get("header") or {}).get("session") or "")
+
+
 def _manager() -> Any:
     """The running kernel's comm manager (ipykernel's, through the ``comm`` package), or None outside a kernel."""
-    from .pump import current_kernel
-
     if current_kernel() is None:
         return None
     try:

@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 import ipywidgets as widgets
 
@@ -38,6 +38,16 @@ WORKING = "working…"  # the header's mark while the turn runs (the kernel's ow
 WAITING = "waiting for your approval ↓"  # ... and while a question below waits for the user
 
 
+class Pages(Protocol):
+    """Where else a question is shown and may be answered: every notebook page on the kernel (cells_comm.Bridge)."""
+
+    def waiting(self, session: str, tool_use_id: str, answer: Callable[[bool], None], question_html: str, cell_id: str | None) -> None:
+        """A question waits; ``answer(approved)`` answers it as the buttons do."""
+
+    def ended(self, session: str, tool_use_id: str, decision: str, by: str) -> None:
+        """The question ended: approved, declined or interrupted."""
+
+
 class Panel(CellOutput):
     """Live view of one agent cell: request, streamed answer, tool calls and results, approvals, status, usage.
 
@@ -48,10 +58,20 @@ class Panel(CellOutput):
     shows_questions = True
 
     def __init__(
-        self, title: str, *, interval: float = BATCH_INTERVAL, clock: Callable[[], float] = time.monotonic, link: str = ""
+        self,
+        title: str,
+        *,
+        interval: float = BATCH_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+        link: str = "",
+        session: str = "",
+        cell_id: str | None = None,
     ) -> None:
         super().__init__(title)
         self.link = link  # the session's live page on the Jupyter server, shown in the header while the turn runs
+        self.session_name = session  # the session's name, and the cell running the turn: a question's address for the pages
+        self.cell_id = cell_id
+        self.pages: Pages | None = None  # the notebook pages on the kernel, where a question also waits (docs/cells.md)
         self.explain: Callable[[ApprovalRequest], str] = lambda request: ""  # more for a question, e.g. a cell edit's diff (HTML)
         self.interval = interval
         self.clock = clock
@@ -143,11 +163,13 @@ class Panel(CellOutput):
             self.widget_updates += set_value(self._stream_widget, html)
 
     def _end_stream(self, *, replace: bool = False) -> None:
-        """Forget the streamed text; with ``replace`` its widget is removed (the full message is rendered instead)."""
+        """Forget the streamed text; with ``replace`` its widget is removed (the full message is rendered instead), else labelled cut off."""
         if replace and self._stream_widget is not None:
             self.items.children = tuple(c for c in self.items.children if c is not self._stream_widget)
             self.widget_updates += 1
             close_all(self._stream_widget)
+        elif self._stream_widget is not None and self._stream_text:
+            self.widget_updates += set_value(self._stream_widget, render.cut_off_html("".join(self._stream_text)))
         self._stream_widget, self._stream_text, self._dirty = None, [], False
 
     def _show_working(self, call: str, attempt: Any) -> None:
@@ -271,20 +293,25 @@ class Panel(CellOutput):
                 answer.append(decision)
                 answered.set()
 
+        def reply(approved: bool) -> None:  # a click here, or an approval_answer from any page on the kernel
+            choose(Decision(True, "panel") if approved else Decision(False, "panel", DECLINED))
+
         claims = render.note_html(request.claims, label="it says") if request.claims else ""  # e.g. an MCP server's annotations
         question = widgets.HTML(
             value=render.approval_html(request.tool_name, request.input, request.reason) + claims + self.explain(request)
         )
         buttons: list[widgets.Button] = []
         asking = False  # the header says so, until the finally block
+        pages = self.pages
+        told = False  # the pages were told the question waits: the finally block tells them how it ended
         try:  # an interrupt may land anywhere from here on: the finally block always closes the question
             approve = widgets.Button(description="Approve", icon="check", tooltip="run this call")
             decline = widgets.Button(description="Decline", icon="times", tooltip="do not run it; the model is told")
             approve.add_class("nbagent-approve")
             decline.add_class("nbagent-decline")
             buttons += [approve, decline]
-            approve.on_click(lambda _: choose(Decision(True, "panel")))
-            decline.on_click(lambda _: choose(Decision(False, "panel", DECLINED)))
+            approve.on_click(lambda _: reply(True))
+            decline.on_click(lambda _: reply(False))
             box = widgets.VBox([question, widgets.HBox([approve, decline])])
             keep_on_main_shell(box)
             with self._lock:
@@ -292,6 +319,9 @@ class Panel(CellOutput):
                 self._place(request.tool_use_id, box)
                 self._waiting, asking = self._waiting + 1, True
                 self._set_status("waiting for approval")
+            if pages is not None:
+                told = True
+                pages.waiting(self.session_name, request.tool_use_id, reply, question.value, self.cell_id)
             if pump is None:
                 while not answered.wait(0.1):  # the kernel's loop delivers the click (it is not blocked by us)
                     pass
@@ -313,6 +343,8 @@ class Panel(CellOutput):
                     self.widget_updates += set_value(question, question.value + render.decision_html(verdict, decided.by, decided.note))
                 else:
                     self.widget_updates += set_value(question, f"{question.value} — <i>not answered (interrupted)</i>")
+            if told and pages is not None:
+                pages.ended(self.session_name, request.tool_use_id, verdict if answer else "interrupted", answer[0].by if answer else "")
         return answer[0]
 
     def _ask_text(self, request: ApprovalRequest) -> Decision:

@@ -17,6 +17,23 @@ const cell = (over: Record<string, unknown> = {}) => ({
   metadata: meta(),
   ...over
 });
+const waiting = (over: Record<string, unknown> = {}) => ({
+  v: 1,
+  type: 'approval_waiting',
+  session: 's1',
+  tool_use_id: 'toolu_1',
+  question_html: '<div class="nbagent-approval">Run this?</div>',
+  ...over
+});
+const decided = (over: Record<string, unknown> = {}) => ({
+  v: 1,
+  type: 'approval_decided',
+  session: 's1',
+  tool_use_id: 'toolu_1',
+  decision: 'approved',
+  by: 'panel',
+  ...over
+});
 const insert = (over: Record<string, unknown> = {}) => ({
   v: 1,
   type: 'insert',
@@ -78,6 +95,14 @@ describe('parseKernelMessage accepts the documented shapes', () => {
     [
       'a markdown cell',
       insert({ cells: [cell({ cell_type: 'markdown', outputs: [] })] })
+    ],
+    ['approval_waiting', waiting()],
+    ['approval_waiting under a cell', waiting({ cell_id: 'c1' })],
+    ['approval_decided', decided()],
+    ['approval_decided declined', decided({ decision: 'declined' })],
+    [
+      'approval_decided interrupted',
+      decided({ decision: 'interrupted', by: '' })
     ]
   ])('%s', (_, message) => {
     expect(protocol.parseKernelMessage(message)).toEqual({
@@ -221,6 +246,61 @@ describe('parseKernelMessage refuses anything else', () => {
       undefined
     ],
     [
+      'approval_waiting without its question',
+      { v: 1, type: 'approval_waiting', session: 's1', tool_use_id: 't' },
+      "with 'question_html'",
+      undefined
+    ],
+    [
+      'approval_waiting with a script key',
+      waiting({ script: 'alert(1)' }),
+      'without the keys script',
+      undefined
+    ],
+    [
+      'approval_waiting question too long',
+      waiting({ question_html: 'x'.repeat(5_000_001) }),
+      "'question_html' is a string of at most 5000000",
+      undefined
+    ],
+    [
+      'approval_waiting cell id not a string',
+      waiting({ cell_id: 3 }),
+      "'cell_id' is a string",
+      undefined
+    ],
+    [
+      'approval_decided of another word',
+      decided({ decision: 'maybe' }),
+      "'decision' is one of approved, declined, interrupted",
+      undefined
+    ],
+    [
+      'approval_decided without by',
+      {
+        v: 1,
+        type: 'approval_decided',
+        session: 's',
+        tool_use_id: 't',
+        decision: 'approved'
+      },
+      "with 'by'",
+      undefined
+    ],
+    [
+      "approval_answer is the browser's",
+      {
+        v: 1,
+        type: 'approval_answer',
+        id: 'a',
+        session: 's',
+        tool_use_id: 't',
+        approved: true
+      },
+      'unknown message type',
+      'a'
+    ],
+    [
       'error text too long',
       { v: 1, type: 'error', error: 'e'.repeat(1001) },
       "'error'",
@@ -270,6 +350,14 @@ describe('messages to the kernel', () => {
       type: 'edit_result',
       id: 'i',
       ok: true
+    });
+    expect(outgoing.approvalAnswer('a', 's', 't', false)).toEqual({
+      v: 1,
+      type: 'approval_answer',
+      id: 'a',
+      session: 's',
+      tool_use_id: 't',
+      approved: false
     });
     expect(outgoing.error('e'.repeat(2000))).toEqual({
       v: 1,

@@ -1,0 +1,63 @@
+/**
+ * The rules of the questions shown on every page and of a kernel gone: pure functions, as tables.
+ */
+
+import {
+  decisionWords,
+  drawOverlay,
+  reaction,
+  SessionEvent
+} from '../pagerules';
+
+describe('which session events mean the kernel running the turn is gone', () => {
+  it.each<[string, SessionEvent, ReturnType<typeof reaction>]>([
+    ['dead', { kind: 'status', status: 'dead' }, 'stopped'],
+    ['restarting', { kind: 'status', status: 'restarting' }, 'stopped'],
+    ['autorestarting', { kind: 'status', status: 'autorestarting' }, 'stopped'],
+    ['busy', { kind: 'status', status: 'busy' }, null],
+    ['idle', { kind: 'status', status: 'idle' }, null],
+    ['unknown', { kind: 'status', status: 'unknown' }, null],
+    [
+      'disconnected',
+      { kind: 'connection', status: 'disconnected' },
+      'lost-later'
+    ],
+    ['connecting', { kind: 'connection', status: 'connecting' }, null],
+    ['connected', { kind: 'connection', status: 'connected' }, 'back'],
+    ['shut down', { kind: 'kernel', before: true, after: false }, 'stopped'],
+    ['replaced', { kind: 'kernel', before: true, after: true }, 'stopped'],
+    ['the first kernel', { kind: 'kernel', before: false, after: true }, null]
+  ])('%s', (_, event, expected) => {
+    expect(reaction(event)).toBe(expected);
+  });
+});
+
+describe('what an ended question says', () => {
+  it.each<[Parameters<typeof decisionWords>[0], string, string]>([
+    ['approved', 'panel', 'approved (panel)'],
+    ['declined', 'panel', 'declined (panel)'],
+    ['approved', '', 'approved'],
+    ['interrupted', '', 'not answered (interrupted)'],
+    ['interrupted', 'panel', 'not answered (interrupted)']
+  ])('%s by %s', (decision, by, words) => {
+    expect(decisionWords(decision, by)).toBe(words);
+  });
+});
+
+describe('where a page draws the question', () => {
+  it.each([
+    ['under a cell without a live panel', true, false, false, true],
+    [
+      'under a cell without a live panel, another cell live',
+      true,
+      false,
+      true,
+      true
+    ],
+    ['not where the cell shows the live panel', true, true, true, false],
+    ['at the top when the cell is unknown', false, false, false, true],
+    ['not at the top when some cell is live', false, false, true, false]
+  ])('%s', (_, found, cellLive, anyLive, drawn) => {
+    expect(drawOverlay(found, cellLive, anyLive)).toBe(drawn);
+  });
+});

@@ -1,0 +1,185 @@
+/**
+ * A question of the agent shown on every page of the notebook (docs/cells.md, "Every page"): the kernel says
+ * `approval_waiting`, this page shows the question under the cell that runs the turn, as an overlay that is no part
+ * of the notebook model (never written to the outputs or saved), with Approve / Decline buttons that send
+ * `approval_answer`; `approval_decided` disables them and says how it ended.
+ *
+ * The page that ran the cell shows the question in the cell's own live panel (the ipywidgets panel): an overlay is
+ * drawn only where the cell's outputs hold no live nbagent panel (no `.nbagent-activity` mark in them), so a
+ * question is never asked twice on one page.
+ */
+
+import type { Cell, ICodeCellModel } from '@jupyterlab/cells';
+import type { NotebookPanel } from '@jupyterlab/notebook';
+import { MimeModel } from '@jupyterlab/rendermime';
+import { Panel, PanelLayout, Widget } from '@lumino/widgets';
+
+import * as outgoing from './outgoing';
+import { decisionWords, drawOverlay } from './pagerules';
+import type { ApprovalDecided, ApprovalWaiting, JSONObject } from './protocol';
+
+/** A live panel's activity mark ("working…", "waiting for your approval ↓"): only a panel whose turn runs has one. */
+export const ACTIVITY = '.nbagent-activity';
+
+let counter = 0;
+const newId = (): string =>
+  `a-${Date.now().toString(36)}-${(++counter).toString(36)}`;
+
+/** One question's overlay: the question (sanitized HTML), Approve, Decline and a line saying how it stands. */
+export class ApprovalOverlay extends Panel {
+  constructor(
+    readonly message: ApprovalWaiting,
+    panel: NotebookPanel,
+    send: (message: JSONObject) => void
+  ) {
+    super();
+    this.addClass('nbagent-overlay');
+    this.node.dataset.toolUseId = message.tool_use_id;
+    const renderer = panel.content.rendermime.createRenderer('text/html');
+    // Untrusted: JupyterLab's sanitizer keeps the markup and drops any script, style or handler.
+    void renderer.renderModel(
+      new MimeModel({
+        data: { 'text/html': message.question_html },
+        trusted: false
+      })
+    );
+    this.addWidget(renderer);
+    const row = new Widget();
+    row.addClass('nbagent-overlay-buttons');
+    this._approve = this._button(row, 'Approve', 'nbagent-overlay-approve');
+    this._decline = this._button(row, 'Decline', 'nbagent-overlay-decline');
+    this._note = document.createElement('span');
+    this._note.className = 'nbagent-overlay-note';
+    this._note.setAttribute('role', 'status');
+    this._note.textContent = 'waiting for your approval';
+    row.node.appendChild(this._note);
+    this.addWidget(row);
+    const answer = (approved: boolean) => {
+      this._approve.disabled = this._decline.disabled = true;
+      this._note.textContent = 'sent; waiting for the kernel…';
+      send(
+        outgoing.approvalAnswer(
+          newId(),
+          message.session,
+          message.tool_use_id,
+          approved
+        )
+      );
+    };
+    this._approve.addEventListener('click', () => answer(true));
+    this._decline.addEventListener('click', () => answer(false));
+  }
+
+  /** Whether the question still waits (its buttons live). */
+  get open(): boolean {
+    return !this._ended;
+  }
+
+  /** The question ended: no more answers here, and the line says how. */
+  end(words: string): void {
+    this._ended = true;
+    this._approve.disabled = this._decline.disabled = true;
+    this._note.textContent = words;
+    this.addClass('nbagent-overlay-ended');
+  }
+
+  private _button(
+    row: Widget,
+    label: string,
+    className: string
+  ): HTMLButtonElement {
+    const button = document.createElement('button');
+    button.className = `nbagent-overlay-button ${className}`;
+    button.textContent = label;
+    row.node.appendChild(button);
+    return button;
+  }
+
+  private _approve: HTMLButtonElement;
+  private _decline: HTMLButtonElement;
+  private _note: HTMLSpanElement;
+  private _ended = false;
+}
+
+/**
+ * Put a widget under a cell, after its outputs (before the cell's footer): in the cell's view, not its model. It
+ * goes when the cell's outputs change (the cell ran again) if `stale()` says it may.
+ */
+export function placeUnder(
+  cell: Cell,
+  widget: Widget,
+  stale: () => boolean = () => true
+): void {
+  const layout = cell.layout as PanelLayout;
+  layout.insertWidget(Math.max(0, layout.widgets.length - 1), widget);
+  const outputs = (cell.model as Partial<ICodeCellModel>).outputs;
+  if (!outputs) {
+    return;
+  }
+  const drop = () => {
+    if (stale()) {
+      widget.dispose();
+    }
+  };
+  outputs.changed.connect(drop);
+  widget.disposed.connect(() => outputs.changed.disconnect(drop));
+}
+
+/** The questions shown on one notebook page. */
+export class Approvals {
+  constructor(
+    readonly panel: NotebookPanel,
+    private readonly _send: (message: JSONObject) => void
+  ) {}
+
+  /** The kernel says a question waits: show it under its cell (else at the top), unless the live panel there asks it. */
+  waiting(message: ApprovalWaiting): void {
+    const key = `${message.session}\n${message.tool_use_id}`;
+    const cell = this.cell(message.cell_id);
+    const live = (node: HTMLElement) => node.querySelector(ACTIVITY) !== null;
+    const hasLive = cell ? live(cell.node) : false;
+    if (!drawOverlay(Boolean(cell), hasLive, live(this.panel.content.node))) {
+      return;
+    }
+    this._overlays.get(key)?.dispose(); // shown again (this page said hello again): the newer one
+    const overlay = new ApprovalOverlay(message, this.panel, this._send);
+    this._overlays.set(key, overlay);
+    overlay.disposed.connect(() => {
+      if (this._overlays.get(key) === overlay) {
+        this._overlays.delete(key);
+      }
+    });
+    if (cell) {
+      placeUnder(cell, overlay, () => !overlay.open); // an ended question goes when the cell runs again
+    } else {
+      this.panel.contentHeader.addWidget(overlay);
+    }
+  }
+
+  /** The kernel says how a question ended: every overlay of it says so. */
+  decided(message: ApprovalDecided): void {
+    const overlay = this._overlays.get(
+      `${message.session}\n${message.tool_use_id}`
+    );
+    overlay?.end(decisionWords(message.decision, message.by));
+  }
+
+  /** The kernel went away: every question still open here ends with `words`. */
+  endAll(words: string): void {
+    for (const overlay of this._overlays.values()) {
+      if (overlay.open) {
+        overlay.end(words);
+      }
+    }
+  }
+
+  /** The notebook's cell of this id, if it is in the notebook. */
+  cell(id: string | undefined): Cell | undefined {
+    if (!id) {
+      return undefined;
+    }
+    return this.panel.content.widgets.find(cell => cell.model.id === id);
+  }
+
+  private _overlays = new Map<string, ApprovalOverlay>();
+}

@@ -1,0 +1,60 @@
+/**
+ * The pure rules of the questions shown on every page (approvals.ts) and of a kernel gone (gone.ts): no DOM, no
+ * JupyterLab objects, so each has a table test.
+ */
+
+import type { Kernel } from '@jupyterlab/services';
+
+import type { ApprovalDecided } from './protocol';
+
+/** What an overlay says once its question ended. */
+export function decisionWords(
+  decision: ApprovalDecided['decision'],
+  by: string
+): string {
+  if (decision === 'interrupted') {
+    return 'not answered (interrupted)';
+  }
+  return by ? `${decision} (${by})` : decision;
+}
+
+/** Whether a page draws the question: not where the cell already shows the live panel that asks it. */
+export function drawOverlay(
+  cellFound: boolean,
+  cellHasLivePanel: boolean,
+  anyLivePanel: boolean
+): boolean {
+  return cellFound ? !cellHasLivePanel : !anyLivePanel;
+}
+
+export const STOPPED =
+  'interrupted: the kernel stopped; run this cell to continue exactly once';
+export const LOST =
+  'the connection to the kernel was lost: if the kernel stopped, run this cell to continue exactly once';
+export const GRACE_MS = 5000; // a reconnect within this long is a blip, not a lost kernel
+
+/** What the notebook's session reported. */
+export type SessionEvent =
+  | { kind: 'status'; status: Kernel.Status }
+  | { kind: 'connection'; status: Kernel.ConnectionStatus }
+  | { kind: 'kernel'; before: boolean; after: boolean };
+
+/** What to do on a session event: mark the panels now, after the grace time, take a "lost" mark back, or nothing. */
+export type Reaction = 'stopped' | 'lost-later' | 'back' | null;
+
+/** The rule: which session events mean the kernel running the turn is gone. */
+export function reaction(event: SessionEvent): Reaction {
+  switch (event.kind) {
+    case 'status':
+      return ['dead', 'restarting', 'autorestarting'].includes(event.status)
+        ? 'stopped'
+        : null;
+    case 'connection':
+      if (event.status === 'disconnected') {
+        return 'lost-later';
+      }
+      return event.status === 'connected' ? 'back' : null;
+    case 'kernel':
+      return event.before ? 'stopped' : null; // a kernel replaced or shut down; the first one is no change
+  }
+}
