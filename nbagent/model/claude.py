@@ -75,8 +75,8 @@ class AnthropicModel:
         self.auth_errors = clients.auth_errors(info.name)  # a cloud's credential library failing while a request is signed
         # One retry budget: the SDK would retry twice more inside every attempt the loop makes.
         self.client = client.with_options(max_retries=0)
-        redact.register(getattr(client, "api_key", None))  # whatever its shape, the key never reaches a log or an error
-        redact.register(getattr(client, "auth_token", None))
+        # Whatever their shape, its key, token, credential headers and base URL password never reach a log or an error.
+        clients.register_secrets(client)
 
     def stream(self, request: ModelRequest, on_delta: DeltaSink) -> Reply:
         """Stream one reply from the Messages API."""

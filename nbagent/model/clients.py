@@ -4,15 +4,18 @@ What each provider is (names, model ids, which credentials, what it offers) is t
 nbagent/state/providers.py; this builds the client: ``Anthropic``, ``AnthropicBedrock``, ``AnthropicVertex`` or
 ``AnthropicFoundry``, from AWS's credential chain, Google's Application Default Credentials or Azure's key or
 Entra ID. Each credential a client holds is registered with :mod:`nbagent.record.redact`, so it never reaches a log,
-an error or a view. A missing library or credential is an NbagentError that says what to do, before any request.
+an error or a view: keys and tokens, a gateway's credential headers (``ANTHROPIC_CUSTOM_HEADERS``) and the password
+in a base URL's userinfo. A missing library or credential is an NbagentError that says what to do, before any request.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import threading
-from collections.abc import Callable
+import urllib.parse
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import NbagentError
@@ -37,7 +40,7 @@ def client(provider: str | None) -> Any:
         raise NbagentError(missing)
     # One client per provider and configuration, kept: each %agent turn builds its model, and a new client would read
     # the credential chain again and (Vertex) mint a new token. Changed variables make a new one.
-    key = (info.name, tuple(os.environ.get(name) for name in (*_CONFIG_ENV.get(info.name, ()), *_PROXY_ENV)))
+    key = (info.name, tuple(os.environ.get(name) for name in (*_CONFIG_ENV.get(info.name, ()), *_GATEWAY_ENV, *_PROXY_ENV)))
     with _clients_lock:
         held = _clients.get(key)
     if held is not None:
@@ -67,6 +70,7 @@ _CONFIG_ENV = {
         "AZURE_TENANT_ID",
     ),
 }
+_GATEWAY_ENV = ("ANTHROPIC_CUSTOM_HEADERS",)  # the SDK adds these headers to every cloud's client (anthropic/lib/_env.py)
 _PROXY_ENV = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "all_proxy", "no_proxy")  # httpx's
 _clients: dict[tuple[str, tuple[str | None, ...]], Any] = {}
 _clients_lock = threading.Lock()
@@ -161,15 +165,66 @@ def redacting(provider: Callable[[], str]) -> Callable[[], str]:
 
 
 def register_secrets(made: Any) -> None:
-    """Register every credential ``made`` (an SDK client) holds now: keys, tokens, a Google token once minted."""
+    """Register every credential ``made`` (an SDK client) holds now: keys, tokens, a Google token once minted, credential
+    headers (``ANTHROPIC_CUSTOM_HEADERS``, ``default_headers=``) and the password in its base URL."""
     for name in ("api_key", "auth_token", "aws_secret_key", "aws_session_token", "access_token"):
         value = getattr(made, name, None)
         if isinstance(value, str):
             redact.register(value)
+    headers = getattr(made, "default_headers", None)  # the SDK's own headers, then the custom ones
+    for secret in header_secrets(headers) if isinstance(headers, Mapping) else ():
+        redact.register(secret)
+    base_url = getattr(made, "base_url", None)
+    for held in url_secrets(str(base_url)) if base_url is not None else ():
+        redact.register(held)
     credentials = getattr(made, "credentials", None)  # Vertex: google.auth credentials, their token minted at first use
     token = getattr(credentials, "token", None)
     if isinstance(token, str):
         redact.register(token)
+
+
+# A header whose name has a word saying it carries a credential (X-Api-Key, cf-aig-authorization, X-Gateway-Token...);
+# whole words, so that x-portkey-provider is not one.
+_CREDENTIAL_WORD = re.compile(
+    r"(?:^|[-_.])(?:auth\w*|(?:api)?key|token|secret|passw(?:or)?d|pass|cookie|session|signature|credentials?|jwt)(?=$|[-_.])",
+    re.IGNORECASE,
+)
+_AUTH_SCHEME = re.compile(r"(?:bearer|basic|token|digest|apikey|api-key)\s+(\S+)", re.IGNORECASE)  # "Bearer abc..."
+
+
+def header_secrets(headers: Mapping[str, object]) -> list[str]:
+    """The credentials among request headers: values of headers named like one, and any value after an auth scheme.
+
+    A value is given whole and, after a scheme (``Bearer abc``), without it. Headers such as ``X-Team: analytics``
+    are not secrets: their values would otherwise be redacted wherever the words appear.
+    """
+    found: list[str] = []
+    for name, value in headers.items():
+        if not isinstance(value, str) or not value.strip():
+            continue
+        scheme = _AUTH_SCHEME.match(value.strip())
+        if _CREDENTIAL_WORD.search(name) or scheme:
+            found.append(value.strip())
+        if scheme:
+            found.append(scheme.group(1))
+    return found
+
+
+def url_secrets(url: str) -> list[str | bytes]:
+    """The password in ``url``'s userinfo: as written, percent-decoded, and the ``user:password`` an HTTP client sends.
+
+    The last is bytes, so that its base64 form (the ``Authorization: Basic`` value) is redacted too.
+    """
+    try:
+        parts = urllib.parse.urlsplit(url)
+        password = parts.password
+    except ValueError:  # a malformed port or bracket: no userinfo to find
+        return []
+    if not password:
+        return []
+    user = urllib.parse.unquote(parts.username or "")
+    decoded = urllib.parse.unquote(password)
+    return [password, decoded, f"{user}:{decoded}".encode()]
 
 
 def auth_errors(provider: str | None) -> tuple[type[BaseException], ...]:

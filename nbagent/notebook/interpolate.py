@@ -185,8 +185,8 @@ def error_text(cell: CellRun) -> tuple[str, str]:
 
 
 def block(label: str, text: str, language: str = "") -> str:
-    """``label:`` and ``text`` in a fenced block (a fence longer than any run of backticks in it), bounded and redacted."""
-    text = redact.text(clipped(text, CELL_LIMIT))
+    """``label:`` and ``text`` in a fenced block (a fence longer than any run of backticks in it), redacted, then bounded."""
+    text = clipped(redact.text(text), CELL_LIMIT)  # in this order: a clip could cut a secret's shape and leave its rest
     fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
     return f"{label}:\n{fence}{language}\n{text}\n{fence}\n"
 
@@ -204,9 +204,10 @@ def value_text(name: str, value: object, summary: str, secret: bool) -> tuple[st
     if secret:
         return f"{name} ({summary})", summary
     if type(value) is str:
-        if len(value) <= VALUE_LIMIT:
-            return redact.text(value), summary
-        return f"{name} (str, {len(value):,} characters, clipped):\n" + redact.text(clipped(value, VALUE_LIMIT)), summary
+        shown = redact.text(value)  # the whole value, then the clip: a clip could cut a secret's shape and leave its rest
+        if len(shown) <= VALUE_LIMIT:
+            return shown, summary
+        return f"{name} (str, {len(value):,} characters, clipped):\n" + clipped(shown, VALUE_LIMIT), summary
     if type(value) in (float, bool) or (type(value) is int and value.bit_length() <= 128):
         return redact.text(str(value)), summary
     return f"{name} ({summary})", summary
@@ -266,8 +267,11 @@ def kernel_notebook(shell: Any, cells: CellLog | None = None, watch: VariableWat
 
 
 def variable_summary(name: str, value: object) -> tuple[str, bool]:
-    """A variable's summary as the context tells it (redacted), and whether its value is hidden (a secret's name or shape)."""
-    if hidden(name, value):
+    """A variable's summary as the context tells it (redacted), and whether its value is hidden (a secret's name or shape).
+
+    A string is checked whole (``hidden`` reads only its first characters): a key anywhere in it hides it.
+    """
+    if hidden(name, value) or (type(value) is str and redact.text(value) != value):
         return f"{type_label(type(value))} {HIDDEN}", True
     text = summary(value)
     if redact.text(text) != text:
@@ -281,11 +285,14 @@ def of_magics(magics: Any) -> Notebook:
 
 
 def history_cell(shell: Any, count: int) -> CellRun | None:
-    """Cell ``count`` as IPython's history has it (a cell run before the CellLog followed them): source and result text."""
+    """Cell ``count`` as IPython's history has it (a cell run before the CellLog followed them): source and result, whole.
+
+    Not clipped here: :func:`block` redacts a text whole before it clips it.
+    """
     history = getattr(shell, "history_manager", None)
     raw = getattr(history, "input_hist_raw", None) or []
     if not 0 < count < len(raw):
         return None
     reprs = getattr(history, "output_hist_reprs", None) or {}
     result = reprs.get(count)
-    return CellRun(count, clipped(str(raw[count]), CELL_LIMIT), None if result is None else clipped(str(result), CELL_LIMIT), None)
+    return CellRun(count, str(raw[count]), None if result is None else str(result), None)

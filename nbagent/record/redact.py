@@ -231,6 +231,9 @@ class _Redactor:
             if quick.search(out) is not None:
                 spans = _spans_after(out, body, protected)
                 out = pattern.sub(functools.partial(_replace, modes, out, spans), out)
+        headless = secret_shapes.headless_keys(out)  # a private key whose BEGIN line was cut away (a clipped output's tail)
+        if headless:
+            out = _cut(out, headless, _spans_after(out, body, protected))
         return out if out != body else body
 
 
@@ -307,6 +310,17 @@ def _replace(modes: dict[int, tuple[str, int]], body: str, protected: Sequence[t
     if not pieces:
         return m.group(0)
     return "".join(pieces) + body[at : max(at, end)]
+
+
+def _cut(body: str, spans: Sequence[tuple[int, int]], protected: Sequence[tuple[int, int]]) -> str:
+    """``body`` with each of ``spans`` (in order, not overlapping) replaced, as :func:`_replace` does a match's."""
+    pieces, at = [], 0
+    for a, b in spans:
+        a, b = _escape_end(body, a), _escape_end(body, b)
+        if a < b and a >= at and not any(a < pe and ps < b for ps, pe in protected):
+            pieces += [body[at:a], REDACTED]
+            at = b
+    return "".join(pieces) + body[at:] if pieces else body
 
 
 def _escape_end(body: str, i: int) -> int:

@@ -52,6 +52,20 @@ _PLUGINS: tuple[tuple[str, str, tuple[int, ...] | None, str, tuple[str, ...]], .
 )
 _PRIVATE_KEY_PLUGIN = ("private_key", "PrivateKeyDetector")  # its header list builds the whole-block pattern
 
+# Private keys.  A line break written in any depth of escaping: \n (a real one), \\n (a repr(), JSON text), \\\\n ...
+# A line number may stand before the material (read_file, cat -n, grep -n with or without a file name):
+# "   2\tMIIE...", "2:MIIE...", "key.pem:2:MIIE..."; an arrow some viewers print is \u2192 in an encoded line.
+_LINE_NUMBER = r"(?:(?:[\w./-]{1,200}:)?\d{1,9}(?:\t|\\+t|:|-|\|| ?(?:\u2192|\\+u2192)) ?)?"
+_GAP = r"(?:\s|\\+[nrt])*" + _LINE_NUMBER
+# The same read backwards (headless_keys runs on the reversed line): a line number, indentation, line breaks.
+_LINE_BACK = r"(?: ?(?:\t|t\\+|:|-|\||(?:\u2192|2912u\\+) ?)\d{1,9}(?::[\w./-]{1,200})?)?(?: |t\\+)*(?:n\\+(?:r\\+)?)+"
+_B64 = "[A-Za-z0-9+/=]"
+# Where the first line of a key ends, read backwards: before anything but base64 or an escape, or before an escape.
+_LINE_START_BACK = r"(?:(?![A-Za-z0-9+/=\\])|(?=[nrt]\\)|(?=[0-9a-fA-F]{4}u\\))"
+_EXTRA_KINDS = ("ENCRYPTED PRIVATE KEY",)  # PKCS #8, encrypted: not among detect-secrets' headers
+_FULL_LINE = re.compile(_B64 + "{16}")
+_MAX_LINES = 400  # the lines of a headless key looked at (an 8192-bit RSA key has about 100)
+
 # Shapes detect-secrets lacks (or has only loosely), tried before its patterns: (trigger literals, regex, how to redact).
 _EXTRA: tuple[tuple[tuple[str, ...], str, str], ...] = (
     (("k-",), r"sk-ant-[A-Za-z0-9_\-]{16,}", "whole"),  # Anthropic (api, admin)
@@ -125,23 +139,55 @@ def _private_key_blocks() -> str:
     """Whole private key blocks (PEM, OpenSSH, PGP, SSH2, PuTTY), from the headers detect-secrets looks for.
 
     The block runs to its END line, or to the end of the JSON string if that is missing (a cut-off
-    key); a bare header with no key material after it (prose about keys) is left alone.
+    key); a bare header with no key material after it (prose about keys) is left alone.  A line break
+    may be written in any escaped form (``\\n`` in a ``repr()``, ``\\\\n`` in JSON text inside a
+    string, ``\\r\\n``).  A key whose BEGIN line was cut away is :func:`headless_keys`'.
     """
     import importlib
 
     module, name = _PRIVATE_KEY_PLUGIN
     detector = getattr(importlib.import_module(f"detect_secrets.plugins.{module}"), name)
     headers = [r.pattern for r in detector.denylist]
-    kinds = sorted({h[len("BEGIN ") :] for h in headers if h.startswith("BEGIN ")}, key=len, reverse=True)
-    kind = "(?:" + "|".join(re.escape(k) for k in kinds) + ")"
-    # A line number may stand before the material (read_file, cat -n, grep -n with or without a file name):
-    # "   2\tMIIE...", "2:MIIE...", "key.pem:2:MIIE...".
-    gap = r"(?:\s|\\[nrt])*(?:(?:[\w./-]{1,200}:)?\d{1,9}(?:\t|\\t|:|-|\|| ?\u2192) ?)?"
+    kind = "(?:" + "|".join(re.escape(k) for k in _kinds()) + ")"
     begin = r"-{4,5} ?BEGIN " + kind + r" ?-{4,5}"
     end = r"-{4,5} ?END " + kind + r" ?-{4,5}"
-    material = r"(?=" + gap + r"(?:[A-Za-z0-9+/=]{16}|[A-Za-z\-]+: ))"
+    material = r"(?=" + _GAP + r"(?:[A-Za-z0-9+/=]{16}|[A-Za-z\-]+: ))"
     blocks = begin + material + _STR_CHAR + "*?(?:" + end + '|(?="|$))'
     putty = [re.escape(h) for h in headers if h.startswith("PuTTY")]
     if putty:
         blocks += "|(?:" + "|".join(putty) + r"):" + _STR_CHAR + r'*?(?:Private-MAC: ?[0-9a-fA-F]+|(?="|$))'
     return blocks
+
+
+def _kinds() -> list[str]:
+    """The kinds of private key (``RSA PRIVATE KEY``...), longest first: detect-secrets' headers and :data:`_EXTRA_KINDS`."""
+    import importlib
+
+    module, name = _PRIVATE_KEY_PLUGIN
+    detector = getattr(importlib.import_module(f"detect_secrets.plugins.{module}"), name)
+    kinds = {r.pattern[len("BEGIN ") :] for r in detector.denylist if r.pattern.startswith("BEGIN ")}
+    return sorted(kinds | set(_EXTRA_KINDS), key=len, reverse=True)
+
+
+def headless_keys(body: str) -> list[tuple[int, int]]:
+    """Spans of ``body`` (an encoded line) holding a private key whose BEGIN line was cut away: its lines and its END line.
+
+    Found backwards, from the END line over the base64 lines before it (the first may be partial, the
+    last short), so the cost is linear: a forward pattern would try every line of every base64 text.
+    Lines that are all shorter than 16 characters are words before an END line in prose, not a key.
+    """
+    if "PRIVATE KEY" not in body:
+        return []
+    size = len(body)
+    found = [m for m in _headless().finditer(body[::-1]) if _FULL_LINE.search(m.group())]
+    return [(size - m.end(), size - m.start()) for m in reversed(found)]
+
+
+@functools.lru_cache(maxsize=1)
+def _headless() -> re.Pattern[str]:
+    """The END line, reversed, and the key's lines before it, each reversed: for the reversed text."""
+    kind = "(?:" + "|".join(re.escape(k[::-1]) for k in _kinds()) + ")"
+    end = r"-{4,5} ?" + kind + r" DNE ?-{4,5}"
+    short, full = _B64 + "{1,15}", _B64 + "{16,}"
+    lines = _LINE_BACK + "(?:" + short + _LINE_BACK + ")?(?:" + full + _LINE_BACK + f"){{0,{_MAX_LINES}}}"
+    return re.compile(end + lines + _B64 + "+" + _LINE_START_BACK)
