@@ -2,7 +2,7 @@
 
 Each answer is bounded (a cap on cells and characters, with a note of what was left out) and redacted
 (:mod:`nbagent.record.redact`). None calls a user ``__repr__``/``__str__``: cells are what :class:`~.cells.CellLog`
-captured, variables are described by :func:`.summaries.details`, and the notebook is the saved ``.ipynb``,
+captured, variables are described by :func:`.value_details.details`, and the notebook is the saved ``.ipynb``,
 read through :func:`nbagent.record.readfile.open_regular` (the file is the user's: regular files only, no link followed).
 """
 
@@ -24,7 +24,8 @@ from ..tools.decorator import Tool
 from . import kernel as nbkernel
 from .cells import CellLog, CellRun
 from .notebook_context import excluded
-from .value_summary import details
+from .value_details import SAMPLE, details
+from .value_summary import type_label
 from .variables import VariableWatch, hidden
 
 HISTORY, INSPECT, READ = "notebook_history", "inspect_variable", "read_notebook"
@@ -45,10 +46,12 @@ HISTORY_DESCRIPTION = (
 )
 INSPECT_DESCRIPTION = (
     "One variable of the user's notebook in depth, without running code: for a DataFrame its shape, dtypes, null "
-    "counts, describe() and first rows; for an array its shape, dtype and statistics; for other values their "
-    "type, length and, for plain built-in values, a short value. Objects of other types show their type only (their "
-    "repr is never called). Use it before writing code that depends on a variable's columns, dtypes or shape. "
-    "Values of secret-looking variables (api_key, token, password...) are hidden."
+    f"counts, describe() and first rows; for an array its shape, dtype and statistics (over at most {SAMPLE:,} evenly "
+    "spaced values; none for a memory-mapped array); for other values their type, length and, for plain built-in "
+    "values, a short value. Objects of other types show their type and attributes (their repr is never called); a "
+    "subclass of a DataFrame, list, dict... is named, not read. Use it before writing code that depends on a "
+    "variable's columns, dtypes or shape. Values of secret-looking variables, dict keys, attributes and columns "
+    "(api_key, token, password...) are hidden."
 )
 READ_DESCRIPTION = (
     "The notebook document: its markdown and code cells in document order, with their text outputs (images appear as "
@@ -178,7 +181,7 @@ def inspect(shell: Any, variables: VariableWatch, name: str, *, exclude: Sequenc
     except KeyError:
         raise ToolError(_unknown(variables, name, exclude)) from None
     if hidden(name, value):
-        return f"{name}: {type(value).__name__} (its value is hidden: the name or the value looks like a secret)"
+        return f"{name}: {type_label(type(value))} (its value is hidden: the name or the value looks like a secret)"
     return redact.text(f"{name}: {details(value, limit=budget)}")
 
 

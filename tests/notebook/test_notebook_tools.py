@@ -22,7 +22,7 @@ from nbagent.notebook import notebook_tools as nt
 from nbagent.notebook.cells import CellLog
 from nbagent.notebook.notebook_context import NotebookContext
 from nbagent.notebook.settings import Agent
-from nbagent.notebook.variables import VariableWatch
+from nbagent.notebook.variables import BUDGET, UNREAD, VariableWatch, _changed
 from nbagent.record import events as ev
 from nbagent.state import binding
 from nbagent.tools.decorator import Tool
@@ -179,6 +179,49 @@ def test_inspect_leaves_out_the_names_the_user_excluded(ip: InteractiveShell) ->
     assert is_error and "Agent.notebook_context_exclude" in out
     out, is_error = call(inspect, name="rawdata")
     assert is_error and "raw_data" not in out
+
+
+def test_inspect_hides_values_under_secret_names_inside_a_value(ip: InteractiveShell, tools: dict[str, Tool]) -> None:
+    class Conn:
+        def __init__(self) -> None:
+            self.host, self.password = "db.internal", "hunter2-conn"
+
+    ip.user_ns.update(cfg={"host": "db.internal", "db_password": "hunter2-cfg"}, conn=Conn())
+    for name in ("cfg", "conn"):
+        out, is_error = call(tools[nt.INSPECT], name=name)
+        assert not is_error and "db.internal" in out and "(value hidden)" in out and "hunter2" not in out, out
+
+
+# The variables' summaries: a time budget per snapshot (issue 33, item 11) -----------------------------------------
+@pytest.mark.parametrize(
+    ("before", "now", "news"),
+    [
+        (None, (1, "int 1"), True),  # new
+        ((1, "int 1"), (2, "int 1"), True),  # bound to another object
+        ((1, "list, 1 item"), (1, "list, 2 items"), True),  # the same object, changed
+        ((1, "list, 1 item"), (1, "list, 1 item"), False),
+        ((1, f"list {UNREAD}"), (1, "list, 2 items"), False),  # not summarised then: can't tell, not told
+        ((1, "list, 1 item"), (1, f"list {UNREAD}"), False),
+        ((1, f"list {UNREAD}"), (2, f"list {UNREAD}"), True),
+    ],
+)
+def test_what_counts_as_a_change(before: tuple[int, str] | None, now: tuple[int, str], news: bool) -> None:
+    assert _changed(before, now) is news
+
+
+def test_summaries_stop_at_the_time_budget_and_the_note_says_so(ip: InteractiveShell) -> None:
+    context = NotebookContext(ip)
+    ip.user_ns.update({f"v{i}": [i] * i for i in range(30)})
+    context.variables.budget = -1.0  # spent before the first summary
+    note = context.gather(Agent(), restarted=False)
+    assert note is not None and note.to_model.count(f"list {UNREAD}") == 30 and "list, " not in note.to_model
+    context.variables.budget = BUDGET
+    context.mark()
+    ip.user_ns["v1"].append(1)
+    ip.user_ns["late"] = 1
+    note = context.gather(Agent(), restarted=False)
+    assert note is not None and "- v1: list, 2 items of int" in note.to_model and "- late: int 1" in note.to_model
+    assert "v2" not in note.to_model
 
 
 # read_notebook ------------------------------------------------------------------------------------------------
