@@ -13,6 +13,7 @@ import { applyEdit, CellsError, insertCells, readCells } from './cells';
 import { KernelWatch } from './gone';
 import * as outgoing from './outgoing';
 import * as protocol from './protocol';
+import { TranscriptFills } from './transcripts';
 
 /** How the notebook's comm stands: what the button says. */
 export type Status = 'no-kernel' | 'connecting' | 'ready' | 'absent';
@@ -32,12 +33,14 @@ const newId = (): string =>
 export class CellsBridge {
   status: Status = 'no-kernel';
   readonly approvals: Approvals;
+  readonly transcripts: TranscriptFills;
 
   constructor(
     readonly panel: NotebookPanel,
     readonly version: string
   ) {
     this.approvals = new Approvals(panel, message => this._send(message));
+    this.transcripts = new TranscriptFills(panel, m => this._send(m));
     new KernelWatch(panel, this.approvals);
     const session = panel.sessionContext;
     session.kernelChanged.connect(this._onKernel, this);
@@ -73,7 +76,10 @@ export class CellsBridge {
         this._setStatus('absent');
       }
     };
-    comm.open(outgoing.hello(this.version) as any);
+    const shared = (this.panel.context.model as any).collaborative === true;
+    comm.open(
+      outgoing.hello(this.version, this.panel.context.path, shared) as any
+    );
   }
 
   /** Ask the kernel to insert a turn's work (or one call's, with `toolUseId`); resolves when the cells are in. */
@@ -130,6 +136,9 @@ export class CellsBridge {
 
   private _onIOPub(_: unknown, msg: KernelMessage.IMessage): void {
     if (this.status === 'ready') {
+      if (ranCell(msg)) {
+        this.transcripts.askSoon(); // a turn may have ended (here or on another page): its cell may lack it
+      }
       return;
     }
     // A cell that names nbagent (`%load_ext nbagent`, `import nbagent`, `%agent`) may have loaded it: once it has
@@ -139,14 +148,7 @@ export class CellsBridge {
       this._retry = this._retry || /nbagent|%%?agent/.test(code);
       return;
     }
-    if (
-      this._retry &&
-      msg.header.msg_type === 'status' &&
-      (msg as KernelMessage.IStatusMsg).content.execution_state === 'idle' &&
-      msg.parent_header &&
-      (msg.parent_header as KernelMessage.IHeader).msg_type ===
-        'execute_request'
-    ) {
+    if (this._retry && ranCell(msg)) {
       this._retry = false;
       this.connect();
     }
@@ -197,6 +199,10 @@ export class CellsBridge {
       switch (message.type) {
         case 'hello':
           this._setStatus('ready');
+          this.transcripts.ask();
+          break;
+        case 'transcripts':
+          this.transcripts.received(message);
           break;
         case 'insert': {
           if (!model) {
@@ -309,6 +315,16 @@ export class CellsBridge {
     string,
     { session: string; resolve: (outcome: InsertOutcome) => void }
   >();
+}
+
+/** Whether an iopub message is the kernel going idle after a cell ran. */
+function ranCell(msg: KernelMessage.IMessage): boolean {
+  return (
+    msg.header.msg_type === 'status' &&
+    (msg as KernelMessage.IStatusMsg).content.execution_state === 'idle' &&
+    (msg.parent_header as Partial<KernelMessage.IHeader>)?.msg_type ===
+      'execute_request'
+  );
 }
 
 const bridges = new WeakMap<NotebookPanel, CellsBridge>();

@@ -2,6 +2,7 @@
  * The messages this extension sends to the kernel on the `nbagent.cells` comm (docs/cells.md lists them);
  * what the kernel sends is checked in protocol.ts.
  */
+import type { IPageCell } from './fillrules';
 import {
   IInsertedCell,
   INotebookCell,
@@ -10,9 +11,40 @@ import {
   VERSION
 } from './protocol';
 
-/** The first message on a new comm. */
-export function hello(extension: string): JSONObject {
-  return { v: VERSION, type: 'hello', extension: extension.slice(0, MAX_TEXT) };
+const MAX_PATH = 4096;
+
+/** The first message on a new comm: the extension's version, the notebook's path, whether its document is shared (RTC). */
+export function hello(
+  extension: string,
+  path?: string,
+  collaborative?: boolean
+): JSONObject {
+  const message: JSONObject = {
+    v: VERSION,
+    type: 'hello',
+    extension: extension.slice(0, MAX_TEXT)
+  };
+  if (path !== undefined && path.length <= MAX_PATH) {
+    message.path = path;
+  }
+  if (collaborative !== undefined) {
+    message.collaborative = collaborative;
+  }
+  return message;
+}
+
+/** A page's `%agent` cells, for the kernel to say which finished turns they lack (`transcripts`). */
+export function catchUp(id: string, cells: IPageCell[]): JSONObject {
+  return { v: VERSION, type: 'catch_up', id, cells: cells as any };
+}
+
+/** The reply to `transcripts`: the cells written into the notebook, and those left as they were. */
+export function transcriptsWritten(
+  id: string,
+  written: string[],
+  skipped: string[]
+): JSONObject {
+  return { v: VERSION, type: 'transcripts_written', id, written, skipped };
 }
 
 /** The user pressed "Insert as cells" (all of a turn, or one call's button with `toolUseId`). */

@@ -68,7 +68,17 @@ export type KernelMessage =
       decision: 'approved' | 'declined' | 'interrupted';
       by: string;
     }
-  | { v: 1; type: 'error'; id?: string; error: string };
+  | { v: 1; type: 'error'; id?: string; error: string }
+  | { v: 1; type: 'transcripts'; id: string; write: boolean; cells: IFill[] };
+
+/** A finished turn for a cell that lacks it: the outputs the cell would show (docs/cells.md, `transcripts`). */
+export interface IFill {
+  id: string;
+  session: string;
+  from: number;
+  to: number;
+  outputs: Output[];
+}
 
 /** A question waiting, as `approval_waiting` says it; how it ended, as `approval_decided` says. */
 export type ApprovalWaiting = Extract<
@@ -236,6 +246,14 @@ const OUTPUTS: Check = value => {
     : `outputs of at most ${MAX_OUTPUT_CHARS} characters`;
 };
 
+const FILL = object({
+  id: ID,
+  session: ID,
+  from: intAtLeast(0),
+  to: intAtLeast(0),
+  outputs: OUTPUTS
+});
+
 const CELL = object({
   tool_use_id: ID,
   cell_type: oneOf('code', 'markdown'),
@@ -277,7 +295,15 @@ const FROM_KERNEL: Record<
     },
     {}
   ],
-  error: [{ error: TEXT }, { id: ID }]
+  error: [{ error: TEXT }, { id: ID }],
+  transcripts: [
+    {
+      id: ID,
+      write: v => (typeof v === 'boolean' ? '' : 'true or false'),
+      cells: list(FILL, MAX_CELLS)
+    },
+    {}
+  ]
 };
 
 /** The id of a message, when it has one that is a short string (to echo in an error). */

@@ -45,6 +45,13 @@ KEEP_PAGES = 100  # pages remembered (a page closed without closing its comm is 
 KEEP_DECIDED = 100  # questions whose decision is sent again to a late answer
 
 
+class Fills(Protocol):
+    """Who answers ``catch_up`` and ``transcripts_written`` (reopen_comm.Reopen): finished turns written into a page's cells."""
+
+    def received(self, data: Message, page: Page, bridge: Bridge) -> None:
+        """A checked ``catch_up`` or ``transcripts_written`` from ``page``."""
+
+
 class Host(Protocol):
     """What the bridge asks of the magics: act on an insert request, record cells the browser inserted."""
 
@@ -64,6 +71,9 @@ class Page:
     opened: float
     extension: str = ""  # the browser extension's version, once it said hello
     hello: float = 0.0  # when it said hello (time.monotonic())
+    key: str = ""  # its comm's id
+    path: str = ""  # the notebook's path, as its hello said
+    collaborative: bool = False  # its document is shared with the other collaborative pages of its path (RTC)
 
 
 @dataclass(frozen=True)
@@ -88,6 +98,7 @@ class Bridge:
         self._waiting: dict[str, list[Message]] = {}  # request id -> [reply] once it came
         self._sent_inserts: dict[str, Message] = {}  # insert id -> the insert, until its inserted reply
         self._reply_to: Page | None = None  # the page whose request is being handled (its answer goes there)
+        self.fills: Fills | None = None  # what answers a page's catch_up (set by the magics)
         self._lock = threading.RLock()
 
     @property
@@ -127,7 +138,7 @@ class Bridge:
         """A notebook page opened the comm (its kernel is ready, or restarted): one more page."""
         key = str(getattr(comm, "comm_id", "") or id(comm))
         client = str(((open_msg.get("header") or {}).get("session")) or "")
-        page = Page(comm, client, time.monotonic())
+        page = Page(comm, client, time.monotonic(), key=key)
         with self._lock:
             self.pages[key] = page
             while len(self.pages) > KEEP_PAGES:
@@ -157,6 +168,7 @@ class Bridge:
         try:
             if kind == "hello":
                 page.extension, page.hello = data["extension"] or "?", time.monotonic()
+                page.path, page.collaborative = data.get("path", ""), data.get("collaborative", False)
                 self.send({"v": VERSION, "type": "hello", "nbagent": self.version}, page)
                 with self._lock:
                     waiting = list(self.asking.items())
@@ -176,6 +188,10 @@ class Bridge:
                     self.host.inserted(data, sent)
             elif kind == "approval_answer":
                 self._answer(data, page)
+            elif kind in ("catch_up", "transcripts_written"):
+                if self.fills is None:
+                    raise ValueError("this kernel writes no transcripts into cells")
+                self.fills.received(data, page, self)
             elif "id" in data:
                 with self._lock:
                     slot = self._waiting.get(data["id"])

@@ -80,10 +80,12 @@ def _object(required: dict[str, Check], optional: dict[str, Check] | None = None
 
 
 ID = _str(MAX_ID)
+MAX_MARKERS = 100  # final-transcript markers of one cell in a catch_up
+MARKER = _object({"session": ID, "from": _int(0), "to": _int(0)})  # a final transcript's (reopen.metadata)
 HEADER = {"v": lambda v: "" if v == VERSION and not isinstance(v, bool) else f"{VERSION}", "type": _str(40)}
 # What the browser may send (docs/cells.md, "Comm protocol v1"): type -> its keys besides v and type.
 FROM_BROWSER: dict[str, tuple[dict[str, Check], dict[str, Check]]] = {
-    "hello": ({"extension": _str(MAX_TEXT)}, {}),
+    "hello": ({"extension": _str(MAX_TEXT)}, {"path": _str(MAX_PATH), "collaborative": _bool}),
     "insert_request": ({"id": ID, "session": ID, "turn": _int(1)}, {"tool_use_id": ID}),
     "inserted": (
         {
@@ -115,6 +117,8 @@ FROM_BROWSER: dict[str, tuple[dict[str, Check], dict[str, Check]]] = {
     ),
     "edit_result": ({"id": ID, "ok": _bool}, {"reason": _str(MAX_TEXT)}),
     "approval_answer": ({"id": ID, "session": ID, "tool_use_id": ID, "approved": _bool}, {}),
+    "catch_up": ({"id": ID, "cells": _list(_object({"id": ID, "source": _str(MAX_SOURCE), "markers": _list(MARKER, MAX_MARKERS)}))}, {}),
+    "transcripts_written": ({"id": ID, "written": _list(ID), "skipped": _list(ID)}, {}),
     "error": ({"error": _str(MAX_TEXT)}, {"id": ID}),
 }
 REPLIES = ("notebook", "edit_result", "error")  # answers to a request the kernel waits for

@@ -19,8 +19,10 @@ from .budget_settings import options as budget_options
 from .cell_view import View
 from .foreign import untrusted_warning
 from .notebook_context import NotebookContext
+from .output import CellOutput
 from .place import print_sessions, replay_of
 from .registry import SessionRegistry
+from .reopen_comm import Reopen, live_run, outputs, unseen_line
 from .settings import Agent
 from .syntax import OPTIONS, agent_arguments, check_agent_line, keep_question_marks, split_request
 from .usage import parse_options, usage_errors
@@ -40,6 +42,8 @@ class AgentMagics(Magics):
         self.sessions = SessionRegistry(shell, settings)
         self.replay: Any = None  # the last replay shown (its widgets stay live)
         self.cells = AgentCells(self.sessions, self.tracker)  # the turns' work as notebook cells (agent_cells.py)
+        self.reopen = Reopen(self._transcript)  # finished turns written into a reopened page's cells (reopen_comm.py)
+        self.cells.bridge.fills = self.reopen
 
     # Magics ---------------------------------------------------------------------------------------
     @agent_arguments
@@ -87,7 +91,10 @@ class AgentMagics(Magics):
     def agent_sessions(self, line: str = "") -> None:
         """List this notebook's agent sessions (its log folder, or the database's index): name, turns, last activity, status, who wrote it, title."""
         place = self.sessions.place()
-        print_sessions(place, self.sessions.current_in(place), str(nbkernel.notebook_path(self.shell) or ""), self.sessions.sessions())
+        notes = [f"nbagent: {unseen_line(run)}." for run in self.reopen.unseen(self.cells.bridge.running())]
+        print_sessions(
+            place, self.sessions.current_in(place), str(nbkernel.notebook_path(self.shell) or ""), self.sessions.sessions(), notes=notes
+        )
 
     @line_magic
     @no_var_expand  # a path or URL may hold $ or braces
@@ -149,6 +156,11 @@ class AgentMagics(Magics):
             raise prompt.problem  # an unknown {name}, no such cell: nothing sent or logged
         self.sessions.claim(key, plan.claims)
         view = build.view(self.shell, request or session.state.title or path.stem, live=live, session=session)
+        if live and isinstance(view, CellOutput):  # a turn of this session another page ran and nobody saw: say so once
+            missed = self.reopen.unseen(self.cells.bridge.running(), path.stem)
+            if missed:
+                view.origin = unseen_line(missed[-1])
+                self.reopen.acknowledged.update(run.marker for run in missed)
         try:
             self._show(session, plan, view, index)
             if plan.show or plan.show_all:
@@ -174,6 +186,8 @@ class AgentMagics(Magics):
         finally:
             view.finish()
             self.cells.after(session, view, live=live)  # the "Insert as cells" output; Agent.cells 'code' inserts now
+            if live:  # what the cell showed, for a page that reopens the notebook (docs/cells.md)
+                self.reopen.ran(live_run(view, session, request, self.tracker.cell_id, self.cells.bridge.running()))
 
     def _show(self, session: Session, plan: restart.Plan, view: View, index: nbkernel.TurnIndex) -> None:
         """Re-render recorded events: all of them, or the cell's turns', each in order (no model call, no tool re-run).
@@ -191,6 +205,13 @@ class AgentMagics(Magics):
                 if event["seq"] > turn.end:
                     break
                 view(event)
+
+    def _transcript(self, run: Any) -> list[dict[str, Any]] | None:
+        """The outputs a finished run's cell would show (reopen_comm.outputs), if its session is open in this kernel."""
+        session = self.sessions.named(run.session)
+        if session is None:
+            return None
+        return outputs(session, run, self.sessions.index(session), button=self.settings.cells != "off")
 
     def _static_view(self, title: str, session: Session) -> View:
         """A view of recorded events only (rewind.py shows a rewound turn in one)."""

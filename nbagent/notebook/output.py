@@ -19,6 +19,7 @@ from ..state import providers
 from ..state.approval_rule import ApprovalRequest, Decision, Here
 from ..state.asides import Asides
 from ..state.fold import State
+from .reopen import metadata
 
 
 class CellOutput:
@@ -33,6 +34,7 @@ class CellOutput:
         self.start = Start(ToolNames(), Asides())  # where the session stood before the first event
         self.finished = False
         self.provider = ""  # where Claude ran, as the last model_call recorded it (the header names a cloud)
+        self.session_name = ""  # the session's name: the final output's marker names it
         self._tool_names = ToolCalls()  # names and inputs: a result's row says what its call did
         self._asides = Asides()
 
@@ -75,6 +77,12 @@ class CellOutput:
             "text/html": render.transcript_html(self.events, title=self.title, status=line, origin=self.origin, start=self.start),
             "text/plain": transcript_text(self.events, title=self.title, status=line, start=self.start),
         }
+
+    def final_metadata(self) -> dict[str, Any]:
+        """The final output's display metadata: the marker of the events it shows (a reopened page reads it), else {}."""
+        if not self.session_name or not self.events:
+            return {}
+        return metadata((self.session_name, int(self.events[0]["seq"]), int(self.events[-1]["seq"])))
 
 
 class StaticPanel(CellOutput):

@@ -23,10 +23,10 @@ from ..agent import approval as approvals
 from ..record import events as ev
 from ..render import html as render
 from ..render.live_views import LIVE
-from ..render.parts import esc
 from ..render.style import STYLE
 from ..render.view import FINAL_STATUSES, stream_effect
 from ..state.approval_rule import DECLINED, ApprovalRequest, Decision, Here, who_can_answer
+from .activity import Countdown, activity_html  # the header's marks, and a retry's wait counted down
 from .comm_route import keep_on_main_shell
 from .output import CellOutput
 from .pump import CommPump, current_kernel
@@ -34,8 +34,6 @@ from .text_view import TextView as TextView  # terminal IPython's view, defined 
 from .widget_ops import close_all, set_value
 
 BATCH_INTERVAL = 0.1  # seconds between streamed-text updates (at most ~10 widget updates a second)
-WORKING = "working…"  # the header's mark while the turn runs (the kernel's own status may read idle: docs/notebook.md)
-WAITING = "waiting for your approval ↓"  # ... and while a question below waits for the user
 
 
 class Pages(Protocol):
@@ -89,6 +87,7 @@ class Panel(CellOutput):
         self._working: dict[str, widgets.HTML] = {}  # calls running now (several side by side): their result takes the row's place
         self._waiting = 0  # approvals the panel is asking now (the header says so until each is answered)
         self.header = widgets.HTML(value=self._header_html())
+        self._countdown = Countdown(self._lock, self._set_status)  # a retry's wait, counted down in the header (activity.py)
         self.items = widgets.VBox([])
         self.widget = widgets.VBox([self.header, self.items])  # laid out as the static transcript is (style.py)
         self.widget.add_class("nbagent")
@@ -114,6 +113,7 @@ class Panel(CellOutput):
             notes, new_status = self._follow(event)
             if new_status is not None:
                 self._set_status(new_status)
+            self._countdown.follow(event)
             call = str(event.get("tool_use_id"))
             if event["type"] == ev.APPROVAL and call in self._asked:
                 return  # the panel's own question shows the decision
@@ -242,6 +242,7 @@ class Panel(CellOutput):
                 return
             self._flush()
             self.finished = True  # first: the header's last value has no "working…" mark
+            self._countdown.stop()
             if status is not None:
                 self._set_status(status)
             elif self.status not in FINAL_STATUSES:
@@ -250,12 +251,13 @@ class Panel(CellOutput):
         if self.shown:
             from IPython.display import update_display
 
-            update_display(bundle, raw=True, metadata={}, display_id=self.display_id)
+            update_display(bundle, raw=True, metadata=self.final_metadata(), display_id=self.display_id)
         self.close()
 
     def close(self) -> None:
         """Close every widget of the panel (the frontend drops them)."""
         with self._lock:
+            self._countdown.stop()
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
@@ -378,17 +380,6 @@ class Panel(CellOutput):
         self.items.children = tuple(child if c is logged else c for c in self.items.children)
         self.widget_updates += 1
         close_all(logged)
-
-
-def activity_html(*, waiting: bool) -> str:
-    """The header's mark of a turn that runs: working, or waiting for the user's approval (below); plain text, no colour of its own.
-
-    It floats at the right of the header's first line: no line of its own, so the transcript that replaces the
-    panel (without it) is as high as the panel was.
-    """
-    if waiting:
-        return f'<div class="nbagent-activity nbagent-activity-waiting" role="status">{esc(WAITING)}</div>'
-    return f'<div class="nbagent-activity" role="status">{esc(WORKING)}</div>'
 
 
 def _frontend_can_answer(kernel: Any) -> bool:

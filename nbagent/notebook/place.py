@@ -96,10 +96,13 @@ def unchecked_place_of(shell: Any, settings: Any) -> Place:
     return Place(source, store.log_dir_for(notebook, base=None if source.url else settings.log_dir or None))
 
 
-def print_sessions(place: Place, current: Path | None, notebook: str, held: Iterable[Session] = (), out: TextIO | None = None) -> None:
+def print_sessions(
+    place: Place, current: Path | None, notebook: str, held: Iterable[Session] = (), out: TextIO | None = None, *, notes: Iterable[str] = ()
+) -> None:
     """``%agent_sessions``: the table of this notebook's sessions (``current`` starred) and where the live view is.
 
-    ``held``: the sessions this kernel has open (a database's index learns their status when they close).
+    ``held``: the sessions this kernel has open (a database's index learns their status when they close); ``notes``:
+    lines printed after the table (the turns that ended while no page showed them: reopen_comm.unseen_line).
     """
     out = out or sys.stdout
     states = {session.where: session.state for session in held if not session.closed}
@@ -114,6 +117,8 @@ def print_sessions(place: Place, current: Path | None, notebook: str, held: Iter
 
     shown = history.session_name(current) if current else summaries[-1].name
     print(where_to_open(notebook, shown), file=out)
+    for note in notes:
+        print(note, file=out)
 
 
 def replay_of(place: Place, spec: str) -> Any:

@@ -60,12 +60,12 @@ FAILED = Turn(9, 12, "try", kernel="old", python_calls=PY, failed_calls=frozense
 @pytest.mark.parametrize(
     ("plan", "restored", "said"),
     [
-        (Plan(Claims(), show=EARLIER), set(), f"not run again; {restart.VARIABLES_GONE}"),
-        (Plan(Claims(), show=EARLIER, restore=(EARLIER,)), set(), f"not run again; {restart.VARIABLES_RESTORED}"),
-        (Plan(Claims(), show=EARLIER), {1}, f"not run again; {restart.VARIABLES_RESTORED}"),  # restored earlier in this kernel
-        (Plan(Claims(), show=NO_CODE), set(), "not run again"),  # no python: no variables to lose
-        (Plan(Claims(), show=FAILED), set(), "not run again"),  # its code failed: it made nothing
-        (Plan(Claims(), show=EARLIER, unfinished="continue"), set(), f"its unfinished turn continues below; {restart.VARIABLES_GONE}"),
+        (Plan(Claims(), show=(EARLIER,)), set(), f"not run again; {restart.VARIABLES_GONE}"),
+        (Plan(Claims(), show=(EARLIER,), restore=(EARLIER,)), set(), f"not run again; {restart.VARIABLES_RESTORED}"),
+        (Plan(Claims(), show=(EARLIER,)), {1}, f"not run again; {restart.VARIABLES_RESTORED}"),  # restored earlier in this kernel
+        (Plan(Claims(), show=(NO_CODE,)), set(), "not run again"),  # no python: no variables to lose
+        (Plan(Claims(), show=(FAILED,)), set(), "not run again"),  # its code failed: it made nothing
+        (Plan(Claims(), show=(EARLIER,), unfinished="continue"), set(), f"its unfinished turn continues below; {restart.VARIABLES_GONE}"),
         (Plan(Claims(), show_all=True, ask=True), set(), f"a new request follows; {restart.VARIABLES_GONE}"),
     ],
 )
