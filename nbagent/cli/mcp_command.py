@@ -1,4 +1,4 @@
-"""``nbagent mcp approve PATH``: approve a project's ``.mcp.json`` from a terminal, after seeing every server it starts."""
+"""``nbagent mcp approve PATH``: approve a project's ``.mcp.json`` in its folder from a terminal, after seeing every server it starts."""
 
 from __future__ import annotations
 
@@ -34,10 +34,13 @@ def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
     except McpConfigError as exc:
         raise HistoryError(str(exc), usage=False) from None
     if project.approved(found):
-        out.write(f"{found.path}: already approved (this exact content); nothing was changed\n")
+        out.write(f"{found.path}: already approved (this exact content, in {found.folder}); nothing was changed\n")
         return EXIT_OK
     out.write(found.describe() + "\n")
-    out.write("Approving lets nbagent start these commands with your rights whenever a notebook beside this file runs %agent.\n")
+    out.write(
+        "Approving lets nbagent start these commands with your rights, in that folder, whenever a notebook beside this file "
+        "runs %agent where you could be asked (never in a headless run, nor under Agent.approval = 'deny').\n"
+    )
     if not args.yes:
         if sys.stdin is None or not sys.stdin.isatty():
             raise HistoryError("not approved: nobody can confirm here (no terminal); run it in a terminal, or pass --yes")
@@ -46,5 +49,8 @@ def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
             out.write("not approved; nothing was changed\n")
             return EXIT_DATA
     project.approve(found)
-    out.write(f"approved: {found.path} (sha256 {found.digest[:16]}); a changed file asks again\n")
+    out.write(
+        f"approved: {found.path} (sha256 {found.digest[:16]}) in {found.folder}; a change to what it covers, or the same file "
+        "in another folder, asks again\n"
+    )
     return EXIT_OK

@@ -1,9 +1,9 @@
 """MCP servers in the notebook: ``Agent.mcp_servers``, a project ``.mcp.json`` approved in the panel, and ``%agent_mcp``.
 
-The user's own ``Agent.mcp_servers`` run. A ``.mcp.json`` beside the notebook is used only once this user approved its
-exact content (nbagent/tools/mcp/project.py): the panel asks with Approve/Decline, a decline holds for the kernel (the same
-content is not asked about again), and where nobody can answer (nbclient, papermill) none of its servers start and
-the panel says so.
+The user's own ``Agent.mcp_servers`` run. A ``.mcp.json`` beside the notebook is used only once this user approved it
+in its folder (nbagent/tools/mcp/project.py: its content, its folder, the scripts it names): the panel asks with
+Approve/Decline, a decline holds for the kernel (the same file is not asked about again). Where nobody could answer
+(nbclient, papermill) or ``Agent.approval`` is ``"deny"``, none of its servers start, approved or not, and a note says so.
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 
-from ..state.approval_rule import ApprovalRequest
+from ..agent.approval import TERMINAL
+from ..state.approval_rule import ApprovalRequest, Here, who_can_answer
 from . import kernel as nbkernel
 from .cell_view import View
 from .settings import Agent
 
 PROJECT_QUESTION = "start_project_mcp_servers"  # the panel's question about a .mcp.json (render/rows.py words it)
-_declined: set[str] = set()  # .mcp.json contents declined in this kernel, by hash
+_declined: set[str] = set()  # .mcp.json files declined in this kernel, by approval key (content, folder, named files)
 
 
 def _folder(shell: Any) -> Path:
@@ -28,8 +29,23 @@ def _folder(shell: Any) -> Path:
     return notebook.parent if notebook else Path.cwd()
 
 
+def _here(shell: Any) -> Here:
+    """Who could answer the running request (as the panel tells it): a kernel's front end that allows stdin, else a terminal."""
+    kernel = getattr(shell, "kernel", None)
+    if kernel is None:
+        return TERMINAL.here()
+    try:
+        parent = kernel.get_parent("shell") or {}
+    except Exception:
+        parent = {}
+    return Here(kernel=True, frontend_stdin=bool((parent.get("content") or {}).get("allow_stdin", False)))
+
+
 def source(shell: Any, settings: Agent, view: View | None, *, ask: bool = True) -> Any:
-    """The run's MCP servers (an McpServers, nothing started), or None when there are none; UsageError for a bad setting."""
+    """The run's MCP servers (an McpServers, nothing started), or None when there are none; UsageError for a bad setting.
+
+    ``ask``: a project's file not approved yet is asked about in ``view`` (else only an approved one is used).
+    """
     from ..tools.mcp import McpConfigError, McpServers, project
     from ..tools.mcp.config import parse
 
@@ -46,9 +62,8 @@ def source(shell: Any, settings: Agent, view: View | None, *, ask: bool = True) 
         except McpConfigError as exc:
             notes.append(str(exc))
         if found is not None and found.servers:
-            use = _decide(found, settings, view, notes) if ask else project.approved(found)
-            if not ask and not use:
-                notes.append(project.not_approved_note(found, "it is not approved"))
+            here = view.here() if view is not None else _here(shell)
+            use = _decide(found, settings, view if ask else None, here, notes)
             if use:
                 mine = {c.name for c in configs}
                 for config in found.servers:
@@ -61,35 +76,47 @@ def source(shell: Any, settings: Agent, view: View | None, *, ask: bool = True) 
     return McpServers(configs, skipped=notes)
 
 
-def _decide(found: Any, settings: Agent, view: View | None, notes: list[str]) -> bool:
-    """Whether this .mcp.json's servers may start: approved before, or approved now in the panel."""
+def _decide(found: Any, settings: Agent, view: View | None, here: Here, notes: list[str]) -> bool:
+    """Whether this .mcp.json's servers may start: where a person could answer, approved before or approved now in the panel."""
     from ..tools.mcp import project
 
-    if project.approved(found):
+    approved = project.approved(found)
+    stop = "Agent.approval is 'deny'" if settings.approval == "deny" else ""
+    if not stop and who_can_answer(here) == "nobody":
+        stop = "nobody can answer here (a headless run)"
+    if stop:  # approved or not: a project's servers start only where a person could have been asked
+        if approved:
+            notes.append(
+                f"The MCP servers of {found.path} were not started: {stop}. A project's .mcp.json is used only where a person "
+                "could be asked, even when approved; to use a server in headless runs, put it in your own Agent.mcp_servers."
+            )
+        else:
+            notes.append(project.not_approved_note(found, stop))
+        return False
+    if approved:
         return True
-    if found.digest in _declined:
+    if found.key in _declined:
         notes.append(project.not_approved_note(found, "you declined it in this kernel"))
         return False
-    if view is None or not view.shows_questions or settings.approval == "deny":
-        nobody = view is None or not view.shows_questions
-        notes.append(project.not_approved_note(found, "nobody can approve it here" if nobody else "Agent.approval is 'deny'"))
+    if view is None or not view.shows_questions:
+        notes.append(project.not_approved_note(found, "it is not approved, and nobody can approve it here"))
         return False
     entries = found.raw.get("mcpServers", found.raw)
     request = ApprovalRequest(
-        f"mcp-project-{found.digest[:12]}",
+        f"mcp-project-{found.key[:12]}",
         PROJECT_QUESTION,
-        {"file": str(found.path), "mcpServers": entries},
+        {"file": str(found.path), "folder": str(found.folder), "mcpServers": entries, "files": dict(found.files)},
         "irreversible",
         "irreversible",
-        f"This .mcp.json beside the notebook starts these commands with your rights. Approving records its exact content "
-        f"(sha256 {found.digest[:16]}) for you; a changed file asks again.",
+        f"This .mcp.json beside the notebook starts these commands with your rights, in {found.folder}. {found.covers()} "
+        "A change to what it covers, or the same file in another folder, asks again.",
     )
     decision = view.ask(request)
     if decision.approved:
         project.approve(found)
         return True
     if decision.by != "nobody":
-        _declined.add(found.digest)
+        _declined.add(found.key)
     notes.append(project.not_approved_note(found, "nobody could approve it here" if decision.by == "nobody" else "you declined it"))
     return False
 

@@ -3,6 +3,7 @@ is SIGKILLed (a stdio server ends when its stdin closes)."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
@@ -44,7 +45,7 @@ def start_server(kernel: Kernel, folder: Path) -> int:
     kernel.run("%load_ext nbagent")
     kernel.run(f"%config Agent.mcp_servers = {json.dumps(config)}")
     shown = kernel.run("%agent_mcp start", timeout=120)
-    assert "state: running" in shown and "mcp__t__add  (read)" in shown, shown
+    assert "state: running" in shown and "mcp__t__add  (write)" in shown, shown
     again = kernel.run("%agent_mcp start", timeout=120)  # once per kernel: not started again
     assert "state: running" in again
     [line] = starts.read_text().splitlines()
@@ -93,3 +94,78 @@ def test_a_project_file_approved_in_the_panel_starts_its_server(server: FakeAnth
     assert questions and "tests.support.mcp_server" in questions[0] and ".mcp.json" in questions[0]  # the commands, before they run
     assert calls.read_text().splitlines() == ["echo approved"]
     assert (tmp_path / "data" / "mcp-approved.json").exists()
+
+
+def project_notes(folder: Path) -> list[str]:
+    """The mcp notes logged by the sessions of the notebook in ``folder``."""
+    from nbagent.record import events as ev
+    from nbagent.record.log_reader import read_events
+
+    return [
+        e["text"]
+        for log in (folder / ".nbagent").rglob("*.jsonl")
+        for e in read_events(log)
+        if e["type"] == ev.NOTE and e.get("kind") == "mcp"
+    ]
+
+
+def answering(kernel_box: list[Kernel], answer: str, seen: list[str]) -> Any:
+    """An on_message that keeps each widget's text in ``seen`` and clicks ``answer`` (Approve or Decline) on each question."""
+
+    def act(msg: dict[str, Any]) -> None:
+        state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_open" else {}
+        if isinstance(state.get("value"), str):
+            seen.append(state["value"])
+        button = button_id(msg, answer)
+        if button:
+            click(kernel_box[0].kc, button)
+
+    return act
+
+
+def test_an_approval_holds_for_its_folder_only(server: FakeAnthropic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from nbagent.cli import main as cli
+    from tests.tools.test_mcp_project import SCRIPT, relative_project
+
+    data = tmp_path / "data"
+    monkeypatch.setenv("NBAGENT_DATA_DIR", str(data))
+    public, clone, elsewhere = tmp_path / "public", tmp_path / "clone", tmp_path / "elsewhere"
+    relative_project(public)  # {"command": python, "args": ["server.py"]}, as a public project writes it
+    assert cli.main(["mcp", "approve", str(public), "--yes"], out=io.StringIO(), err=io.StringIO()) == 0
+    relative_project(clone, SCRIPT.replace("ran.txt", "attacker-ran.txt"))  # the same .mcp.json beside their server.py
+    assert (clone / ".mcp.json").read_bytes() == (public / ".mcp.json").read_bytes()
+    elsewhere.mkdir()
+
+    server.script(text("headless"), text("declined"))
+    env = kernel_env(server.base_url, NBAGENT_DATA_DIR=str(data), JPY_SESSION_NAME=str(clone / "analysis.ipynb"))
+    box: list[Kernel] = []
+    seen: list[str] = []
+    with Kernel(clone, env) as kernel:
+        box.append(kernel)
+        kernel.run("%load_ext nbagent")
+        messages, reply = kernel.execute("%agent hi", allow_stdin=False, timeout=180)  # nbclient, papermill
+        assert reply["content"]["status"] == "ok", errors(messages)
+        messages, reply = kernel.execute("%agent hi", on_message=answering(box, "Decline", seen), timeout=180)
+        assert reply["content"]["status"] == "ok", errors(messages)
+    assert not (clone / "attacker-ran.txt").exists()  # their server.py never ran
+    assert any("Start the MCP servers" in v and "clone" in v for v in seen)  # asked again, in its own folder
+    said = project_notes(clone)
+    assert any("nobody can answer here" in n for n in said) and any("you declined it" in n for n in said)
+
+    # The approved folder: nothing headless; with a person there it starts unasked, in its own folder, and its tools ask.
+    server.script(text("headless"), tool_use("mcp__proj__echo", {"text": "asked first"}), text("done"))
+    env = kernel_env(server.base_url, NBAGENT_DATA_DIR=str(data), JPY_SESSION_NAME=str(public / "analysis.ipynb"))
+    box.clear()
+    seen.clear()
+    with Kernel(elsewhere, env) as kernel:  # the kernel runs in another folder: a relative server.py is the project's
+        box.append(kernel)
+        kernel.run("%load_ext nbagent")
+        messages, reply = kernel.execute("%agent hi", allow_stdin=False, timeout=180)
+        assert reply["content"]["status"] == "ok", errors(messages)
+        assert not (public / "ran.txt").exists()
+        messages, reply = kernel.execute("%agent echo it", on_message=answering(box, "Approve", seen), timeout=180)
+        assert reply["content"]["status"] == "ok", errors(messages)
+    assert not any("Start the MCP servers" in v for v in seen)  # approved for this folder: not asked again
+    assert any("says tool" in v and "echo" in v for v in seen)  # a project's tool asks, whatever it claims
+    assert (public / "ran.txt").read_text().splitlines() == [str(public.resolve())]
+    assert any("put it in your own Agent.mcp_servers" in n for n in project_notes(public))

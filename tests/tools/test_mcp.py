@@ -92,7 +92,7 @@ def test_tools_are_listed_and_called_through_a_turn(
     assert {"mcp__t__add", "mcp__t__echo", "mcp__t__delete_row", "mcp__t__picture"} <= set(offered)
     assert offered["mcp__t__add"]["input_schema"]["properties"]["a"]["type"] == "integer"  # the server's own schema
     started = of_type(session, ev.TOOL_STARTED)
-    assert started[0]["mcp"] == {"server": "t", "tool": "add"} and started[0]["effect"] == "read"
+    assert started[0]["mcp"] == {"server": "t", "tool": "add"} and started[0]["effect"] == "write"  # a hint never makes a read
     results = of_type(session, ev.TOOL_RESULT)
     assert results[0]["content"] == "5" and not results[0].get("is_error")
     picture = results[1]["content"]
@@ -309,3 +309,63 @@ def test_a_call_past_its_timeout_is_an_error_of_unknown_outcome(
     result = of_type(session, ev.TOOL_RESULT)[0]
     assert result["is_error"] and "did not answer within 1 s" in result["content"] and "outcome is unknown" in result["content"]
     assert any("did not answer within 1 s" in n for n in notes(session))
+
+
+def test_a_read_only_claim_does_not_repeat_a_call_cut_off_by_a_crash(
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, manager: Manager, server: Server
+) -> None:
+    # lookup says readOnlyHint; the log is what a SIGKILL during the call leaves (recorded as a read, as before issue 33).
+    session.append(ev.USER_MSG, content="look it up")
+    session.append(ev.MODEL_CALL, model=MODEL, attempt=1)
+    call = {"type": "tool_use", "id": "toolu_ro", "name": "mcp__t__lookup", "input": {"key": "k"}}
+    session.append(ev.ASSISTANT_MSG, message_id="m", model=MODEL, content=[call], stop_reason="tool_use", usage={})
+    session.append(
+        ev.TOOL_STARTED, tool_use_id="toolu_ro", name="mcp__t__lookup", effect="read", attempt=1, mcp={"server": "t", "tool": "lookup"}
+    )
+    fake.script(text("understood"))
+    go(session, client, McpServers({"t": server.config()}, manager=manager), None, approval="deny")
+    result = of_type(session, ev.TOOL_RESULT)[0]
+    assert result["is_error"] and "interrupted" in result["content"]
+    assert server.lines("calls") == []  # its outcome is unknown: the server's claim does not make it safe to repeat
+
+
+def test_a_servers_stderr_note_never_logs_a_value_taken_from_the_environment(
+    fake: FakeAnthropic,
+    client: anthropic.Anthropic,
+    session: nbagent.Session,
+    manager: Manager,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    secret = "plainword-Qv81xw-nokeyshape"  # no credential shape: only its registration can redact it
+    monkeypatch.setenv("NBAGENT_TEST_MCP_TOKEN", secret)
+    config = Server(tmp_path, MCP_TEST_FAIL_START="1", MCP_TEST_STDERR="token ${NBAGENT_TEST_MCP_TOKEN}").config()
+    fake.script(text("no tools"))
+    go(session, client, McpServers({"leaky": config}, manager=manager))
+    [said] = [n for n in notes(session) if "'leaky' is not available" in n]
+    assert "told not to start (token [REDACTED])" in said
+    assert secret not in session.path.read_text()
+
+
+def test_a_huge_description_and_schema_are_cut_with_a_note(
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, manager: Manager, tmp_path: Path
+) -> None:
+    config = Server(tmp_path, MCP_TEST_HUGE=str(2_100_000)).config()
+    fake.script(tool_use("mcp__t__huge", {"text": "still callable"}), text("ok"))
+    go(session, client, McpServers({"t": config}, manager=manager))
+    sent = {t["name"]: t for t in fake.requests[0].body["tools"]}["mcp__t__huge"]
+    assert len(sent["description"]) < 10_000  # nbagent's limit is 8,000 characters, and a line about the schema
+    assert "more characters not shown" in sent["description"] and "cut to its argument names" in sent["description"]
+    assert len(json.dumps(sent["input_schema"])) <= 32_000 and list(sent["input_schema"]["properties"]) == ["text"]
+    assert len(json.dumps(fake.requests[0].body)) < 200_000  # was over 4 MB: both went into every request
+    assert of_type(session, ev.TOOL_RESULT)[0]["content"] == "still callable"
+    [said] = [n for n in notes(session) if "'huge'" in n]
+    assert "description (2,100,000 characters) was cut" in said and "input schema" in said
+
+
+def test_a_servers_stderr_is_kept_bounded_while_it_is_read() -> None:
+    from benchmarks.mcp_stderr import measure
+
+    floor, loud = measure(0), measure(64)
+    assert loud["says_why"]  # the last line still reaches the note
+    assert float(loud["peak_mib"]) - float(floor["peak_mib"]) < 24  # type: ignore[arg-type]  # was about 2 x 64 MiB: read whole

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 import pytest
 
 from nbagent.tools.mcp import McpConfigError, parse
-from nbagent.tools.mcp.adapter import content
+from nbagent.tools.mcp.adapter import DESCRIPTION_LIMIT, SCHEMA_LIMIT, bounded_description, bounded_schema, content
 from nbagent.tools.mcp.effects import claims, effect, tool_name
 
 API_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -43,24 +44,36 @@ def test_names_that_clean_alike_stay_apart() -> None:
 
 
 @pytest.mark.parametrize(
-    ("annotations", "override", "expected"),
+    ("annotations", "override", "trusted", "expected"),
     [
-        (None, None, "write"),
-        ({}, None, "write"),
-        ({"readOnlyHint": True}, None, "read"),
-        ({"read_only_hint": True}, None, "read"),  # the SDK's field names
-        ({"readOnlyHint": False}, None, "write"),
-        ({"destructiveHint": True}, None, "irreversible"),
-        ({"destructiveHint": False}, None, "write"),
-        ({"readOnlyHint": True, "destructiveHint": True}, None, "read"),  # destructiveHint only means something for a non-read
-        ({"idempotentHint": True}, None, "write"),
-        ({"readOnlyHint": "yes"}, None, "write"),  # not a boolean: no claim
-        ({"destructiveHint": True}, "write", "write"),  # the user's override wins
-        ({"readOnlyHint": True}, "irreversible", "irreversible"),
+        # A server of the user's own settings: its annotations count, but a hint never makes a read (repeated after a crash).
+        (None, None, True, "write"),
+        ({}, None, True, "write"),
+        ({"readOnlyHint": True}, None, True, "write"),
+        ({"read_only_hint": True}, None, True, "write"),  # the SDK's field names
+        ({"readOnlyHint": False}, None, True, "write"),
+        ({"destructiveHint": True}, None, True, "irreversible"),
+        ({"destructive_hint": True}, None, True, "irreversible"),
+        ({"destructiveHint": False}, None, True, "write"),
+        ({"readOnlyHint": True, "destructiveHint": True}, None, True, "write"),  # destructiveHint only means something for a non-read
+        ({"readOnlyHint": False, "destructiveHint": True}, None, True, "irreversible"),
+        ({"idempotentHint": True}, None, True, "write"),
+        ({"readOnlyHint": "yes"}, None, True, "write"),  # not a boolean: no claim
+        ({"destructiveHint": True}, "write", True, "write"),  # the user's override wins
+        ({"readOnlyHint": True}, "irreversible", True, "irreversible"),
+        ({}, "read", True, "read"),  # only the user's own settings make a read
+        # A project's .mcp.json server: its claims do not count; the schema's default (destructive) holds: it asks.
+        (None, None, False, "irreversible"),
+        ({}, None, False, "irreversible"),
+        ({"readOnlyHint": True}, None, False, "irreversible"),
+        ({"destructiveHint": False}, None, False, "irreversible"),
+        ({"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True}, None, False, "irreversible"),
+        ({"destructiveHint": True}, None, False, "irreversible"),
+        ({"readOnlyHint": True}, "read", False, "read"),  # an override given to effect() wins (the adapter gives none for a project)
     ],
 )
-def test_effects_from_annotations(annotations: dict[str, Any] | None, override: Any, expected: str) -> None:
-    assert effect(annotations, override) == expected
+def test_effects_from_annotations(annotations: dict[str, Any] | None, override: Any, trusted: bool, expected: str) -> None:
+    assert effect(annotations, override, trusted=trusted) == expected
 
 
 def test_claims_say_what_the_server_says_and_the_override() -> None:
@@ -69,6 +82,8 @@ def test_claims_say_what_the_server_says_and_the_override() -> None:
     assert "own claims" in said
     assert "nothing about its effects" in claims("db", "q", None)
     assert "Your settings make it 'write'" in claims("db", "drop", {"destructiveHint": True}, "write")
+    project = claims("db", "q", {"readOnlyHint": True}, trusted=False)
+    assert "read-only" in project and "not used: each call asks" in project
 
 
 def test_config_in_claude_format() -> None:
@@ -138,3 +153,51 @@ def test_an_image_result_is_an_image_block() -> None:
         {"type": "text", "text": "a"},
         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
     ]
+
+
+def test_values_taken_from_the_environment_into_env_and_headers_are_secrets() -> None:
+    environ = {"TOKEN": "tok-from-env-123", "HOST": "db.example.test", "USER_KEY": "user-key-4567"}
+    stdio, http = parse(
+        {
+            "s": {
+                "command": "x",
+                "args": ["--host", "${HOST}"],
+                "env": {"T": "${TOKEN}", "LITERAL": "written-in-settings", "D": "${NONE:-dflt}"},
+            },
+            "h": {"url": "https://${HOST}/mcp", "headers": {"Authorization": "Bearer ${USER_KEY}"}},
+        },
+        environ=environ,
+    )
+    assert stdio.secrets == ("tok-from-env-123",)  # not an argument's, a literal or a default
+    assert http.secrets == ("user-key-4567",)
+
+
+@pytest.mark.parametrize(
+    ("schema", "expected", "says"),
+    [
+        ({"type": "object", "properties": {"a": {"type": "integer"}}}, {"type": "object", "properties": {"a": {"type": "integer"}}}, ""),
+        (None, {"type": "object"}, ""),
+        ("not a schema", {"type": "object"}, ""),
+        (
+            {"type": "object", "properties": {"a": {"description": "x" * 40_000}, "b": {}}, "required": ["a", "zz"]},
+            {"type": "object", "properties": {"a": {}, "b": {}}, "required": ["a"]},
+            "was cut to its argument names",
+        ),
+        ({"type": "object", "properties": {f"p{i:05}" * 30: {} for i in range(300)}}, {"type": "object"}, "was left out"),
+    ],
+)
+def test_a_tool_schema_is_bounded(schema: Any, expected: dict[str, Any], says: str) -> None:
+    sent, cut = bounded_schema(schema)
+    assert sent == expected and (says in cut if says else cut == "")
+    assert len(json.dumps(sent)) <= SCHEMA_LIMIT
+
+
+@pytest.mark.parametrize(
+    ("length", "cut"),
+    [(10, False), (DESCRIPTION_LIMIT, False), (DESCRIPTION_LIMIT + 1, True), (2_100_000, True)],
+)
+def test_a_tool_description_is_bounded(length: int, cut: bool) -> None:
+    text = "d" * (length - 3) + "END" if length > 3 else "d" * length
+    sent, said = bounded_description(text)
+    assert len(sent) <= DESCRIPTION_LIMIT + 100
+    assert (sent == text and said == "") if not cut else ("more characters not shown" in sent and f"{length:,} characters" in said)

@@ -18,6 +18,7 @@ from nbagent.notebook import mcp_servers
 from nbagent.notebook.settings import Agent
 from nbagent.record import events as ev
 from nbagent.record.log_reader import read_events
+from nbagent.state.approval_rule import Here
 from nbagent.tools.mcp import McpServers, project
 from tests.support.fake_anthropic import FakeAnthropic, text, tool_use
 
@@ -49,12 +50,15 @@ def write_project(folder: Path, **env: str) -> Path:
 
 
 class View:
-    """A view whose person answers approval questions as told, and remembers them."""
+    """A view whose person answers approval questions as told, and remembers them (``person``: a front end that lets one answer)."""
 
     shows_questions = True  # it stands for the panel
 
-    def __init__(self, answer: bool) -> None:
-        self.answer, self.asked = answer, []
+    def __init__(self, answer: bool, *, person: bool = True) -> None:
+        self.answer, self.asked, self.person = answer, [], person
+
+    def here(self) -> Here:
+        return Here(kernel=True, frontend_stdin=self.person)  # nbclient and papermill send allow_stdin=False
 
     def ask(self, request: ApprovalRequest) -> Decision:
         self.asked.append(request)
@@ -71,7 +75,7 @@ def test_an_unapproved_file_starts_nothing_and_says_so(tmp_path: Path) -> None:
     servers = source(tmp_path, None)  # nobody to ask: a headless run
     assert servers is not None and servers.configs == []
     [note] = servers.notes()
-    assert "were not started" in note and "nobody can approve it here" in note and "nbagent mcp approve" in note
+    assert "were not started" in note and "nobody can answer here" in note and "nbagent mcp approve" in note
     assert servers.tools() == [] and not (tmp_path / "starts.txt").exists()
 
 
@@ -85,7 +89,8 @@ def test_approved_in_a_terminal_it_starts_and_an_edit_asks_again(tmp_path: Path)
     shown = out.getvalue()
     assert "proj:" in shown and "tests.support.mcp_server" in shown and "approved:" in shown  # the command, in full
     record = json.loads((tmp_path / "data" / project.RECORD).read_text())
-    assert list(record) == [project.load(path).digest]  # keyed by the file's hash
+    found = project.load(path)
+    assert list(record) == [found.key] and record[found.key]["sha256"] == found.digest  # keyed by content and folder
     view = View(answer=False)
     servers = source(tmp_path, view)
     assert servers is not None and [c.name for c in servers.configs] == ["proj"] and view.asked == []
@@ -166,3 +171,108 @@ def test_agent_mcp_and_a_turn_in_a_shell(
     run(shell, "%agent_mcp")
     listed = capsys.readouterr().out
     assert "state: running" in listed and "mcp__t__echo  (write)" in listed and "mcp__t__delete_row  (irreversible)" in listed
+
+
+SCRIPT = f"""import os, sys
+sys.path.insert(0, {str(ROOT)!r})
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ran.txt"), "a") as f:
+    f.write(os.getcwd() + "\\n")
+from tests.support.mcp_server import main
+main([])
+"""
+
+
+def relative_project(folder: Path, script: str = SCRIPT) -> Path:
+    """A .mcp.json naming ``server.py`` by a relative path (as a public project writes it), and that script."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "server.py").write_text(script)
+    path = folder / ".mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"proj": {"command": sys.executable, "args": ["server.py"]}}}))
+    return path
+
+
+def test_the_same_bytes_in_another_folder_ask_again_and_start_nothing_unasked(tmp_path: Path) -> None:
+    approved_file = relative_project(tmp_path / "public")
+    assert cli.main(["mcp", "approve", str(approved_file), "--yes"], out=io.StringIO(), err=io.StringIO()) == 0
+    theirs = relative_project(tmp_path / "clone", SCRIPT.replace("ran.txt", "attacker-ran.txt"))
+    assert theirs.read_bytes() == approved_file.read_bytes()  # byte for byte
+    for view, settings in ((None, Agent()), (View(True, person=False), Agent()), (View(True), Agent(approval="deny"))):
+        servers = source(tmp_path / "clone", view, settings)  # nobody to ask, a headless run, "deny"
+        assert servers is not None and servers.configs == [] and "were not started" in servers.notes()[0]
+    view = View(answer=False)
+    servers = source(tmp_path / "clone", view)
+    assert servers is not None and servers.configs == [] and len(view.asked) == 1  # asked again, in the panel
+    assert "clone" in view.asked[0].claims and "does not cover" in view.asked[0].claims
+    assert not (tmp_path / "clone" / "attacker-ran.txt").exists()
+
+
+def test_a_changed_script_in_an_approved_folder_asks_again(tmp_path: Path) -> None:
+    path = relative_project(tmp_path / "p")
+    out = io.StringIO()
+    assert cli.main(["mcp", "approve", str(path), "--yes"], out=out, err=io.StringIO()) == 0
+    assert "server.py (" in out.getvalue() and "does not cover" in out.getvalue()  # what the approval covers, and not
+    assert project.approved(project.load(path))
+    (tmp_path / "p" / "server.py").write_text(SCRIPT + "# changed\n")
+    view = View(answer=False)
+    again = source(tmp_path / "p", view)
+    assert again is not None and again.configs == [] and len(view.asked) == 1
+
+
+def test_an_approval_kept_by_content_only_asks_again_once(tmp_path: Path) -> None:
+    path = write_project(tmp_path)
+    found = project.load(path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / project.RECORD).write_text(json.dumps({found.digest: {"path": str(path), "approved": "2025-01-01"}}))
+    view = View(answer=True)
+    assert source(tmp_path, view) is not None and len(view.asked) == 1  # the old record does not count
+    assert source(tmp_path, view) is not None and len(view.asked) == 1  # approved now: not asked again
+
+
+def test_an_approved_file_starts_nothing_where_nobody_could_be_asked(tmp_path: Path) -> None:
+    write_project(tmp_path)
+    assert source(tmp_path, View(answer=True)) is not None  # approved in the panel
+    for view, settings in ((View(True, person=False), Agent()), (View(True), Agent(approval="deny"))):
+        servers = source(tmp_path, view, settings)
+        assert servers is not None and servers.configs == []
+        assert "put it in your own Agent.mcp_servers" in servers.notes()[0]
+    assert source(tmp_path, View(answer=False)).configs  # type: ignore[union-attr]  # where a person could be asked, it runs
+
+
+@pytest.mark.slow
+def test_a_project_server_runs_in_its_folder_and_its_tools_ask(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    relative_project(tmp_path / "p")
+    monkeypatch.chdir(tmp_path)  # the kernel's folder is not the project's
+    servers = source(tmp_path / "p", View(answer=True))
+    assert servers is not None and [c.cwd for c in servers.configs] == [str((tmp_path / "p").resolve())]
+    try:
+        tools = {t.name: t for t in servers.tools()}
+        assert (tmp_path / "p" / "ran.txt").read_text().splitlines() == [str((tmp_path / "p").resolve())]
+        assert tools["mcp__proj__add"].effect == "irreversible" and tools["mcp__proj__echo"].effect == "irreversible"
+        assert "not used: each call asks" in tools["mcp__proj__add"].claims
+    finally:
+        for connection in servers.connections():
+            connection.stop()
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "expected"),
+    [
+        ("python", ["server.py"], ["server.py"]),
+        ("python", ["-u", "src/run.py", "--db", "data.db"], ["src/run.py"]),  # a data file is not a script
+        ("./start.sh", [], ["start.sh"]),  # the command itself, by a path
+        ("python", ["../outside.py"], []),  # outside the project's folder
+        ("python", ["-m", "pkg.server"], []),  # a module: not named as a file
+        ("python", ["missing.py"], []),
+        ("python", ["link.py"], []),  # a link out of the folder
+    ],
+)
+def test_the_files_an_approval_covers(tmp_path: Path, command: str, args: list[str], expected: list[str]) -> None:
+    folder = tmp_path / "p"
+    (folder / "src").mkdir(parents=True)
+    for name in ("server.py", "src/run.py", "data.db", "start.sh"):
+        (folder / name).write_text("x")
+    (tmp_path / "outside.py").write_text("x")
+    (folder / "link.py").symlink_to(tmp_path / "outside.py")
+    (folder / ".mcp.json").write_text(json.dumps({"mcpServers": {"s": {"command": command, "args": args}}}))
+    found = project.load(folder / ".mcp.json")
+    assert [name for name, _ in found.files] == expected

@@ -13,12 +13,38 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ...state.image_limits import IMAGE_TYPES
+from ..clipping import clipped
 from ..decorator import Tool, ToolContent
 from . import effects as rules
 from .config import ServerConfig, parse
 from .manager import CallFailed, Connection, Manager
 
 UNKNOWN = "Its outcome is unknown (it may have run on the server); it was not repeated."
+DESCRIPTION_LIMIT = 8_000  # characters of a tool's description sent in every request (the rest cut, with a note)
+SCHEMA_LIMIT = 32_000  # characters of a tool's input schema as JSON; a larger one is cut to its argument names
+
+
+def bounded_schema(schema: Any) -> tuple[dict[str, Any], str]:
+    """The input schema sent (at most SCHEMA_LIMIT characters of JSON), and what was cut ('' if nothing)."""
+    if not isinstance(schema, dict) or not schema:
+        return {"type": "object"}, ""
+    size = len(json.dumps(schema, ensure_ascii=False))
+    if size <= SCHEMA_LIMIT:
+        return schema, ""
+    found, listed = schema.get("properties"), schema.get("required")
+    properties: dict[str, Any] = found if isinstance(found, dict) else {}
+    required = [name for name in listed if isinstance(name, str) and name in properties] if isinstance(listed, list) else []
+    names: dict[str, Any] = {"type": "object", "properties": {str(name): {} for name in properties}, "required": required}
+    if len(json.dumps(names, ensure_ascii=False)) > SCHEMA_LIMIT:
+        return {"type": "object"}, f"its input schema ({size:,} characters) was left out"
+    return names, f"its input schema ({size:,} characters) was cut to its argument names"
+
+
+def bounded_description(text: str) -> tuple[str, str]:
+    """The description sent (at most about DESCRIPTION_LIMIT characters), and what was cut ('' if nothing)."""
+    if len(text) <= DESCRIPTION_LIMIT:
+        return text, ""
+    return clipped(text, DESCRIPTION_LIMIT), f"its description ({len(text):,} characters) was cut to {DESCRIPTION_LIMIT:,}"
 
 
 def _dump(value: Any) -> dict[str, Any]:
@@ -72,20 +98,21 @@ class McpTool(Tool):
     def __init__(self, server: ServerConfig, listed: Any, connection: Connection, notes: list[str]) -> None:
         data = _dump(listed)
         annotations = data.get("annotations") or {}
-        override = server.effects.get(data["name"])
+        override = server.effects.get(data["name"]) if server.trusted else None  # a project file's own effects are its claims
         self.server, self.tool_name, self.connection, self._notes = server.name, str(data["name"]), connection, notes
         self.name = rules.tool_name(server.name, self.tool_name)
-        self.effect = rules.effect(annotations, override)
+        self.effect = rules.effect(annotations, override, trusted=server.trusted)
         self.guard = None
         self.takes_key = False
-        self.claims = rules.claims(server.name, self.tool_name, annotations, override)
+        self.claims = rules.claims(server.name, self.tool_name, annotations, override, trusted=server.trusted)
         self.origin = {"server": server.name, "tool": self.tool_name}
-        description = data.get("description") or annotations.get("title") or f"Tool {self.tool_name} of MCP server {server.name}."
-        self.definition = {
-            "name": self.name,
-            "description": str(description),
-            "input_schema": data.get("inputSchema") or {"type": "object"},
-        }
+        described = data.get("description") or annotations.get("title") or f"Tool {self.tool_name} of MCP server {server.name}."
+        description, cut = bounded_description(str(described))
+        schema, cut_schema = bounded_schema(data.get("inputSchema"))
+        self.cut = [c for c in (cut, cut_schema) if c]  # what was cut of what the server sent (McpServers says it once)
+        if cut_schema:
+            description += f"\n[nbagent: {cut_schema}; the server checks the arguments.]"
+        self.definition = {"name": self.name, "description": description, "input_schema": schema}
         self.func = self.__call__
 
     def to_dict(self) -> dict[str, Any]:
@@ -122,6 +149,7 @@ class McpServers:
         self._manager = manager
         self._notes: list[str] = list(skipped)
         self._said: dict[str, str] = {}
+        self._cut_said: set[str] = set()
         self._lock = threading.Lock()
 
     @property
@@ -147,8 +175,19 @@ class McpServers:
             connection.ensure(wait=True)
             self._say(connection)
             for listed in list(connection.tools):
-                tools.append(McpTool(connection.config, listed, connection, self._notes))
+                tool = McpTool(connection.config, listed, connection, self._notes)
+                self._say_cut(tool)
+                tools.append(tool)
         return tools
+
+    def _say_cut(self, tool: McpTool) -> None:
+        """A one-line note, once, when a tool's description or schema was cut to fit."""
+        said = (
+            f"MCP server {tool.server!r}, tool {tool.tool_name!r}: {'; '.join(tool.cut)} (nbagent's limits for what every request carries)."
+        )
+        if tool.cut and said not in self._cut_said:
+            self._cut_said.add(said)
+            self._notes.append(said)
 
     def _say(self, connection: Connection) -> None:
         """A one-line note when a server's state changes to one the user should know of."""

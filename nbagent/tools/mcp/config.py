@@ -8,10 +8,14 @@ its arguments, env values, a URL or header values are taken from the environment
 nbagent's own keys, beside those: ``effects`` (``{"tool": "read" | "write" | "irreversible"}``: overrides the
 effect the server's annotations give), ``timeout`` (seconds one call may take, default 300) and
 ``startup_timeout`` (seconds to start and list tools, default 30), ``cwd`` (a stdio server's folder).
+
+A value taken from the environment into a server's ``env`` or ``headers`` is kept in ``ServerConfig.secrets``: the
+manager registers it for redaction when the server starts, so the server's stderr (shown in a note) never logs it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -50,6 +54,8 @@ class ServerConfig:
     timeout: float = CALL_TIMEOUT
     startup_timeout: float = STARTUP_TIMEOUT
     origin: str = "user"  # "user" (the user's own settings) or the project file it came from
+    trusted: bool = True  # its annotations count: the user's own settings; a project's .mcp.json is not (docs/mcp.md)
+    secrets: tuple[str, ...] = field(default=(), repr=False)  # the environment's values in env or headers, redacted once started
 
     def key(self) -> str:
         """A fingerprint of everything that reaches the server (one running server per key and process)."""
@@ -74,8 +80,10 @@ class ServerConfig:
         return " ".join([self.command, *self.args]) + names
 
 
-def parse(servers: Mapping[str, Any] | None, *, origin: str = "user", environ: Mapping[str, str] | None = None) -> list[ServerConfig]:
-    """The servers of a configuration (Claude's format); McpConfigError for one nbagent cannot use."""
+def parse(
+    servers: Mapping[str, Any] | None, *, origin: str = "user", environ: Mapping[str, str] | None = None, trusted: bool = True
+) -> list[ServerConfig]:
+    """The servers of a configuration (Claude's format); McpConfigError for one nbagent cannot use (``trusted``: its annotations count)."""
     if not servers:
         return []
     if not isinstance(servers, Mapping):
@@ -85,7 +93,7 @@ def parse(servers: Mapping[str, Any] | None, *, origin: str = "user", environ: M
         if not isinstance(servers, Mapping):
             raise McpConfigError(f"'mcpServers' must map server names to their settings ({origin}).")
     env = os.environ if environ is None else environ
-    return [_server(str(name), value, origin, env) for name, value in servers.items()]
+    return [dataclasses.replace(_server(str(name), value, origin, env), trusted=trusted) for name, value in servers.items()]
 
 
 def _server(name: str, value: Any, origin: str, environ: Mapping[str, str]) -> ServerConfig:
@@ -103,16 +111,18 @@ def _server(name: str, value: Any, origin: str, environ: Mapping[str, str]) -> S
     if kind not in ("stdio", "http"):
         raise McpConfigError(f"{where}: type {kind!r} is not supported; use 'stdio' (a command) or 'http' (streamable HTTP).")
 
-    def text(key: str, item: Any) -> str:
+    secrets: list[str] = []
+
+    def text(key: str, item: Any, taken: list[str] | None = None) -> str:
         if not isinstance(item, str):
             raise McpConfigError(f"{where}: {key} must be text, not {type(item).__name__}.")
-        return _expand(item, environ, where)
+        return _expand(item, environ, where, taken)
 
     def table(key: str) -> dict[str, str]:
         raw = value.get(key) or {}
         if not isinstance(raw, Mapping):
             raise McpConfigError(f"{where}: {key} must map names to text values.")
-        return {str(k): text(f"{key}[{k!r}]", v) for k, v in raw.items()}
+        return {str(k): text(f"{key}[{k!r}]", v, secrets) for k, v in raw.items()}
 
     effects = value.get("effects") or {}
     if not isinstance(effects, Mapping) or any(e not in EFFECTS for e in effects.values()):
@@ -128,7 +138,8 @@ def _server(name: str, value: Any, origin: str, environ: Mapping[str, str]) -> S
         url = text("url", value.get("url", ""))
         if not url.startswith(("http://", "https://")):
             raise McpConfigError(f"{where}: url must start with http:// or https://, not {url!r}.")
-        return ServerConfig(transport="http", url=url, headers=table("headers"), **common)
+        headers = table("headers")
+        return ServerConfig(transport="http", url=url, headers=headers, secrets=tuple(secrets), **common)
     command = text("command", value.get("command", ""))
     if not command.strip():
         raise McpConfigError(f"{where}: a stdio server needs a command (or give 'type': 'http' and a url).")
@@ -136,22 +147,26 @@ def _server(name: str, value: Any, origin: str, environ: Mapping[str, str]) -> S
     if not isinstance(args, list):
         raise McpConfigError(f"{where}: args must be a list of text.")
     cwd = value.get("cwd")
+    env = table("env")
     return ServerConfig(
         transport="stdio",
         command=command,
         args=tuple(text("args", a) for a in args),
-        env=table("env"),
+        env=env,
         cwd=text("cwd", cwd) if cwd is not None else None,
+        secrets=tuple(secrets),
         **common,
     )
 
 
-def _expand(value: str, environ: Mapping[str, str], where: str) -> str:
-    """``${VAR}`` and ``${VAR:-default}`` replaced from the environment; a missing variable without a default is an error."""
+def _expand(value: str, environ: Mapping[str, str], where: str, taken: list[str] | None = None) -> str:
+    """``${VAR}`` and ``${VAR:-default}`` replaced from the environment (``taken`` gets each value taken from it); a missing variable without a default is an error."""
 
     def one(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
         if name in environ:
+            if taken is not None:
+                taken.append(environ[name])
             return environ[name]
         if default is not None:
             return default

@@ -38,18 +38,23 @@ def hint(annotations: Mapping[str, Any] | None, name: str) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
-def effect(annotations: Mapping[str, Any] | None, override: Effect | None = None) -> Effect:
-    """The call's effect: the user's override, else readOnlyHint -> read, destructiveHint -> irreversible, else write."""
+def effect(annotations: Mapping[str, Any] | None, override: Effect | None = None, *, trusted: bool = True) -> Effect:
+    """The call's effect: the user's override; else, for a server the user configured (``trusted``), destructiveHint on a
+    tool not read-only -> irreversible, anything else -> write; for a project's server, irreversible whatever it claims.
+
+    A hint never gives ``read``: a read is repeated after a crash cut it off, and no server's claim justifies that
+    (only the user's own ``effects`` can say a tool is a read).
+    """
     if override is not None:
         return override
-    if hint(annotations, "readOnlyHint"):
-        return "read"
-    if hint(annotations, "destructiveHint"):
+    if not trusted:
+        return "irreversible"  # the schema's defaults (destructiveHint: true); an untrusted server's claims are not used
+    if not hint(annotations, "readOnlyHint") and hint(annotations, "destructiveHint"):
         return "irreversible"
     return "write"
 
 
-def claims(server: str, tool: str, annotations: Mapping[str, Any] | None, override: Effect | None = None) -> str:
+def claims(server: str, tool: str, annotations: Mapping[str, Any] | None, override: Effect | None = None, *, trusted: bool = True) -> str:
     """The server's own claims about a tool, in a sentence for the approval question (hints, not guarantees)."""
     said = []
     for key, yes, no in (
@@ -67,4 +72,6 @@ def claims(server: str, tool: str, annotations: Mapping[str, Any] | None, overri
     text = f"MCP server {server!r} says tool {tool!r}{named} is: {what} (the server's own claims)."
     if override is not None:
         text += f" Your settings make it {override!r}."
+    elif not trusted:
+        text += " It comes from a project's .mcp.json, so these claims are not used: each call asks."
     return text

@@ -4,6 +4,10 @@ A server starts when a run first needs its tools, runs once per process (a kerne
 exits, and is restarted once if it dies. Every wait is bounded (the server's ``startup_timeout`` and ``timeout``):
 a server that does not start or answer is an error with a reason, never a hang. Needs the ``mcp`` SDK
 (``pip install 'nbagent[mcp]'``).
+
+A stdio server's stderr goes to a pipe that a thread drains as it comes, keeping only its last ``STDERR_TAIL`` bytes
+(the last line is said, redacted, when the server fails). The values the configuration took from the environment into
+its ``env`` or ``headers`` are registered for redaction when it starts.
 """
 
 from __future__ import annotations
@@ -12,17 +16,20 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
-import tempfile
+import os
 import threading
 from collections.abc import Coroutine
 from typing import Any, ClassVar, Literal
 
 from ...errors import NbagentError
+from ...record import redact
 from .config import ServerConfig
 
 State = Literal["not started", "starting", "running", "dead", "failed", "stopped"]
 STOP_WAIT = 5.0  # seconds each server gets to stop at exit
 GRACE = 5.0  # seconds past a call's own timeout before nbagent stops waiting for the SDK to give up
+STDERR_TAIL = 8192  # bytes of a stdio server's stderr kept (its last ones)
+STDERR_WAIT = 1.0  # seconds a failed server's stderr gets to reach its end before its last line is read
 
 
 class McpUnavailable(NbagentError):
@@ -35,6 +42,45 @@ class CallFailed(NbagentError):
     def __init__(self, message: str, *, unknown: bool) -> None:
         super().__init__(message)
         self.unknown = unknown
+
+
+class StderrTail:
+    """A pipe for a child's stderr, drained by a thread that keeps only the last ``limit`` bytes."""
+
+    def __init__(self, limit: int = STDERR_TAIL) -> None:
+        self.limit = limit
+        self._kept = bytearray()
+        self._lock = threading.Lock()
+        read, write = os.pipe()
+        self.writer = os.fdopen(write, "w", encoding="utf-8", errors="replace")  # the child's stderr (a copy of it)
+        self._thread = threading.Thread(target=self._drain, args=(read,), name="nbagent-mcp-stderr", daemon=True)
+        self._thread.start()
+
+    def _drain(self, fd: int) -> None:
+        try:
+            while chunk := os.read(fd, 1 << 16):
+                with self._lock:
+                    self._kept += chunk
+                    if len(self._kept) > 2 * self.limit:  # trimmed now and then: amortised, at most 2 * limit + a read kept
+                        del self._kept[: -self.limit]
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        """Close this process's copy of the write end (the thread ends once the child's copies are closed too)."""
+        with contextlib.suppress(OSError):
+            self.writer.close()
+
+    def last_line(self, wait: float = 0.0) -> str:
+        """The last non-empty line written (``wait``: seconds to let the pipe reach its end first)."""
+        if wait:
+            self._thread.join(wait)
+        with self._lock:
+            text = bytes(self._kept[-self.limit :]).decode("utf-8", errors="replace")
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        return lines[-1] if lines else ""
 
 
 def require_sdk() -> None:
@@ -62,7 +108,7 @@ class Connection:
         self._ready: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._done: concurrent.futures.Future[None] | None = None
         self._lock = threading.Lock()
-        self._errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # a stdio server's stderr
+        self._stderr: StderrTail | None = None  # a stdio server's stderr, this start's
 
     def ensure(self, wait: bool = True) -> concurrent.futures.Future[None] | None:
         """Start the server if it never ran (or once more after it died); with ``wait``, until it is ready or failed."""
@@ -72,6 +118,8 @@ class Connection:
                 self.error = f"it died again after a restart ({self.error}); not restarted (restart the kernel to try again)"
                 self.generation += 1
             if self.state in ("not started", "dead"):
+                for value in self.config.secrets:  # taken from the environment into env or headers: never logged
+                    redact.register(value)
                 self.state, self.starts = "starting", self.starts + 1
                 self._ready = concurrent.futures.Future()
                 self._done = self.manager.submit(self._hold(self._ready))
@@ -142,7 +190,9 @@ class Connection:
         params = StdioServerParameters(
             command=self.config.command, args=list(self.config.args), env=dict(self.config.env), cwd=self.config.cwd
         )
-        return stdio_client(params, errlog=self._errlog)
+        stderr = self._stderr = StderrTail()
+        stack.callback(stderr.close)  # closed as the session ends, so the drain sees the end once the child is gone
+        return stdio_client(params, errlog=stderr.writer)
 
     async def _list(self, client: Any) -> list[Any]:
         tools: list[Any] = []
@@ -183,7 +233,7 @@ class Connection:
             ready.set_result(None)
 
     def _reason(self, exc: BaseException, *, started: bool) -> str:
-        """Why the server stopped or never started, in a line: the exception, and the last line it printed on stderr."""
+        """Why the server stopped or never started, in a line (redacted): the exception, and the last line it printed on stderr."""
         if isinstance(exc, TimeoutError):
             text = f"it did not start within {self.config.startup_timeout:g} s"
         else:
@@ -191,17 +241,10 @@ class Connection:
             while getattr(inner, "exceptions", None):  # an exception group: its first
                 inner = inner.exceptions[0]  # type: ignore[attr-defined]
             text = f"{type(inner).__name__}: {inner}".strip().rstrip(":")
-        last = self._stderr_tail()
-        return f"{text}{f' (its stderr: {last})' if last else ''}"
-
-    def _stderr_tail(self) -> str:
-        try:
-            self._errlog.flush()
-            self._errlog.seek(0)
-            lines = [line.strip() for line in self._errlog.read()[-4000:].splitlines() if line.strip()]
-        except (OSError, ValueError):
-            return ""
-        return lines[-1][:300] if lines else ""
+        stderr = self._stderr
+        last = stderr.last_line(0.0 if isinstance(exc, TimeoutError) else STDERR_WAIT) if stderr is not None else ""
+        last = redact.text(last)[:300]  # redacted whole, then cut: a secret is never cut in half before it is found
+        return redact.text(f"{text}{f' (its stderr: {last})' if last else ''}")
 
     def died(self, why: str) -> None:
         """The session broke during a call: the server is dead (restarted once on next use)."""
