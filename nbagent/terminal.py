@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from typing import Any, TextIO
 
 # C0 controls but \t and \n, DEL, C1 controls (U+009B is a one-character CSI on some
@@ -70,6 +71,53 @@ def json_dumps(obj: Any, **kwargs: Any) -> str:
     if _UNSAFE.search(text) is None:
         return text
     return text.translate(_JSON_TABLE)
+
+
+# What a person cannot see, or what changes how the text around it is shown ("Trojan Source"), by Unicode category:
+# controls (Cc), format characters (Cf: bidi marks, embeddings, overrides and isolates, zero-width characters,
+# tags), surrogates (Cs) and the line and paragraph separators (Zl, Zp). \n and \t stay layout.
+HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+_ASCII_HIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def is_hidden(char: str) -> bool:
+    """Whether one character is invisible or changes the direction of the text around it (:data:`HIDDEN_CATEGORIES`)."""
+    return char not in "\n\t" and unicodedata.category(char) in HIDDEN_CATEGORIES
+
+
+def escape_char(char: str) -> str:
+    """One character as its escape: ``\\r``, ``\\x1b``, ``\\u202e``, ``\\U000e0041``."""
+    code = ord(char)
+    if code == 0x0D:
+        return "\\r"
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def hidden_chars(text: str) -> list[str]:
+    """The hidden characters of ``text`` (see :func:`is_hidden`), each once, in the order they first appear."""
+    if text.isascii() and _ASCII_HIDDEN.search(text) is None:  # the common case: one scan
+        return []
+    return list(dict.fromkeys(c for c in text if is_hidden(c)))
+
+
+def char_name(char: str) -> str:
+    """'U+202E RIGHT-TO-LEFT OVERRIDE' ('U+001B control character' where Unicode gives no name)."""
+    return f"U+{ord(char):04X} {unicodedata.name(char, '') or 'control character'}"
+
+
+def visible(text: str) -> str:
+    """``text`` with every hidden character (:func:`is_hidden`) shown escaped (``\\u202e``), so none acts on the text around it."""
+    found = hidden_chars(text)
+    return text.translate({ord(c): escape_char(c) for c in found}) if found else text
+
+
+def hidden_words(text: str) -> str:
+    """A sentence naming the hidden characters of ``text`` ('' if none): said above an approval's text that shows them escaped."""
+    found = hidden_chars(text)
+    if not found:
+        return ""
+    names = ", ".join(f"{escape_char(c)} ({char_name(c)})" for c in found)
+    return f"The text below holds characters that are invisible or change the direction of the text around them; shown escaped: {names}."
 
 
 class SafeWriter:

@@ -182,3 +182,35 @@ def test_safe_escapes_exactly_the_dangerous_characters() -> None:
     assert writer.write("\x1b[31mred") == len("\x1b[31mred")
     writer.control("\x1b[0m")  # the program's own sequences go only to a terminal
     assert stream.getvalue() == "\\x1b[31mred"
+
+
+# text -> what visible() shows: every character of Unicode categories Cc, Cf, Cs, Zl, Zp escaped (\n and \t kept)
+VISIBLE = [
+    pytest.param("x = 1\n\tprint(x)", "x = 1\n\tprint(x)", id="plain code, layout kept"),
+    pytest.param("é 漢字 🎉 →", "é 漢字 🎉 →", id="letters, symbols and emoji are not hidden"),
+    pytest.param("a\u202eb", "a\\u202eb", id="right-to-left override (Cf)"),
+    pytest.param("\u2066\u2067\u2068\u2069", "\\u2066\\u2067\\u2068\\u2069", id="bidi isolates (Cf)"),
+    pytest.param("a\u200bb\u200c\u200d\u2060\ufeff", "a\\u200bb\\u200c\\u200d\\u2060\\ufeff", id="zero-width characters (Cf)"),
+    pytest.param("\u200e\u200f\u061c", "\\u200e\\u200f\\u061c", id="direction marks (Cf)"),
+    pytest.param("a\u2028b\u2029", "a\\u2028b\\u2029", id="line and paragraph separators (Zl, Zp)"),
+    pytest.param("\x1b[2J\r\x00\x7f\x85", "\\x1b[2J\\r\\x00\\x7f\\x85", id="controls (Cc)"),
+    pytest.param("\U000e0041\U000e007f", "\\U000e0041\\U000e007f", id="tag characters (Cf, beyond the BMP)"),
+    pytest.param("\ud800", "\\ud800", id="a lone surrogate (Cs)"),
+    pytest.param("a\u00a0b", "a\u00a0b", id="a no-break space is a space (Zs), not hidden"),
+]
+
+
+@pytest.mark.parametrize(("text", "shown"), VISIBLE)
+def test_visible_escapes_every_invisible_and_direction_changing_character(text: str, shown: str) -> None:
+    from nbagent.terminal import hidden_chars, hidden_words, visible
+
+    assert visible(text) == shown
+    assert bool(hidden_chars(text)) == (text != shown) == bool(hidden_words(text))
+
+
+def test_hidden_words_name_each_character_once() -> None:
+    from nbagent.terminal import hidden_words
+
+    said = hidden_words("if x\u202e:\u2066 # \u202e\x1b")
+    assert said.count("U+202E RIGHT-TO-LEFT OVERRIDE") == 1 and "U+2066 LEFT-TO-RIGHT ISOLATE" in said
+    assert "\\x1b (U+001B control character)" in said and "\u202e" not in said

@@ -16,7 +16,7 @@ from ..state.approval_rule import AUTO_APPROVES as AUTO_APPROVES
 from ..state.approval_rule import DECLINED, NOBODY, ApprovalRequest, Decision, Here, who_answers, who_can_answer
 from ..state.approval_rule import REASONS as REASONS
 from ..state.approval_rule import Reason as Reason
-from ..terminal import safe
+from ..terminal import hidden_words, visible
 
 
 class ApprovalPolicy(Protocol):
@@ -41,10 +41,16 @@ class Asker(Protocol):
 
 
 def console(request: ApprovalRequest, *, out: TextIO | None = None, prompt: str = "[y/N] ") -> Decision:
-    """Ask on stdin: the question, then every argument (control characters shown escaped), on ``out`` (stderr by default)."""
+    """Ask on stdin: the question, then every argument, on ``out`` (stderr by default).
+
+    Control, invisible and direction-changing characters are shown escaped, and a line names them.
+    """
     stream = out if out is not None else sys.stderr
-    print(safe(request.describe()), file=stream, flush=True)
-    print(safe(request.arguments()), file=stream, flush=True)
+    arguments = request.arguments()
+    print(visible(request.describe()), file=stream, flush=True)
+    if hidden := hidden_words(arguments):
+        print(f"Warning: {hidden}", file=stream, flush=True)
+    print(visible(arguments), file=stream, flush=True)
     try:
         answer = input(prompt).strip().lower()
     except EOFError:
@@ -92,7 +98,7 @@ def resolve(policy: str | ApprovalPolicy, asker: Asker = TERMINAL) -> Ask:
         raise ValueError(f"approval must be one of {', '.join(APPROVAL_MODES)} or a callable; got {policy!r}")
 
     def ask_mode(request: ApprovalRequest) -> Decision:
-        found = who_answers(policy, request.reason, asker.here())
+        found = who_answers(policy, request.reason, asker.here(), asks_always=request.asks_always)
         return found if isinstance(found, Decision) else asker.ask(request)
 
     return ask_mode

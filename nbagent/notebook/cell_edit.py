@@ -13,6 +13,7 @@ from typing import Any
 from anthropic.lib.tools import ToolError
 
 from ..record import redact
+from ..render.code import hidden_note_html, mark_hidden
 from ..render.parts import esc
 from ..state.approval_rule import ApprovalRequest
 from ..tools.clipping import clipped
@@ -111,7 +112,7 @@ class Proposals:
     def apply(self, cell_id: str, new_source: str) -> str:
         """Send the approved edit; what the model is told."""
         old = self._shown.pop((cell_id, new_source), None)
-        if old is None:  # approved without the diff (Agent.approval = "auto", or asked as text)
+        if old is None:  # approved without the diff (asked as text, or by an approval function)
             old = self.current_source(cell_id)
         if old == new_source:
             return f"Cell {cell_id} already has this source; nothing was changed."
@@ -125,7 +126,7 @@ class Proposals:
         return f"The user approved the edit; cell {cell_id} now has the new source (it was not run)."
 
     def tool(self) -> Tool:
-        """The ``propose_cell_edit`` tool (effect "irreversible": it asks before it runs)."""
+        """The ``propose_cell_edit`` tool (effect "irreversible", and asked even under approval "auto"; "deny" refuses it)."""
 
         def propose_cell_edit(cell_id: str, new_source: str) -> str:
             """Propose new source for one notebook cell.
@@ -136,18 +137,31 @@ class Proposals:
             """
             return self.apply(cell_id, new_source)
 
-        return Tool(propose_cell_edit, effect="irreversible", name=NAME, description=DESCRIPTION)
+        tool = Tool(propose_cell_edit, effect="irreversible", name=NAME, description=DESCRIPTION)
+        tool.asks_always = True  # it rewrites a cell the user wrote: asked with its diff under "ask" and "auto" alike
+        return tool
 
 
 def diff_lines(old: str, new: str) -> list[str]:
-    """Every changed line of an edit, as a unified diff (lines of context around them): a pure rule."""
-    return list(difflib.unified_diff(old.splitlines(), new.splitlines(), "before", "after", lineterm="", n=3))
+    """Every changed line of an edit, as a unified diff (lines of context around them): a pure rule.
+
+    Lines end at ``\n`` only, as in the cell: a U+2028, form feed or ``\r`` stays in its line, where it is shown marked.
+    """
+    return list(difflib.unified_diff(_lines(old), _lines(new), "before", "after", lineterm="", n=3))
+
+
+def _lines(source: str) -> list[str]:
+    return source.split("\n") if source else []
 
 
 def diff_html(old: str, new: str, cell_id: str) -> str:
-    """The diff of a proposed edit, each line marked added or removed (escaped: the source is the model's)."""
+    """The diff of a proposed edit, each line marked added or removed (escaped: the source is the model's).
+
+    Invisible and direction-changing characters are shown escaped and marked, under a warning naming them.
+    """
     rows = []
-    for line in diff_lines(old, new):
+    lines = diff_lines(old, new)
+    for line in lines:
         kind = (
             "add"
             if line.startswith("+") and not line.startswith("+++")
@@ -155,9 +169,10 @@ def diff_html(old: str, new: str, cell_id: str) -> str:
             if line.startswith("-") and not line.startswith("---")
             else "ctx"
         )
-        rows.append(f'<span class="nbagent-diff-{kind}">{esc(line)}</span>')
+        rows.append(f'<span class="nbagent-diff-{kind}">{mark_hidden(esc(line))}</span>')
     body = "\n".join(rows) or esc("(no change)")
-    return f'<div class="nbagent-diff"><div class="nbagent-dim">cell {esc(cell_id)}</div><pre class="nbagent-code">{body}</pre></div>'
+    head = f'<div class="nbagent-dim">cell {mark_hidden(esc(cell_id))}</div>{hidden_note_html(chr(10).join(lines))}'
+    return f'<div class="nbagent-diff">{head}<pre class="nbagent-code">{body}</pre></div>'
 
 
 def live_reader(bridge: Bridge | None) -> Any:

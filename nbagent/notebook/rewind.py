@@ -62,6 +62,16 @@ def reuse(made: Sequence[Made], *, cell_id: str | None, option: str, kernel: str
     return unnamed[-1] if unnamed else None
 
 
+def reused_words(name: str, yours: bool) -> str:
+    """What a cell says of the fork :func:`reuse` found: continued if this user wrote it; else only what its record claims."""
+    if yours:
+        return f"nbagent: continuing in {name}, the fork this cell made before the kernel restart (not a second one)."
+    return (
+        f"nbagent: {name} is recorded as a fork made by this cell under another kernel, but it was not written by you "
+        "(see the warning), so it is not continued."
+    )
+
+
 def asked(args: Any) -> bool:
     """Whether the cell asks for a fork (``--fork`` or ``--rewind``)."""
     return args.fork is not None or args.rewind is not None
@@ -101,9 +111,7 @@ def switch(sessions: SessionRegistry, args: Any, cell_id: str | None) -> None:
     if found is not None:
         claimed.add(str(found.path))
         sessions.make_current(place, found.path)
-        print(
-            f"nbagent: continuing in {found.path.stem}, the fork this cell made before the kernel restart (not a second one).", flush=True
-        )
+        print(reused_words(found.path.stem, sessions.opened(place, found.path).trusted), flush=True)  # opening warns if foreign
         return
     if sessions.current is None and place.latest() is None:
         raise UsageError("There is no session to fork yet in this notebook: ask something first, then --fork or --rewind it.")

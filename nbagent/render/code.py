@@ -5,7 +5,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from .parts import clip
+from ..terminal import char_name, escape_char, hidden_chars, hidden_words
+from .parts import clip, esc
 
 MAX_TOOL_TEXT = 20_000  # characters of tool code or a tool result shown before it is cut (the log keeps all of it)
 MAX_HIGHLIGHT = 100_000  # characters of a code block in an answer highlighted (a longer one is shown plain)
@@ -55,3 +56,22 @@ def python_html(code: str, *, whole: bool = False) -> str:
     """
     code = code if whole else clip(code, MAX_TOOL_TEXT, note="more characters in the log")
     return f'<pre class="nbagent-code">{_highlighted(code, _lexer("python"))}</pre>'
+
+
+def mark_hidden(escaped: str) -> str:
+    """HTML text (already escaped) with each hidden character shown as its escape, marked and named (``nbagent-hidden``).
+
+    Hidden: invisible, or changing the direction of the text around it (:func:`nbagent.terminal.is_hidden`), so a
+    Trojan-Source edit reads as what it is. Only for text content, never inside an attribute value.
+    """
+    found = hidden_chars(escaped)
+    if not found:
+        return escaped
+    marks = {ord(c): f'<span class="nbagent-hidden" title="{esc(char_name(c))}">{esc(escape_char(c))}</span>' for c in found}
+    return escaped.translate(marks)
+
+
+def hidden_note_html(text: str) -> str:
+    """A warning naming the hidden characters of ``text``, above the code that shows them marked ('' if it has none)."""
+    words = hidden_words(text)
+    return f'<div class="nbagent-hidden-note"><span class="nbagent-label">hidden characters</span> {esc(words)}</div>' if words else ""

@@ -20,7 +20,7 @@ from ..record import events as ev
 from ..record import redact
 from ..state import lineage
 from ..state.asides import Asides, to_model
-from .code import MAX_TOOL_TEXT, python_html
+from .code import MAX_TOOL_TEXT, hidden_note_html, mark_hidden, python_html
 from .image_view import checked_image
 from .parts import (
     Start,
@@ -130,12 +130,14 @@ def approval_html(name: str, arguments: Any, reason: Any, *, logged: str = "", l
     """An approval question in plain words ("Run this shell command?"), with all of what will run shown as code.
 
     ``arguments`` None: the call's input is not known here, and ``logged`` (the log's own question) is shown.
+    Invisible and direction-changing characters are shown escaped and marked, with a warning naming them.
     """
     asked = question(name, arguments, reason, logged)
     code = python_html(asked.code, whole=True) if asked.language == "python" else f'<pre class="nbagent-code">{esc(asked.code)}</pre>'
     why = f' <span class="nbagent-dim">{esc(asked.why)}</span>' if asked.why else ""
-    shown = f'<div class="nbagent-approval-code">{code}</div>' if asked.code else ""
-    return f'<div class="nbagent-approval"><span class="nbagent-label">{esc(label)}</span> {esc(asked.question)}{why}{shown}</div>'
+    shown = f'{hidden_note_html(asked.code)}<div class="nbagent-approval-code">{mark_hidden(code)}</div>' if asked.code else ""
+    words = mark_hidden(esc(asked.question))
+    return f'<div class="nbagent-approval"><span class="nbagent-label">{esc(label)}</span> {words}{why}{shown}</div>'
 
 
 def decision_html(decision: Any, by: Any, note: Any = "") -> str:

@@ -74,6 +74,12 @@ _RULES = "".join(
         _rule(".nbagent-approval-code", "max-height:16em;overflow:auto"),  # all of what will run, never cut
         _rule(".nbagent-live-link", "white-space:nowrap"),
         _rule(".nbagent-approval", "border-left:3px solid var(--jp-warn-color0,#e65100)"),
+        # An invisible or direction-changing character, shown as its escape (render/code.py mark_hidden), and the warning naming them.
+        _rule(
+            ".nbagent-hidden",
+            "color:var(--jp-error-color1,#b00020);border:1px solid var(--jp-error-color1,#b00020);border-radius:2px;font-weight:bold",
+        ),
+        _rule(".nbagent-hidden-note", "margin:4px 0;padding-left:6px;border-left:3px solid var(--jp-error-color1,#b00020)"),
         _rule(".nbagent-tool>summary,.nbagent-compaction summary", "cursor:pointer"),
         _rule(".nbagent-compaction", "margin:4px 0;padding-left:6px;border-left:3px double var(--jp-brand-color1,#1976d2)"),
         *(f"& .nbagent-code :is({','.join('.' + c for c in classes.split())}){{{style}}}" for classes, style in CODE_COLOURS.items()),

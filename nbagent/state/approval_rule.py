@@ -7,8 +7,10 @@ A call needs approval for one reason (:func:`~nbagent.state.decide.decide` picks
 * ``irreversible``: the tool is marked irreversible;
 * ``outside_workspace``: a file tool's path leads outside the workspace.
 
-``"auto"`` approves only the last two, for the user's own new calls; ``"deny"`` approves nothing; ``"ask"``
-asks a person (:func:`who_answers` says who can answer where); a callable gets the reason and its answer is the user's.
+``"auto"`` approves only the last two, for the user's own new calls, and never a call that rewrites what the user
+wrote (a proposed cell edit: ``asks_always``), which is asked under "ask" and "auto" alike; ``"deny"`` approves
+nothing; ``"ask"`` asks a person (:func:`who_answers` says who can answer where); a callable gets the reason and its
+answer is the user's.
 Asking is not done here: :mod:`nbagent.agent.approval` asks on a terminal, the notebook's panel in a cell.
 """
 
@@ -36,6 +38,7 @@ _AUTO_WHY = {
     "untrusted": "it was recorded in a log you did not write",
     "unknown_outcome": "it was interrupted mid-way, so running it again could repeat its effect",
 }
+ASKS_ALWAYS_WHY = "it rewrites what you wrote (a cell of your notebook), which only a person may approve"
 
 _QUESTIONS = {
     "untrusted": "This session's log was not written by you (it is unsigned or signed by another user's key, e.g. it "
@@ -57,6 +60,7 @@ class ApprovalRequest:
     effect: str
     reason: Reason
     claims: str = ""  # what the tool's provider says of it (an MCP server's own annotations), shown with the question
+    asks_always: bool = False  # the call rewrites what the user wrote (a cell edit): "auto" does not answer it
 
     def describe(self) -> str:
         """The question, one sentence (and the tool provider's claims, if any); the call's full arguments are :meth:`arguments`."""
@@ -96,20 +100,22 @@ def who_can_answer(here: Here) -> Answerer:
     return "console" if here.tty else "nobody"
 
 
-def who_answers(mode: str, reason: Reason, here: Here) -> Decision | Answerer:
+def who_answers(mode: str, reason: Reason, here: Here, *, asks_always: bool = False) -> Decision | Answerer:
     """The approval mode's own answer for a call that needs approval for ``reason``, or who must be asked ``here``.
 
     The one rule for the notebook, the terminal and headless runs (table: tests/state/test_approval_rule.py): "deny"
-    says no; "auto" says yes to the user's own new calls and, where nobody can answer, no to the rest; otherwise the
-    person :func:`who_can_answer` names is asked ("nobody" declines, saying so).
+    says no; "auto" says yes to the user's own new calls, unless the call rewrites what the user wrote
+    (``asks_always``: a proposed cell edit), and where nobody can answer, no to the rest; otherwise the person
+    :func:`who_can_answer` names is asked ("nobody" declines, saying so).
     """
     if mode not in APPROVAL_MODES:
         raise ValueError(f"approval must be one of {', '.join(APPROVAL_MODES)} or a callable; got {mode!r}")
     if mode == "deny":
         return Decision(False, "deny", DENIED)
-    if mode == "auto" and reason in AUTO_APPROVES:
+    if mode == "auto" and reason in AUTO_APPROVES and not asks_always:
         return Decision(True, "auto")
     person = who_can_answer(here)
     if mode == "auto" and person == "nobody":
-        return Decision(False, "auto", AUTO_DECLINED.format(why=_AUTO_WHY.get(reason, "it needs a person's answer")))
+        why = ASKS_ALWAYS_WHY if asks_always and reason in AUTO_APPROVES else _AUTO_WHY.get(reason, "it needs a person's answer")
+        return Decision(False, "auto", AUTO_DECLINED.format(why=why))
     return person

@@ -5,6 +5,8 @@ point (every call of the last reply has its result). Budgets are session setting
 ``budget``) when they change, so a resume after a crash honours the budget the run had; reaching one is logged
 once (kind ``budget_reached``) and the run stops with :class:`BudgetReached`. The next run continues the same
 session: a new request starts the per-request budgets again; a raised or lifted budget lets the request go on.
+A run checks its dollar budgets at the prices in force when it started (the loop keeps that table): a tool call that
+changes ``NBAGENT_PRICES`` or ``Agent.prices`` cannot lift the budget of the run it is part of, only the next run's.
 """
 
 from __future__ import annotations
@@ -167,12 +169,22 @@ def advice(hit: Reached, *, setting: str = "{name}") -> str:
     return f"The session is saved; raise or lift {name} (None) and run again to continue this request, or make a new request."
 
 
-def check(budget: Mapping[str, Any], replies: int, turn_spend: Mapping[str, Any], spend: Mapping[str, Any]) -> Reached | None:
-    """:func:`reached` for a fold's recorded budgets and spend (nothing priced when no dollar budget is set)."""
+def check(
+    budget: Mapping[str, Any],
+    replies: int,
+    turn_spend: Mapping[str, Any],
+    spend: Mapping[str, Any],
+    table: Mapping[str, prices.Price] | None = None,
+) -> Reached | None:
+    """:func:`reached` for a fold's recorded budgets and spend (nothing priced when no dollar budget is set).
+
+    ``table``: the prices the run read when it started (the loop's), so nothing the run does changes its budget;
+    default: those in force now.
+    """
     if not budget:
         return None
     limits = of_state(budget)
     if not limits.dollars:
         return reached(limits, replies, prices.Cost(0.0), prices.Cost(0.0))
-    table = prices.table()
+    table = prices.table() if table is None else table
     return reached(limits, replies, prices.cost(turn_spend, table), prices.cost(spend, table))

@@ -41,6 +41,9 @@ class Tool:
     alone: bool = False
 
     claims: str = ""  # what the tool's provider says of it (an MCP server's annotations), shown in the approval question
+    # Rewrites what the user wrote (propose_cell_edit): its calls are asked under approval "ask" and "auto" alike
+    # (nbagent/state/approval_rule.py), never approved by a mode alone.
+    asks_always: bool = False
     origin: dict[str, str] | None = None  # where its calls go ({"server", "tool"} for an MCP tool), logged with tool_started
 
     def __init__(

@@ -123,3 +123,28 @@ def test_fork_in_the_shell_keeps_every_turn_and_later_cells_use_it(shell: Any, f
         result = shell.run_cell(line)
         assert isinstance(result.error_in_exec, UsageError) and words in str(result.error_in_exec), (line, result.error_in_exec)
     assert len(store.list_sessions(folder)) == 2  # nothing made by a refused cell
+
+
+def test_a_foreign_fork_found_after_a_restart_is_refused_without_claiming_this_cell_made_it(
+    shell: Any, fake: Any, tmp_path: Path, capsys: Any
+) -> None:
+    """A cloned notebook's fork that records this cell's option (made under another kernel) is refused; nothing says this cell made it."""
+    import nbagent
+    from reliability.attacker import cloned_notebook_log
+    from tests.security.test_security import as_another_user
+
+    folder = tmp_path / ".nbagent" / "untitled"
+    with as_another_user(tmp_path):  # the clone's log and the fork its author's cell made, under another kernel
+        cloned_notebook_log(folder / "cloned.jsonl", "open('pwned', 'w').write('x')")
+        with nbagent.Session.open(folder / "cloned.jsonl") as parent:
+            parent.fork(by={"cell_id": None, "kernel": "their-kernel", "option": "fork -1"}).close()
+    fake.script(text("never"))
+    result = shell.run_cell("%agent --fork go on")
+    out = capsys.readouterr().out
+    assert result.error_in_exec is None
+    assert "continuing in" not in out and "the fork this cell made" not in out  # it is not continued, nor this cell's
+    assert "is recorded as a fork made by this cell under another kernel, but it was not written by you" in out
+    assert "so this request starts a new session of yours" in out  # refused, as before: nothing of it is sent
+    [sent] = requests_text(fake)
+    assert "go on" in sent and "make z" not in sent
+    assert not (tmp_path / "pwned").exists()

@@ -279,3 +279,27 @@ def test_prose_is_rendered_as_markdown_it_renders_it(text: str) -> None:
 @given(st.from_regex(safe_html._PROSE_LINE, fullmatch=True))
 def test_any_line_the_shortcut_takes_is_one_markdown_it_paragraph(text: str) -> None:
     assert safe_html._markdown.render(text) == f"<p>{text}</p>\n"
+
+
+TROJAN = 'if access != "user\u202e \u2066# admin\u2069 \u2066":\u200b'  # Trojan Source: reads as a comment, runs as code
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        pytest.param("python", {"code": TROJAN}, id="python code (highlighted)"),
+        pytest.param("shell", {"command": f"echo {TROJAN}"}, id="a shell command"),
+        pytest.param("propose_cell_edit", {"cell_id": "c1", "new_source": TROJAN}, id="any tool's arguments (JSON)"),
+    ],
+)
+def test_every_approval_shows_hidden_characters_escaped_and_marked(name: str, arguments: dict[str, str]) -> None:
+    """Issue 33 item 9: no bidi control or zero-width character reaches an approval raw; each is escaped, marked and named."""
+    from nbagent.render.code import mark_hidden
+
+    shown = render.approval_html(name, arguments, "irreversible")
+    assert not any(c in shown for c in "\u202e\u2066\u2069\u200b"), shown
+    assert '<span class="nbagent-hidden" title="U+202E RIGHT-TO-LEFT OVERRIDE">\\u202e</span>' in shown
+    assert '<span class="nbagent-hidden" title="U+200B ZERO WIDTH SPACE">\\u200b</span>' in shown
+    assert "hidden characters" in shown and "\\u2069 (U+2069 POP DIRECTIONAL ISOLATE)" in shown
+    assert "hidden characters" not in render.approval_html(name, {k: "plain" for k in arguments}, "irreversible")
+    assert mark_hidden("a &amp; b") == "a &amp; b"

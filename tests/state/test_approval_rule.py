@@ -90,6 +90,37 @@ def test_an_unknown_mode_is_refused() -> None:
         approval.resolve("sometimes")
 
 
+# A call that rewrites what the user wrote (a proposed cell edit: asks_always), mode and place -> who answers.
+# It asks under "ask" and "auto" alike and is refused under "deny" (issue 33 item 10); "auto" never says yes to it.
+ASKS_ALWAYS = [
+    ("ask", "notebook", "panel"),
+    ("ask", "nbclient", "nobody"),
+    ("ask", "terminal", "console"),
+    ("ask", "headless", "nobody"),
+    ("auto", "notebook", "panel"),
+    ("auto", "nbclient", "no by auto"),
+    ("auto", "terminal", "console"),
+    ("auto", "headless", "no by auto"),
+    ("deny", "notebook", "no by deny"),
+    ("deny", "nbclient", "no by deny"),
+    ("deny", "terminal", "no by deny"),
+    ("deny", "headless", "no by deny"),
+]
+
+
+@pytest.mark.parametrize("mode, place, expected", ASKS_ALWAYS)
+def test_a_cell_edit_asks_under_ask_and_auto_and_is_refused_under_deny(mode: str, place: str, expected: str) -> None:
+    for reason in REASONS:
+        found = who_answers(mode, reason, PLACES[place], asks_always=True)
+        # a foreign or interrupted cell edit is asked as any such call is; the user's own is asked as well
+        assert said(found) == expected, (mode, reason, place)
+        if isinstance(found, Decision):
+            assert found.note
+    if expected == "no by auto":
+        note = who_answers(mode, "irreversible", PLACES[place], asks_always=True)
+        assert isinstance(note, Decision) and "rewrites what you wrote" in note.note
+
+
 class Person:
     """An asker at a given place that records what it was asked and answers yes."""
 
@@ -122,3 +153,18 @@ def test_one_decline_note_for_a_persons_no(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr("builtins.input", lambda prompt: "n")
     assert approval.resolve(lambda r: False)(request).note == DECLINED
     assert approval.console(request) == Decision(False, "console", DECLINED)
+
+
+def test_the_prompt_shows_hidden_characters_escaped_and_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 33 item 9, as text: the [y/N] question escapes bidi controls and zero-width characters and names them."""
+    import io
+
+    request = ApprovalRequest(
+        "toolu_1", "propose_cell_edit", {"cell_id": "c1", "new_source": 'x = "a\u202e\u2066"\u200b'}, "irreversible", "irreversible"
+    )
+    out = io.StringIO()
+    monkeypatch.setattr("builtins.input", lambda prompt: "n")
+    assert approval.console(request, out=out) == Decision(False, "console", DECLINED)
+    shown = out.getvalue()
+    assert not any(c in shown for c in "\u202e\u2066\u200b"), shown
+    assert "\\u202e" in shown and "\\u200b" in shown and "Warning: " in shown and "U+2066 LEFT-TO-RIGHT ISOLATE" in shown

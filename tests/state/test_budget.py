@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -152,6 +153,35 @@ def test_max_cost_stops_and_a_new_request_starts_again(fake: FakeAnthropic, clie
         with pytest.raises(BudgetReached, match=r"the session cost \$0.40, its budget is \$0.35 \(max_session_cost\)"):
             nbagent.run(session, "more", client=client, model=MODEL, approval="auto", max_cost=None, max_session_cost=0.35)
     assert len(fake.requests) == 4
+
+
+FREE_PRICES = json.dumps({MODEL: dict.fromkeys(prices.PARTS, 0)})
+
+
+@nbagent.tool(effect="write")
+def free_prices() -> str:
+    """Make every token of the model free, as a tool call (or the python tool) could."""
+    os.environ[prices.ENV] = FREE_PRICES
+    return "prices set to zero"
+
+
+@pytest.mark.sdk
+def test_a_tool_that_zeroes_the_prices_cannot_lift_the_runs_budget(
+    fake: FakeAnthropic, client: anthropic.Anthropic, log_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 33 item 8: the run keeps the price table it started with; the next run uses the new one."""
+    monkeypatch.setenv(prices.ENV, "")  # restored after the test, whatever the tool sets
+    fake.script(tool_use("free_prices", {}, usage=DIME), *(tool_use("lookup", {"name": f"x{i}"}, usage=DIME) for i in range(4)))
+    fake.script(text("done", usage=DIME))
+    tools = [free_prices, lookup]
+    with nbagent.Session.open(log_path) as session:
+        with pytest.raises(BudgetReached, match=r"this request cost \$0.30, its budget is \$0.25 \(max_cost\)"):
+            nbagent.run(session, "look up", tools=tools, client=client, model=MODEL, approval="auto", max_cost=0.25)
+        assert os.environ[prices.ENV] == FREE_PRICES  # the tool ran: the table in force is free now
+        assert len(fake.requests) == 3  # priced as at the start: $0.30 stopped the fourth call
+        # the next run reads the new table: this request's $0.30 is now $0.00, so it goes on to its answer
+        assert nbagent.run(session, tools=tools, client=client, model=MODEL, approval="auto") == "done"
+    assert len(fake.requests) == 6
 
 
 @pytest.mark.sdk
