@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.metadata
 import os
 import platform
 import statistics
@@ -129,6 +130,7 @@ def machine(workdir: Path, fsync_latency: float) -> list[tuple[str, str]]:
         ("fsync latency", f"{fsync_latency * 1e6:.0f} µs (median append+fsync of one line, measured at start)"),
         ("load average at start", f"{load[0]:.2f} (other work on the machine adds noise)"),
         ("nbagent commit", _commit()),
+        ("anthropic SDK", importlib.metadata.version("anthropic")),  # the release the install resolved (.ci/run prints it too)
     ]
 
 

@@ -12,14 +12,23 @@ from typing import Any
 
 from ..errors import ModelError
 from ..model.claude import Model, ModelRequest, Reply
-from ..model.retries import back_off
+from ..model.retries import wait_for
 from ..record import events as ev
 from ..state import context as ctx
 from ..state import providers
 from .session import Session
 
 
-def compact(session: Session, model: Model, settings: ctx.ContextSettings, *, reason: str, max_tokens: int, retries: int) -> bool:
+def compact(
+    session: Session,
+    model: Model,
+    settings: ctx.ContextSettings,
+    *,
+    reason: str,
+    max_tokens: int,
+    retries: int,
+    max_wait: float | None = None,
+) -> bool:
     """Summarise the oldest messages of ``session`` (ModelError if a summary call fails); False: nothing to compact."""
     state = session.state
     if state.compacting is None:
@@ -32,7 +41,7 @@ def compact(session: Session, model: Model, settings: ctx.ContextSettings, *, re
         messages = list(session.state.messages)
         prefix = messages[: len(messages) - session.state.compacting["keep"]]
         end = ctx.first_chunk(prefix, limit)
-        reply = summarise(model, prefix[:end], max_tokens=max_tokens, retries=retries)
+        reply = summarise(model, prefix[:end], max_tokens=max_tokens, retries=retries, max_wait=max_wait)
         if isinstance(reply, ModelError):
             if ctx.is_prompt_too_long(reply.kind, reply.status, str(reply)) and limit > 100:
                 limit //= 2
@@ -52,14 +61,17 @@ def compact(session: Session, model: Model, settings: ctx.ContextSettings, *, re
     return True
 
 
-def summarise(model: Model, messages: list[dict[str, Any]], *, max_tokens: int, retries: int) -> Reply | ModelError:
-    """One summary call (retried like any model call); nothing of it is logged until it is complete."""
+def summarise(
+    model: Model, messages: list[dict[str, Any]], *, max_tokens: int, retries: int, max_wait: float | None = None
+) -> Reply | ModelError:
+    """One summary call (retried like any model call, a retry-after past ``max_wait`` not waited for); nothing logged until complete."""
     request = ModelRequest(ctx.summary_request(messages), max_tokens=min(max_tokens, 8192))
     for attempt in range(1, retries + 2):
         try:
             return model.stream(request, lambda delta: None)
         except ModelError as err:
-            if not err.retryable or attempt > retries:
+            wait = wait_for(attempt, err.retry_after, max_wait) if err.retryable and attempt <= retries else None
+            if wait is None:
                 return err
-            time.sleep(back_off(attempt, err.retry_after))
+            time.sleep(wait)
     raise AssertionError("unreachable")

@@ -15,9 +15,9 @@ import anthropic
 
 from ..errors import Interrupted, ModelError, NbagentError, RefusedRequestError, UntrustedLogError
 from ..model.claude import DEFAULT_MODEL, AnthropicModel, Model, ModelRequest, Reply
-from ..model.retries import back_off
+from ..model.retries import wait_for, waited_too_long
 from ..record import events as ev
-from ..state import binding, providers, stops
+from ..state import binding, prices, providers, stops, thinking_display
 from ..state import budget as budgets
 from ..state import context as ctx
 from ..state import model_table as models
@@ -43,6 +43,7 @@ class Options(TypedDict, total=False):
     system: str  # "": the system prompt
     max_tokens: int  # 8192: a reply's tokens at most
     retries: int  # 4: extra attempts for a model call that fails with a retryable error
+    max_retry_wait: float | None  # None: a retry-after is waited for however long; longer than this stops the run (retries.py)
     max_turns: int | None | budgets.Keep  # KEEP: the budget the session last logged (budget.py); None lifts it
     max_cost: float | None | budgets.Keep  # KEEP
     max_session_cost: float | None | budgets.Keep  # KEEP
@@ -80,6 +81,7 @@ class Loop:
         self.system = options.get("system", "")
         self.max_tokens = max_tokens = options.get("max_tokens", 8192)
         self.retries = options.get("retries", 4)
+        self.max_wait = options.get("max_retry_wait")  # None: no cap on the wait a retry-after asks for
         # Budgets (budget.py): an option left out keeps the one the session last logged; None lifts it.
         self.budgets = {
             "max_turns": options.get("max_turns", budgets.KEEP),
@@ -87,11 +89,13 @@ class Loop:
             "max_session_cost": options.get("max_session_cost", budgets.KEEP),
         }
         self.setting_names = options.get("setting_names", "{name}")
+        self._prices: dict[str, prices.Price] | None = None  # the price table a run's dollar budgets use (_set_budget)
         # The window: the setting's, else the model table's.
         self.context = (options.get("context") or ctx.ContextSettings()).for_model(model.name)
         # Checked before any request is sent; asks the API to drop thinking blocks a rewrite unbound (binding.py).
         wanted = models.thinking_request(options.get("thinking"), model.name, max_tokens)
-        self.thinking = binding.request(wanted, model.name) if self.offers_betas else wanted
+        wanted = binding.request(wanted, model.name) if self.offers_betas else wanted
+        self.thinking = thinking_display.summarized(wanted, model.name)  # the text between tool calls, shown (thinking_display.py)
 
     def run(self, prompt: str | list[dict[str, Any]] | None = None, *, meta: Mapping[str, Any] | None = None) -> str:
         """Add ``prompt`` as a new turn (if given), then act at the frontier until the model ends its turn."""
@@ -137,7 +141,11 @@ class Loop:
         """The run's budgets, logged when they change; BudgetError (nothing sent or logged) if one can't be kept."""
         state = self.session.state
         budget = budgets.chosen(budgets.of_state(state.budget), **self.budgets)
-        refusal = budgets.refusal(budget, self.model.name, setting=self.setting_names, provider=getattr(self.model, "provider", None))
+        # A dollar budget is kept at the prices read now, for the whole run: a tool call cannot lift it (budget.py).
+        self._prices = dict(prices.table()) if budget.dollars else None
+        refusal = budgets.refusal(
+            budget, self.model.name, self._prices, setting=self.setting_names, provider=getattr(self.model, "provider", None)
+        )
         if refusal:
             raise budgets.BudgetError(refusal)
         if budget != budgets.of_state(state.budget):
@@ -146,7 +154,7 @@ class Loop:
     def _check_budget(self) -> None:
         """Stop before the next model call if a budget is reached: logged once (a crash after it stops here again)."""
         state = self.session.state
-        hit = budgets.check(state.budget, state.turn_replies, state.turn_spend, state.spend)
+        hit = budgets.check(state.budget, state.turn_replies, state.turn_spend, state.spend, self._prices)
         if hit is None:
             return
         if not state.budget_stopped:
@@ -224,7 +232,7 @@ class Loop:
             if isinstance(reply, ModelError):
                 err = reply
                 again = err.retryable and attempt <= self.retries
-                wait = back_off(attempt, err.retry_after) if again else None
+                wait = wait_for(attempt, err.retry_after, self.max_wait) if again else None
                 self.session.append(
                     ev.MODEL_ERROR,
                     message=str(err),
@@ -233,8 +241,11 @@ class Loop:
                     retryable=err.retryable,
                     attempt=attempt,
                     **({"retry_in": round(wait, 3)} if wait is not None else {}),
+                    **({"retry_after": err.retry_after} if again and wait is None else {}),  # past max_retry_wait: not waited for
                 )
-                if request.context_management and ctx.refuses_compaction(err.kind, err.status, self.model.name):
+                if again and wait is None:  # the API asks for longer than max_retry_wait: stop, saying when to try again
+                    raise waited_too_long(err, self.max_wait, time.time(), self.setting_names.format(name="max_retry_wait")) from err
+                if request.context_management and ctx.refuses_compaction(err.kind, err.status, str(err), self.model.name):
                     # This model or gateway has no server-side compaction: the session compacts locally from now on.
                     self.session.append(
                         ev.NOTE, kind=SERVER_REFUSED, text=f"the API refused server-side compaction ({err}); nbagent compacts locally"
@@ -297,9 +308,9 @@ class Loop:
         """Tokens the next request takes: the API's count for the last reply, plus an estimate of what came since."""
         state = self.session.state
         if not state.context_tokens or not state.messages:
-            return ctx.estimate_tokens(list(state.messages))
+            return ctx.estimate_tokens(list(state.messages), self.model.name)
         last = state.messages[-1]
-        return state.context_tokens + (ctx.estimate_tokens(last) if last["role"] == "user" else 0)
+        return state.context_tokens + (ctx.estimate_tokens(last, self.model.name) if last["role"] == "user" else 0)
 
     def compact(self, reason: str = "request") -> bool:
         """Summarise the oldest messages with model calls, each logged before the next request uses it (compaction.py).
@@ -307,7 +318,9 @@ class Loop:
         False: nothing to compact. A crash resumes a compaction where it stopped.
         """
         self._check_trusted()
-        return compaction.compact(self.session, self.model, self.context, reason=reason, max_tokens=self.max_tokens, retries=self.retries)
+        return compaction.compact(
+            self.session, self.model, self.context, reason=reason, max_tokens=self.max_tokens, retries=self.retries, max_wait=self.max_wait
+        )
 
     def _stream(self, request: ModelRequest) -> Reply | ModelError:
         """One model call; its deltas are written out before this returns (held-back runs only if the reply ended)."""

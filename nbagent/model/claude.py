@@ -14,7 +14,7 @@ import anthropic
 
 from ..errors import ModelError, NbagentError
 from ..record import redact
-from ..state import providers
+from ..state import api_versions, providers
 from . import clients
 from .retries import retry_after, should_retry
 
@@ -60,6 +60,8 @@ class AnthropicModel:
 
     def __init__(self, name: str = DEFAULT_MODEL, *, client: Any | None = None, provider: str | None = None) -> None:
         info = providers.lookup(provider)  # the cloud's own SDK client (clients.py): "anthropic" unless asked
+        self.name = providers.table_name(info.name, name)  # the model table's name: its limits and thinking rules apply
+        self.model_id = name if name != self.name else providers.model_id(info.name, name)  # what the request names
         if client is None:
             if info.name == "anthropic" and not has_api_key():
                 raise NbagentError(
@@ -67,11 +69,11 @@ class AnthropicModel:
                     "To try nbagent without a key, use the offline demo model: `nbagent demo`."
                 )
             # Kept per configuration: each %agent turn makes its model, and keeps the connection the last one opened.
-            client = clients.client(info.name)
+            client = clients.client(info.name, self.name)  # on Bedrock: InvokeModel or the Messages-API endpoint, by model
         self.provider = info.name
         self.info = info
-        self.name = providers.table_name(info.name, name)  # the model table's name: its limits and thinking rules apply
-        self.model_id = name if name != self.name else providers.model_id(info.name, name)  # what the request names
+        # InvokeModel carries the API version in the body: the one this model takes, whichever SDK is installed.
+        self.body_version = api_versions.body_version(isinstance(client, anthropic.AnthropicBedrock), self.name)
         self.auth_errors = clients.auth_errors(info.name)  # a cloud's credential library failing while a request is signed
         # One retry budget: the SDK would retry twice more inside every attempt the loop makes.
         self.client = client.with_options(max_retries=0)
@@ -99,6 +101,8 @@ class AnthropicModel:
             params["thinking"] = request.thinking
         if request.output_config:
             params["output_config"] = request.output_config
+        if self.body_version:
+            params["extra_body"] = {"anthropic_version": self.body_version}  # the SDK only fills it in where it is missing
         # The beta call only where a beta is used: server-side compaction needs it.
         messages: Any = self.client.messages
         if request.betas or request.context_management:

@@ -1,9 +1,10 @@
 """The SDK's client for each cloud, built from the environment as the cloud's own tools are; its credentials redacted.
 
 What each provider is (names, model ids, which credentials, what it offers) is the table in
-nbagent/state/providers.py; this builds the client: ``Anthropic``, ``AnthropicBedrock``, ``AnthropicVertex`` or
-``AnthropicFoundry``, from AWS's credential chain, Google's Application Default Credentials or Azure's key or
-Entra ID. Each credential a client holds is registered with :mod:`nbagent.record.redact`, so it never reaches a log,
+nbagent/state/providers.py; this builds the client: ``Anthropic``, ``AnthropicBedrock`` (InvokeModel) or
+``AnthropicBedrockMantle`` (Bedrock's Messages-API endpoint, for the models nbagent/state/api_versions.py sends there),
+``AnthropicVertex``, ``AnthropicFoundry``, ``AnthropicAWS`` or ``AnthropicGoogleCloud``, from AWS's credential chain,
+Google's Application Default Credentials or Azure's key or Entra ID. Each credential a client holds is registered with :mod:`nbagent.record.redact`, so it never reaches a log,
 an error or a view: keys and tokens, a gateway's credential headers (``ANTHROPIC_CUSTOM_HEADERS``) and the password
 in a base URL's userinfo. A missing library or credential is an NbagentError that says what to do, before any request.
 """
@@ -20,6 +21,7 @@ from typing import Any
 
 from ..errors import NbagentError
 from ..record import redact
+from ..state import api_versions
 from ..state.providers import ProviderInfo, lookup
 
 CLOUD_SCOPE = "https://www.googleapis.com/auth/cloud-platform"  # what the SDK asks ADC for (anthropic/lib/_extras/_google_auth.py)
@@ -27,8 +29,8 @@ CLOUD_SCOPE = "https://www.googleapis.com/auth/cloud-platform"  # what the SDK a
 FOUNDRY_SCOPE = "https://ai.azure.com/.default"
 
 
-def client(provider: str | None) -> Any:
-    """The SDK's client for ``provider``, configured from the environment as the cloud's own tools are.
+def client(provider: str | None, model: str | None = None) -> Any:
+    """The SDK's client for ``provider`` (and, on Bedrock, the endpoint ``model`` takes), configured from the environment.
 
     Raises NbagentError, before any request, where the cloud's library is missing (which extra to install) or
     where no credentials can be found (how to give them). Every credential the client holds is registered for
@@ -38,20 +40,22 @@ def client(provider: str | None) -> Any:
     missing = problem(info.name) if info.name != "anthropic" else None
     if missing:
         raise NbagentError(missing)
+    kind = "bedrock_messages" if model is not None and api_versions.endpoint(info.name, model) == "bedrock_messages" else info.name
     # One client per provider and configuration, kept: each %agent turn builds its model, and a new client would read
     # the credential chain again and (Vertex) mint a new token. Changed variables make a new one.
-    key = (info.name, tuple(os.environ.get(name) for name in (*_CONFIG_ENV.get(info.name, ()), *_GATEWAY_ENV, *_PROXY_ENV)))
+    key = (kind, tuple(os.environ.get(name) for name in (*_CONFIG_ENV.get(kind, ()), *_GATEWAY_ENV, *_PROXY_ENV)))
     with _clients_lock:
         held = _clients.get(key)
     if held is not None:
         return held
-    made = _build(info)
+    made = _build(info, kind)
     with _clients_lock:
         _clients[key] = made
     return made
 
 
 # The variables a cloud's client is configured from (the SDK's and the cloud library's): a change builds a new client.
+_AWS_ENV = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION")
 _CONFIG_ENV = {
     "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"),
     "bedrock": (
@@ -69,18 +73,24 @@ _CONFIG_ENV = {
         "AZURE_CLIENT_ID",
         "AZURE_TENANT_ID",
     ),
+    "aws": (*_AWS_ENV, "ANTHROPIC_AWS_API_KEY", "ANTHROPIC_AWS_WORKSPACE_ID", "ANTHROPIC_AWS_BASE_URL"),
+    "google": (
+        *("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CONFIG", "ANTHROPIC_GOOGLE_CLOUD_PROJECT"),
+        *("ANTHROPIC_GOOGLE_CLOUD_LOCATION", "ANTHROPIC_GOOGLE_CLOUD_WORKSPACE_ID", "ANTHROPIC_GOOGLE_CLOUD_BASE_URL"),
+    ),
 }
+_CONFIG_ENV["bedrock_messages"] = (*_CONFIG_ENV["bedrock"], "ANTHROPIC_AWS_API_KEY", "ANTHROPIC_BEDROCK_MANTLE_BASE_URL")
 _GATEWAY_ENV = ("ANTHROPIC_CUSTOM_HEADERS",)  # the SDK adds these headers to every cloud's client (anthropic/lib/_env.py)
 _PROXY_ENV = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "all_proxy", "no_proxy")  # httpx's
 _clients: dict[tuple[str, tuple[str | None, ...]], Any] = {}
 _clients_lock = threading.Lock()
 
 
-def _build(info: ProviderInfo) -> Any:
-    """A new client for ``info``'s cloud (see :func:`client`)."""
+def _build(info: ProviderInfo, kind: str) -> Any:
+    """A new client for ``info``'s cloud, ``kind`` its endpoint (see :func:`client`)."""
     import anthropic
 
-    builder = _BUILDERS[info.name]
+    builder = _BUILDERS[kind]
     try:
         made = builder(info)
     except NbagentError:
@@ -104,8 +114,30 @@ def _anthropic(info: ProviderInfo) -> Any:
 def _bedrock(info: ProviderInfo) -> Any:
     import anthropic
 
-    if os.environ.get("AWS_BEARER_TOKEN_BEDROCK"):  # a Bedrock API key: no signing, no boto3 session needed
-        return anthropic.AnthropicBedrock()
+    if not os.environ.get("AWS_BEARER_TOKEN_BEDROCK"):  # a Bedrock API key: no signing, no boto3 session needed
+        _aws_chain(info)
+    return anthropic.AnthropicBedrock()  # signs each request itself, from the same chain
+
+
+def _bedrock_messages(info: ProviderInfo) -> Any:
+    """Bedrock's Messages-API endpoint (``/anthropic/v1/messages``), for Claude 4.7 and later (api_versions.py)."""
+    import anthropic
+
+    if not (os.environ.get("AWS_BEARER_TOKEN_BEDROCK") or os.environ.get("ANTHROPIC_AWS_API_KEY")):
+        _aws_chain(info)
+    return anthropic.AnthropicBedrockMantle()
+
+
+def _aws(info: ProviderInfo) -> Any:
+    import anthropic
+
+    if not os.environ.get("ANTHROPIC_AWS_API_KEY"):  # a workspace API key: no signing
+        _aws_chain(info)
+    return anthropic.AnthropicAWS()
+
+
+def _aws_chain(info: ProviderInfo) -> None:
+    """Check that boto3's credential chain has credentials (the SDK signs with them) and register them for redaction."""
     import boto3  # the SDK signs with boto3's credential chain (env, profile, SSO, container or instance role)
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -118,7 +150,6 @@ def _bedrock(info: ProviderInfo) -> Any:
         raise NbagentError(f"No AWS credentials for {info.label}: {info.credentials}.")
     redact.register(frozen.secret_key)
     redact.register(frozen.token)
-    return anthropic.AnthropicBedrock()  # signs each request itself, from the same chain
 
 
 def _vertex(info: ProviderInfo) -> Any:
@@ -136,6 +167,21 @@ def _vertex(info: ProviderInfo) -> Any:
     return anthropic.AnthropicVertex(**options)
 
 
+def _google(info: ProviderInfo) -> Any:
+    import anthropic
+    import google.auth
+    import google.auth.exceptions
+
+    try:
+        credentials, project = google.auth.default(scopes=[CLOUD_SCOPE])
+    except google.auth.exceptions.DefaultCredentialsError as exc:
+        raise NbagentError(f"No Google credentials for {info.label}: {info.credentials} ({exc}).") from None
+    options: dict[str, Any] = {"credentials": credentials}
+    if not os.environ.get("ANTHROPIC_GOOGLE_CLOUD_PROJECT") and project:
+        options["project"] = project
+    return anthropic.AnthropicGoogleCloud(**options)
+
+
 def _foundry(info: ProviderInfo) -> Any:
     import anthropic
 
@@ -150,7 +196,10 @@ def _foundry(info: ProviderInfo) -> Any:
     return anthropic.AnthropicFoundry(azure_ad_token_provider=redacting(get_bearer_token_provider(DefaultAzureCredential(), FOUNDRY_SCOPE)))
 
 
-_BUILDERS: dict[str, Callable[[ProviderInfo], Any]] = {"anthropic": _anthropic, "bedrock": _bedrock, "vertex": _vertex, "foundry": _foundry}
+_BUILDERS: dict[str, Callable[[ProviderInfo], Any]] = {
+    **{"anthropic": _anthropic, "bedrock": _bedrock, "bedrock_messages": _bedrock_messages, "vertex": _vertex},
+    **{"foundry": _foundry, "aws": _aws, "google": _google},
+}
 
 
 def redacting(provider: Callable[[], str]) -> Callable[[], str]:
@@ -177,10 +226,10 @@ def register_secrets(made: Any) -> None:
     base_url = getattr(made, "base_url", None)
     for held in url_secrets(str(base_url)) if base_url is not None else ():
         redact.register(held)
-    credentials = getattr(made, "credentials", None)  # Vertex: google.auth credentials, their token minted at first use
-    token = getattr(credentials, "token", None)
-    if isinstance(token, str):
-        redact.register(token)
+    for name in ("credentials", "google_credentials"):  # google.auth credentials (Vertex, Google Cloud), minted at first use
+        token = getattr(getattr(made, name, None), "token", None)
+        if isinstance(token, str):
+            redact.register(token)
 
 
 # A header whose name has a word saying it carries a credential (X-Api-Key, cf-aig-authorization, X-Gateway-Token...);
@@ -231,11 +280,11 @@ def auth_errors(provider: str | None) -> tuple[type[BaseException], ...]:
     """The errors a provider's credential libraries raise while a request is signed or its token refreshed."""
     name = lookup(provider).name
     try:
-        if name == "bedrock":
+        if name in ("bedrock", "aws"):
             from botocore.exceptions import BotoCoreError
 
             return (BotoCoreError,)
-        if name == "vertex":
+        if name in ("vertex", "google"):
             from google.auth.exceptions import GoogleAuthError
 
             return (GoogleAuthError,)
@@ -257,8 +306,9 @@ def problem(provider: str | None) -> str | None:
     if info.name == "anthropic" and not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
         return f"No Anthropic API key: {info.credentials}."
     needed = _LIBRARIES.get(info.name)
-    if info.name == "foundry" and os.environ.get("ANTHROPIC_FOUNDRY_API_KEY"):
-        needed = None  # a key needs no Azure library
+    keyed = {"foundry": "ANTHROPIC_FOUNDRY_API_KEY", "aws": "ANTHROPIC_AWS_API_KEY"}.get(info.name)
+    if keyed and os.environ.get(keyed):
+        needed = None  # a Foundry key needs no Azure library, an AWS workspace key no signing
     if needed and not _importable(needed):
         if info.name == "foundry":
             return f"No key for {info.label}: set ANTHROPIC_FOUNDRY_API_KEY, or pip install '{info.extra}' to sign in with Entra ID."
@@ -267,7 +317,7 @@ def problem(provider: str | None) -> str | None:
 
 
 # What each cloud's client cannot work without (the Bedrock stream is decoded by botocore even with a bearer token).
-_LIBRARIES = {"bedrock": "botocore", "vertex": "google.auth", "foundry": "azure.identity"}
+_LIBRARIES = {"bedrock": "botocore", "vertex": "google.auth", "foundry": "azure.identity", "aws": "botocore", "google": "google.auth"}
 
 
 def _importable(module: str) -> bool:

@@ -125,6 +125,7 @@ def loop(
         system=settings.system_prompt,
         max_tokens=settings.max_tokens,
         retries=settings.retries,
+        max_retry_wait=settings.max_retry_wait or None,  # 0: no cap
         parallel=settings.parallel_tools,
         context=context_settings(settings, chosen.name),
         thinking=thinking_setting(settings, chosen.name),

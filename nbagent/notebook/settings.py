@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from IPython.core.error import UsageError
-from traitlets import Bool, Dict, Enum, Int, List, TraitError, Unicode, Union, validate
+from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, Union, validate
 from traitlets.config import Configurable
 
 from ..agent.parallel import DEFAULT_BOUND
@@ -41,8 +41,9 @@ class Agent(BudgetSettings, Configurable):  # the budget and price settings: bud
         "anthropic",
         help="Where Claude runs: 'anthropic' (the Claude API, ANTHROPIC_API_KEY), 'bedrock' (Amazon Bedrock: AWS credentials "
         "and region as the AWS CLI takes them), 'vertex' (Google Vertex AI: Application Default Credentials, CLOUD_ML_REGION, "
-        "ANTHROPIC_VERTEX_PROJECT_ID) or 'foundry' (Microsoft Foundry: ANTHROPIC_FOUNDRY_API_KEY or Entra ID, "
-        "ANTHROPIC_FOUNDRY_RESOURCE). See docs/providers.md.",
+        "ANTHROPIC_VERTEX_PROJECT_ID), 'foundry' (Microsoft Foundry: ANTHROPIC_FOUNDRY_API_KEY or Entra ID, "
+        "ANTHROPIC_FOUNDRY_RESOURCE), 'aws' (Claude Platform on AWS: ANTHROPIC_AWS_WORKSPACE_ID, a workspace key or AWS "
+        "credentials) or 'google' (Claude Models on Google Cloud: ADC, ANTHROPIC_GOOGLE_CLOUD_WORKSPACE_ID). See docs/providers.md.",
     ).tag(config=True)
     max_tokens = Int(8192, help="Maximum tokens in one model reply.").tag(config=True)
     system_prompt = Unicode(DEFAULT_SYSTEM_PROMPT, help="System prompt sent with every model call.").tag(config=True)
@@ -50,7 +51,8 @@ class Agent(BudgetSettings, Configurable):  # the budget and price settings: bud
         APPROVAL_MODES,
         "ask",
         help="Who approves irreversible tool calls and repeats of interrupted calls: 'ask' (buttons in the panel; "
-        "declined where nobody can answer, e.g. nbclient/papermill), 'auto' (always yes), 'deny' (always no).",
+        "declined where nobody can answer, e.g. nbclient/papermill), 'auto' (yes to your own new calls; a proposed "
+        "cell edit still asks), 'deny' (always no).",
     ).tag(config=True)
     fsync = Enum(
         ("always", "turn", "never"),
@@ -89,6 +91,11 @@ class Agent(BudgetSettings, Configurable):  # the budget and price settings: bud
     ).tag(config=True)
     retries = Int(
         4, help="Extra attempts for a model call that fails with a retryable error (nbagent's only retries: the SDK client does none)."
+    ).tag(config=True)
+    max_retry_wait = Float(
+        0,
+        help="Seconds at most to wait where the API asks to wait (retry-after) before a retry; a longer wait is not made: the "
+        "cell stops and says when to try again. 0 (default): no cap, every wait the API asks for is made (interruptible).",
     ).tag(config=True)
     parallel_tools = Int(
         DEFAULT_BOUND,
@@ -176,6 +183,12 @@ class Agent(BudgetSettings, Configurable):  # the budget and price settings: bud
         if value < 0:
             raise TraitError(f"Agent.{proposal['trait'].name} must be 0 or more, not {value} (0 means: {ZERO[proposal['trait'].name]}).")
         return int(value)
+
+    @validate("max_retry_wait")
+    def _max_wait(self, proposal: Any) -> float:
+        if not proposal["value"] >= 0:
+            raise TraitError(f"Agent.max_retry_wait is in seconds and must be 0 or more, not {proposal['value']} (0: no cap).")
+        return float(proposal["value"])
 
     @validate("context_window")
     def _window(self, proposal: Any) -> int:

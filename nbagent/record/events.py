@@ -118,6 +118,7 @@ class ModelErrorEvent(TypedDict):
     retryable: NotRequired[bool]
     attempt: NotRequired[int]
     retry_in: NotRequired[float]  # seconds waited before the next attempt (the API's retry-after, else the back-off)
+    retry_after: NotRequired[float]  # the API's retry-after where it was longer than max_retry_wait: not waited for, the run stopped
 
 
 # An approval's decisions: asked (pending), answered, or the ask interrupted before anyone answered (the call did not run).

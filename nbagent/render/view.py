@@ -5,6 +5,7 @@ The live panel and the replay both follow these rules, so a replay shows what th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -37,7 +38,16 @@ def _model_call(e: Event, state: State) -> str:
 
 
 def _model_error(e: Event, state: State) -> str:
-    return "retrying after a model error" if e.get("retryable") else "model error"
+    wait = e.get("retry_in")
+    if isinstance(wait, (int, float)) and wait >= 1:  # the panel counts it down (notebook/activity.py)
+        return retry_words(wait)
+    return "retrying after a model error" if e.get("retryable") and not e.get("retry_after") else "model error"
+
+
+def retry_words(seconds: float) -> str:
+    """The status while a retry waits: the seconds left, as minutes and seconds past a minute."""
+    left = max(0, math.ceil(seconds))
+    return f"model error: retrying in {left // 60}:{left % 60:02d}" if left >= 60 else f"model error: retrying in {left} s"
 
 
 def _approval(e: Event, state: State) -> str:

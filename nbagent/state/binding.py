@@ -33,13 +33,24 @@ from . import model_table as models
 BINDING_BETA = "thinking-binding-controls-2026-08-01"
 DROP_BLOCK: dict[str, str] = {"prefix_mismatch_behavior": "drop_block"}
 CARRIES = frozenset({"adaptive", "enabled"})  # the thinking types whose config has block_binding (SDK types)
-# The current generation (Claude 5 and later, as models.py lists them): their thinking blocks are bound. The platform
-# pages found did not list the models one by one; the SDK's types say the check applies "on a model that requires it".
-# Older models (4.x) and unknown ones are not assumed to bind: their requests are sent as before.
+# The models that run the prefix check, "starting with Claude Fable 5.1" ("Preserved thinking",
+# https://platform.claude.com/docs/en/build-with-claude/preserved-thinking; Amazon Bedrock's copy of it,
+# https://docs.aws.amazon.com/bedrock/latest/userguide/claude-messages-thinking-block-binding.html): Fable 5.1 / Mythos 5.1,
+# Fable 5.2 / Mythos 5.2 (https://platform.claude.com/docs/en/models/fable-5-2/whats-new-fable-5-2: the check "applies to
+# every account") and the 5.5 models released after them (Sonnet 5.5's overview: "thinking blocks are bound to the model
+# and the conversation"). Not Sonnet 5, Opus 5, Fable 5 or Mythos 5: setting the control at all would turn enforcement on
+# for accounts the API would otherwise not check. Older and unknown models are not assumed to bind either. The same
+# pages list Bedrock, Google Cloud and Foundry, so the control goes to every provider (providers.py ``betas``).
 BINDS = frozenset(
-    name
-    for name in models.MODELS
-    if name.startswith(("claude-sonnet-5", "claude-opus-5", "claude-haiku-5", "claude-fable-5", "claude-mythos-5"))
+    {
+        "claude-fable-5-2",
+        "claude-mythos-5-2",
+        "claude-fable-5-1",
+        "claude-mythos-5-1",
+        "claude-opus-5-5",
+        "claude-sonnet-5-5",
+        "claude-haiku-5-5",
+    }
 )
 NOTE_KIND = ev.NOTE_THINKING_BINDING  # the note that the fold left this many thinking blocks out so far (its `dropped`)
 

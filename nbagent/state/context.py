@@ -19,6 +19,8 @@ from . import model_table as models
 CompactMode = Literal["auto", "server", "local", "off"]
 COMPACT_MODES: tuple[str, ...] = ("auto", "server", "local", "off")
 COMPACT_BETA = "compact-2026-01-12"
+# What an error about the compaction part of a request names: its field, its edit, its beta (refuses_compaction).
+COMPACTION_WORDS = ("context_management", "compact_20260112", COMPACT_BETA)
 DEFAULT_WINDOW = models.DEFAULT_WINDOW  # an unknown model's window (models.py knows the others)
 DEFAULT_RESULT_BUDGET = 40_000  # characters of one tool result in a request (about 10k tokens)
 # https://platform.claude.com/docs/en/build-with-claude/vision ("Basics and limits"): up to 600 images a request, 100 on
@@ -59,11 +61,16 @@ class ContextSettings:
         return self if self.window else dataclasses.replace(self, window=models.lookup(model).window)
 
 
-def estimate_tokens(value: Any) -> int:
-    """A rough token count of some request content (characters of its JSON / 4; an image as IMAGE_TOKENS, not its base64)."""
+def estimate_tokens(value: Any, model: str | None = None) -> int:
+    """A rough token count of some request content (characters of its JSON / 4; an image as IMAGE_TOKENS, not its base64).
+
+    With ``model``, the text's count is scaled by the model's tokenizer (models.py ``token_factor``: about 30% more on
+    Claude Opus 4.7 and later), so that local compaction starts in time on them.
+    """
     encoded = json.dumps(value, separators=(",", ":"))
     images, data = images_in(value) if '"type":"image"' in encoded else (0, 0)
-    return (len(encoded) - data) // CHARS_PER_TOKEN + images * IMAGE_TOKENS
+    text = (len(encoded) - data) // CHARS_PER_TOKEN
+    return int(text * models.lookup(model).token_factor) + images * IMAGE_TOKENS
 
 
 def images_in(value: Any) -> tuple[int, int]:
@@ -120,14 +127,21 @@ def is_prompt_too_long(kind: str, status: int | None, message: str) -> bool:
     return status in (400, 413) and ("prompt is too long" in message.lower() or kind == "request_too_large")
 
 
-def refuses_compaction(kind: str, status: int | None, model: str) -> bool:
+def refuses_compaction(kind: str, status: int | None, message: str, model: str) -> bool:
     """Whether an error to a request that asked for server compaction means the model or gateway has none.
 
-    Decided from the error's type and the model table, not from its words: a 400 ``invalid_request_error`` ("prompt
-    is too long" has its own kind, see model.py) on a model the table does not know to support server compaction.
-    On one it does, the same error is a refused request (fold.refuses_request), not a reason to compact locally.
+    Only the API's refusal of the compaction part itself: a 400 ``invalid_request_error`` whose message names
+    ``context_management`` or the compaction edit or beta (:data:`COMPACTION_WORDS`), on a model the table does not
+    know to support server compaction. Any other 400 (a spend limit, a malformed message) ends the run with the API's
+    message: it is not a reason to resend without compaction. The compaction page
+    (https://platform.claude.com/docs/en/build-with-claude/compaction) gives no error text for an unsupported
+    model; an unknown field is refused as "context_management: Extra inputs are not permitted"
+    (https://platform.claude.com/docs/en/api/errors, tests/support/request_types.py). On a model the table
+    says compacts, the same error is a refused request (fold.refuses_request), not a reason to compact locally.
     """
-    return status == 400 and kind == "invalid_request_error" and models.lookup(model).compaction is not True
+    if status != 400 or kind != "invalid_request_error" or models.lookup(model).compaction is True:
+        return False
+    return any(word in message for word in COMPACTION_WORDS)
 
 
 def plain_history(messages: Sequence[dict[str, Any]]) -> Sequence[dict[str, Any]]:

@@ -40,6 +40,9 @@ class ModelInfo:
     thinks_by_default: bool  # thinks (adaptively) when the request leaves `thinking` out
     compaction: bool | None  # server compaction (compact_20260112): True documented, False not offered, None unconfirmed
     known: bool = True
+    # Tokens per token of the chars/4 estimate: Claude Opus 4.7 and later use a newer tokenizer, "approximately 30 percent
+    # more tokens" for the same text (https://platform.claude.com/docs/en/build-with-claude/token-counting).
+    token_factor: float = 1.0
 
     @property
     def off_label(self) -> str:
@@ -53,51 +56,57 @@ class ModelInfo:
 
 
 UNKNOWN = ModelInfo(DEFAULT_WINDOW, UNKNOWN_MAX_OUTPUT, None, None, "omit", False, None, known=False)
+NEW_TOKENIZER = 1.3  # see ModelInfo.token_factor
+# Server compaction: "Compaction" (https://platform.claude.com/docs/en/build-with-claude/compaction, "Compaction is
+# supported on the following models") lists every Claude 5.x model and Opus 4.8, 4.7, 4.6 and Sonnet 4.6 (the issue's
+# reading of the page; the copy the docs index holds shows the list cut short after Opus 4.6 and Sonnet 4.6).
 
 # Claude 5.5 and 5.2: adaptive by default; budgets refused ("Claude 4.7 and later reject enabled").
 #   https://platform.claude.com/docs/en/build-with-claude/thinking-troubleshooting (per-model table)
 # Claude Fable 5.2 / Mythos 5.2: 1M, 128K, "Adaptive (always on)" (comparison table of
 #   https://platform.claude.com/docs/id/models/sonnet-5/overview); Mythos 5.2 assumed to share Fable 5.2's
 #   row as every earlier Mythos/Fable pair does (not confirmed on its own page).
-_FABLE_5_2 = ModelInfo(1 * M, 128 * K, True, False, "low_effort", True, None)
+#   Tokenizer: the one introduced with Claude Opus 4.7 (https://platform.claude.com/docs/en/models/fable-5-2/whats-new-fable-5-2).
+_FABLE_5_2 = ModelInfo(1 * M, 128 * K, True, False, "low_effort", True, True, token_factor=NEW_TOKENIZER)
 # Claude Haiku 5.5: 1M, 128K, adaptive, default effort medium; thinks by default and accepts "disabled" at
 #   effort high or lower. https://platform.claude.com/docs/en/models/haiku-5-5/overview ; budgets: not
-#   confirmed accepted, so a budget is sent as adaptive (which it takes).
-_HAIKU_5_5 = ModelInfo(1 * M, 128 * K, True, False, "disabled", True, None)
+#   confirmed accepted, so a budget is sent as adaptive (which it takes). Tokenizer: the token-counting page seen predates
+#   Haiku 5.5 and Sonnet 5.5 (it names Opus 4.7 and later, Fable 5, Mythos 5, Mythos Preview, Sonnet 5): the newer one is
+#   assumed, which compacts a little early rather than late.
+_HAIKU_5_5 = ModelInfo(1 * M, 128 * K, True, False, "disabled", True, True, token_factor=NEW_TOKENIZER)
 # Claude Sonnet 5.5: 1M, 128K; "disabled" is refused with a 400, {"type": "between_tools"} is the lowest
 #   setting (valid at effort low/medium/high; nbagent leaves effort at the default, high).
 #   https://platform.claude.com/docs/zh-CN/models/sonnet-5-5/whats-new-sonnet-5-5 ,
 #   https://platform.claude.com/docs/zh-CN/models/sonnet-5-5/overview
-_SONNET_5_5 = ModelInfo(1 * M, 128 * K, True, False, "between_tools", True, None)
+_SONNET_5_5 = ModelInfo(1 * M, 128 * K, True, False, "between_tools", True, True, token_factor=NEW_TOKENIZER)
 # Claude Opus 5.5 and Fable 5.1 / Mythos 5.1: thinking always on; "disabled" and "enabled" both return 400;
 #   "lower output_config.effort where you used to disable thinking".
 #   https://platform.claude.com/docs/zh-CN/models/opus-5-5/whats-new-opus-5-5 , .../models/opus-5-5/overview
-_ALWAYS_ON = ModelInfo(1 * M, 128 * K, True, False, "low_effort", True, None)
+_ALWAYS_ON = ModelInfo(1 * M, 128 * K, True, False, "low_effort", True, True, token_factor=NEW_TOKENIZER)
 # Claude Fable 5 / Mythos 5: adaptive only, "disabled" and "enabled" return 400; 1M, 128K.
 #   https://platform.claude.com/docs/en/models/fable-5/migration-guide
 _FABLE_5 = _ALWAYS_ON
 # Claude Sonnet 5: adaptive on by default, manual budgets return 400, "disabled" accepted; 1M, 128K.
 #   https://platform.claude.com/docs/zh-CN/models/sonnet-5/overview
-_SONNET_5 = ModelInfo(1 * M, 128 * K, True, False, "disabled", True, None)
+_SONNET_5 = ModelInfo(1 * M, 128 * K, True, False, "disabled", True, True, token_factor=NEW_TOKENIZER)
 # Claude Opus 5: adaptive on by default, "disabled" accepted at effort high or lower (the default), budgets
 #   refused (Opus 4.8 and later); 1M, 128K. https://platform.claude.com/docs/zh-CN/models/sonnet-5/overview
 #   (comparison table) and https://platform.claude.com/docs/en/build-with-claude/thinking-troubleshooting
-_OPUS_5 = ModelInfo(1 * M, 128 * K, True, False, "disabled", True, None)
+_OPUS_5 = ModelInfo(1 * M, 128 * K, True, False, "disabled", True, True, token_factor=NEW_TOKENIZER)
 # Claude Opus 4.8 / 4.7: adaptive only (budgets return 400), no thinking unless asked; 1M, 128K.
-#   https://platform.claude.com/docs/en/build-with-claude/adaptive-thinking ; compaction is documented for
-#   Opus 4.7 (https://platform.claude.com/docs/en/build-with-claude/compaction), not confirmed for 4.8.
-_OPUS_4_8 = ModelInfo(1 * M, 128 * K, True, False, "omit", False, None)
-_OPUS_4_7 = ModelInfo(1 * M, 128 * K, True, False, "omit", False, True)
+#   https://platform.claude.com/docs/en/build-with-claude/adaptive-thinking ; compaction: the compaction page (above).
+_OPUS_4_8 = ModelInfo(1 * M, 128 * K, True, False, "omit", False, True, token_factor=NEW_TOKENIZER)
+_OPUS_4_7 = ModelInfo(1 * M, 128 * K, True, False, "omit", False, True, token_factor=NEW_TOKENIZER)
 # Claude Mythos Preview: adaptive by default and always on ("disabled" not supported), budgets still
 #   accepted. https://platform.claude.com/docs/en/build-with-claude/adaptive-thinking ; window and output not
 #   confirmed: the conservative 200K / 64K.
-_MYTHOS_PREVIEW = ModelInfo(200 * K, 64 * K, True, True, "low_effort", True, True)
+_MYTHOS_PREVIEW = ModelInfo(200 * K, 64 * K, True, True, "low_effort", True, True, token_factor=NEW_TOKENIZER)
 # Claude Opus 4.6 / Sonnet 4.6: adaptive and (deprecated) budgets, no thinking unless asked; 1M; compaction
 #   documented. https://platform.claude.com/docs/en/build-with-claude/adaptive-thinking ,
-#   https://platform.claude.com/docs/en/build-with-claude/compaction . Sonnet 4.6's output is given as 64K
-#   in some copies and 128K in others: the conservative 64K.
+#   https://platform.claude.com/docs/en/build-with-claude/compaction . Sonnet 4.6: 1M, 128K ("Context window: 1M tokens ·
+#   Max output: 128K tokens", https://platform.claude.com/docs/zh-CN/models/sonnet-4-6/overview.md).
 _OPUS_4_6 = ModelInfo(1 * M, 128 * K, True, True, "omit", False, True)
-_SONNET_4_6 = ModelInfo(1 * M, 64 * K, True, True, "omit", False, True)
+_SONNET_4_6 = ModelInfo(1 * M, 128 * K, True, True, "omit", False, True)
 # Claude Haiku 4.5 and Opus 4.5: budgets only ("Sonnet 4.5, Opus 4.5 and older do not support adaptive
 #   thinking"); 200K, 64K; not in the compaction page's model list.
 #   https://platform.claude.com/docs/en/build-with-claude/adaptive-thinking ,

@@ -55,14 +55,21 @@ class Price:
 #   https://platform.claude.com/docs/en/about-claude/pricing ("Model pricing": Fable 5.1 / Mythos 5.1, Fable 5 /
 #   Mythos 5, Opus 5, 4.8, 4.7, 4.6, 4.5), and each model's overview page where the pricing page's rows were not
 #   at hand: https://platform.claude.com/docs/zh-CN/models/opus-5-5/overview (Opus 5.5),
-#   https://platform.claude.com/docs/zh-CN/models/sonnet-5-5/overview (Sonnet 5.5: its cache read is $0.20 there;
-#   some trackers report a cut to $0.10 from 2026-10-07 that the docs seen do not show: set NBAGENT_PRICES if your
-#   bill says so), https://platform.claude.com/docs/zh-CN/models/sonnet-5/overview (Sonnet 5),
+#   https://platform.claude.com/docs/zh-CN/models/sonnet-5-5/overview (Sonnet 5.5: its cache read is $0.20 there; the
+#   pricing page itself is not in the docs index at hand (searched 2026-12: only model pages and third parties come back),
+#   and trackers that re-read it after 2026-10-07 report $0.10: not confirmed here, so the model page's figure stands;
+#   set NBAGENT_PRICES if your bill says $0.10), https://platform.claude.com/docs/zh-CN/models/sonnet-5/overview (Sonnet 5),
 #   https://platform.claude.com/docs/zh-TW/models/haiku-5-5/overview (Haiku 5.5: priced by the prompt's length,
-#   over 100,000 tokens every token of the request at the higher rates).
+#   over 100,000 tokens every token of the request at the higher rates), and for Fable 5.2 / Mythos 5.2: $8 input, $40
+#   output (https://platform.claude.com/docs/en/models/fable-5-2/whats-new-fable-5-2, "Pricing"; the comparison table
+#   of https://platform.claude.com/docs/id/models/sonnet-5/overview.md: "$8 / $40"); their cache writes are the
+#   standard 1.25x and 2x of input ("Prompt caching", https://platform.claude.com/docs/en/build-with-claude/prompt-caching)
+#   and their cache read $0.20, a quarter of the usual 0.1x as for Fable 5.1 (its migration guide): that read price is
+#   not on a page seen here (third-party price lists give $0.20), so it is the one figure of this table without one.
 # Sonnet 4.6 and 4.5 are priced up to a 200,000-token prompt only: past it the docs seen disagree (a long-context
 # premium, or none), so such a request's cost is unknown. Not priced at all (cost unknown until NBAGENT_PRICES or
-# Agent.prices gives one): Fable 5.2 / Mythos 5.2 and Mythos Preview (only input and output prices were found).
+# Agent.prices gives one): Mythos Preview (only input and output prices were found).
+_FABLE_5_2 = Price(8, 10, 16, 0.2, 40)
 _FABLE_5_1 = Price(10, 12.5, 20, 0.25, 50)
 _FABLE_5 = Price(10, 12.5, 20, 1, 50)
 _OPUS_5_5 = Price(4, 5, 8, 0.2, 20)
@@ -73,6 +80,8 @@ _HAIKU_4_5 = Price(1, 1.25, 2, 0.1, 5)
 _HAIKU_5_5 = Price(0.1, 0.125, 0.2, 0.01, 0.5, above=(100_000, Price(0.5, 0.625, 1, 0.05, 2.5)))
 
 PRICES: dict[str, Price] = {
+    "claude-fable-5-2": _FABLE_5_2,
+    "claude-mythos-5-2": _FABLE_5_2,
     "claude-fable-5-1": _FABLE_5_1,
     "claude-mythos-5-1": _FABLE_5_1,
     "claude-fable-5": _FABLE_5,

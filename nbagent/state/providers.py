@@ -1,8 +1,9 @@
 """Claude on the clouds: each provider's model ids, its credentials, what it offers, its errors (pure rules).
 
 ``Agent.provider`` / ``run(provider=...)`` / ``Loop(provider=...)`` name one of :data:`PROVIDERS`. Each is the
-``anthropic`` SDK's own client (``Anthropic``, ``AnthropicBedrock``, ``AnthropicVertex``, ``AnthropicFoundry``: all
-four exist at the SDK floor in pyproject.toml), configured the way that cloud's own tools are: AWS's environment,
+``anthropic`` SDK's own client (``Anthropic``, ``AnthropicBedrock`` or ``AnthropicBedrockMantle`` by model (see
+api_versions.py), ``AnthropicVertex``, ``AnthropicFoundry``, ``AnthropicAWS``, ``AnthropicGoogleCloud``: all exist at the
+SDK floor in pyproject.toml), configured the way that cloud's own tools are: AWS's environment,
 profile or bearer token (boto3's chain), Google's Application Default Credentials, Azure's key or Entra ID
 (azure-identity); :mod:`nbagent.model.clients` builds them. nbagent reads no credential itself beyond what the SDK
 reads; each one it holds is registered with :mod:`nbagent.record.redact`, so it never reaches a log, an error or a view.
@@ -23,7 +24,7 @@ from typing import Any
 from ..errors import NbagentError
 from . import model_table as models
 
-PROVIDERS = ("anthropic", "bedrock", "vertex", "foundry")
+PROVIDERS = ("anthropic", "bedrock", "vertex", "foundry", "aws", "google")
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,8 @@ class ProviderInfo:
     credentials: str  # how to give it credentials, for the error that says none were found
     # Betas nbagent sends (server compaction, the thinking-binding beta): False where the platform's page does not
     # list them; then nbagent falls back as for a model without them (local compaction, unbound thinking left out).
+    # "Compaction" and "Preserved thinking" (platform docs) list Amazon Bedrock, Google Cloud and Microsoft Foundry, and
+    # Claude Platform on AWS and Claude Models on Google Cloud (Anthropic managed) serve the Claude API's own surface.
     betas: bool
     automatic_cache: bool  # the request's top-level cache_control; else the last block carries the marker
     prices: bool  # nbagent knows its prices (the cost view reads this; False: "cost unknown")
@@ -47,7 +50,7 @@ class ProviderInfo:
 # Haiku 4.5's row is the same page's dated -v1:0 form). Later models have no ARN-versioned id: they are
 # "anthropic.<name>", the form the Messages-API Bedrock endpoint lists (anthropic.claude-opus-4-8). A cross-region
 # inference profile (global.anthropic..., us.anthropic...) or an ARN is a provider id and is sent as given.
-_BEDROCK_DATED = {
+BEDROCK_DATED = {
     "claude-opus-4-6": "anthropic.claude-opus-4-6-v1",
     "claude-sonnet-4-6": "anthropic.claude-sonnet-4-6",
     "claude-sonnet-4-5": "anthropic.claude-sonnet-4-5-20250929-v1:0",
@@ -57,7 +60,7 @@ _BEDROCK_DATED = {
     "claude-haiku-4-5": "anthropic.claude-haiku-4-5-20251001-v1:0",
     "claude-haiku-4-5-20251001": "anthropic.claude-haiku-4-5-20251001-v1:0",
 }
-BEDROCK_IDS = {name: _BEDROCK_DATED.get(name, f"anthropic.{name}") for name in models.MODELS}
+BEDROCK_IDS = {name: BEDROCK_DATED.get(name, f"anthropic.{name}") for name in models.MODELS}
 # Claude on Vertex AI: "claude-sonnet-4-5@20250929" (Google's "Request predictions with Claude models",
 # https://cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude/use-claude); later models are
 # published without an @version and are sent by their name.
@@ -87,7 +90,7 @@ INFO: dict[str, ProviderInfo] = {
         "nbagent[bedrock]",
         "the AWS CLI's own: AWS_PROFILE or AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (an SSO or instance role works too), "
         "or a Bedrock API key in AWS_BEARER_TOKEN_BEDROCK; and a region in AWS_REGION or the profile",
-        betas=False,
+        betas=True,
         automatic_cache=False,
         prices=False,
         ids=BEDROCK_IDS,
@@ -98,7 +101,7 @@ INFO: dict[str, ProviderInfo] = {
         "nbagent[vertex]",
         "Application Default Credentials (`gcloud auth application-default login`, or GOOGLE_APPLICATION_CREDENTIALS), "
         "a region in CLOUD_ML_REGION and the project in ANTHROPIC_VERTEX_PROJECT_ID",
-        betas=False,
+        betas=True,
         automatic_cache=False,
         prices=False,
         ids=VERTEX_IDS,
@@ -109,8 +112,35 @@ INFO: dict[str, ProviderInfo] = {
         "nbagent[foundry]",
         "ANTHROPIC_FOUNDRY_API_KEY, or Entra ID through azure-identity (`az login`, a managed identity, AZURE_CLIENT_ID...); "
         "and the resource in ANTHROPIC_FOUNDRY_RESOURCE (or its URL in ANTHROPIC_FOUNDRY_BASE_URL)",
-        betas=False,
+        betas=True,
         automatic_cache=False,
+        prices=False,
+    ),
+    # Claude Platform on AWS (AnthropicAWS): the Claude API operated by Anthropic, AWS authentication and billing;
+    # "the same models and features as the Claude API" under the same model ids, a required anthropic-workspace-id.
+    # https://platform.claude.com/docs/en/build-with-claude/claude-platform-on-aws ,
+    # https://docs.aws.amazon.com/claude-platform/latest/userguide/making-requests.html
+    "aws": ProviderInfo(
+        "aws",
+        "Claude Platform on AWS",
+        "nbagent[bedrock]",
+        "a workspace in ANTHROPIC_AWS_WORKSPACE_ID and a region in AWS_REGION; a workspace API key in ANTHROPIC_AWS_API_KEY, "
+        "or the AWS CLI's own credentials (AWS_PROFILE, AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, SSO, a role) for SigV4",
+        betas=True,
+        automatic_cache=True,
+        prices=False,
+    ),
+    # Claude Models on Google Cloud, managed by Anthropic (AnthropicGoogleCloud): the Claude API's whole surface through
+    # Google's gateway, Google IAM credentials, first-party model ids (the SDK's lib/google_cloud/README.md;
+    # https://platform.claude.com/docs/en/build-with-claude/claude-models-on-google-cloud/anthropic-managed).
+    "google": ProviderInfo(
+        "google",
+        "Claude Models on Google Cloud",
+        "nbagent[vertex]",
+        "Application Default Credentials (`gcloud auth application-default login`, or GOOGLE_APPLICATION_CREDENTIALS), "
+        "the workspace in ANTHROPIC_GOOGLE_CLOUD_WORKSPACE_ID and the project in ANTHROPIC_GOOGLE_CLOUD_PROJECT",
+        betas=True,
+        automatic_cache=True,
         prices=False,
     ),
 }

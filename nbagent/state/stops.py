@@ -3,7 +3,8 @@
 Source: the platform docs' "Handling stop reasons" and "Streaming refusals" pages. A reply cut off at
 ``max_tokens`` may end in a ``tool_use`` whose input the SDK parsed leniently from cut JSON, so no call
 of a cut reply ever runs; a refused turn must be left out of later requests ("reset the conversation
-context by removing or updating the turn that was refused"); ``pause_turn`` is sent back as it is.
+context by removing or updating the turn that was refused"); ``pause_turn`` is sent back as it is;
+``model_context_window_exceeded`` is treated as truncated ("Treat the response as truncated"), like ``max_tokens``.
 The fold applies this rule to every ``assistant_msg``, so a resume reaches the same decision from the log.
 """
 
@@ -63,6 +64,12 @@ def rule(stop_reason: str | None, has_calls: bool, asked_again: int = 0, refusal
             note="The reply was cut off at max_tokens inside a tool call again: nothing of it ran. Raise max_tokens or ask for smaller steps.",
         )
     if stop_reason == "model_context_window_exceeded":
+        if not has_calls:  # "Treat the response as truncated" (the stop reasons page's quick reference): the answer stands
+            return Stop(
+                "done",
+                keep=True,
+                note="The answer was cut off where it filled the model's context window (what it wrote is kept, marked truncated).",
+            )
         if asked_again < AGAIN_LIMIT:
             return Stop(
                 "compact", keep=False, note="The reply filled the model's context window: compacting, then asking again. Nothing of it ran."

@@ -500,25 +500,23 @@ def test_bad_request_raises_is_logged_and_the_session_stays_resumable(
     fake: FakeAnthropic, client: anthropic.Anthropic, log_path: Path
 ) -> None:
     refusal = error(400, message="messages: text content blocks must be non-empty")
-    fake.script(refusal, refusal)  # the first answers a request asking for server compaction (see below)
+    fake.script(refusal)  # it answers a request asking for server compaction, and says nothing of it: not a reason to fall back
     with nbagent.Session.open(log_path) as session:
         with pytest.raises(nbagent.ModelError, match="text content blocks must be non-empty") as raised:
             go(session, client, "hi")
         assert raised.value.status == 400 and raised.value.kind == "invalid_request_error" and not raised.value.retryable
-        # A 400 to a request asking for server compaction, on a model the table does not know to support it: the session
-        # compacts locally from then on (context.refuses_compaction), so the second request is another one. Not retried.
-        first, failure = of_type(session, ev.MODEL_ERROR)
-        assert failure["status"] == 400 and "non-empty" in failure["message"]
-        assert len(fake.requests) == 2 and "context_management" not in fake.requests[1].body
+        [failure] = of_type(session, ev.MODEL_ERROR)  # not retried, not sent again without compaction (context.refuses_compaction)
+        assert failure["status"] == 400 and "non-empty" in failure["message"] and "retry_in" not in failure
+        assert len(fake.requests) == 1 and not session.state.server_refused
     fake.script(text("Now it works."))
     with nbagent.Session.open(log_path) as session:
         assert session.state.frontier == "model"
         with pytest.raises(nbagent.RefusedRequestError):  # the same request is never sent again (tests/agent/test_refused.py)
             go(session, client)
-        assert len(fake.requests) == 2
+        assert len(fake.requests) == 1
         assert go(session, client, "let me put it another way") == "Now it works."
         asked = [{"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "text", "text": "let me put it another way"}]}]
-        assert fake.requests[2].body["messages"] == asked
+        assert fake.requests[1].body["messages"] == asked
         assert session.messages == [*asked, {"role": "assistant", "content": [{"type": "text", "text": "Now it works."}]}]
 
 

@@ -97,9 +97,10 @@ def test_the_sdk_never_retries_under_nbagent_even_on_a_client_that_would(fake: F
     ("reply", "retryable", "after"),
     [
         (error(500, x_should_retry=False), False, None),  # the API says no: not retried, whatever the status
-        (error(400, x_should_retry=True), True, None),  # the API says yes
+        (error(400, x_should_retry=True), False, None),  # a 400 never: the same request would be refused the same way
+        (error(409, x_should_retry=True), True, 0.001),  # the API says yes (and the fake sends retry-after-ms: 1)
         (error(429, retry_after="7"), True, 7.0),
-        (error(429, retry_after="600"), True, None),  # past 60 s: the loop's own back-off
+        (error(429, retry_after="600"), True, 600.0),  # any length: waited for, as the SDK does (or stopped at max_retry_wait)
         (error(429, retry_after="soon"), True, None),
         (error(529), True, 0.001),
         (error(401), False, None),

@@ -121,10 +121,18 @@ def test_every_table_model_has_an_id_on_every_cloud_that_reads_back() -> None:
 
 def test_what_each_provider_offers() -> None:
     assert providers.lookup(None).name == providers.lookup("Anthropic").name == "anthropic"
-    assert [providers.lookup(p).betas for p in providers.PROVIDERS] == [True, False, False, False]
-    assert [providers.prices_known(p) for p in providers.PROVIDERS] == [True, False, False, False]  # "cost unknown" on a cloud
-    assert [providers.served_by(p) for p in providers.PROVIDERS] == ["", "on Amazon Bedrock", "on Google Vertex AI", "on Microsoft Foundry"]
-    with pytest.raises(NbagentError, match="Unknown provider 'azure': use one of anthropic, bedrock, vertex, foundry"):
+    # The compaction and preserved-thinking pages list Bedrock, Google Cloud and Foundry; the other two serve the API's surface.
+    assert [providers.lookup(p).betas for p in providers.PROVIDERS] == [True] * 6
+    assert [providers.prices_known(p) for p in providers.PROVIDERS] == [True, False, False, False, False, False]  # "cost unknown"
+    assert [providers.served_by(p) for p in providers.PROVIDERS] == [
+        "",
+        "on Amazon Bedrock",
+        "on Google Vertex AI",
+        "on Microsoft Foundry",
+        "on Claude Platform on AWS",
+        "on Claude Models on Google Cloud",
+    ]
+    with pytest.raises(NbagentError, match="Unknown provider 'azure': use one of anthropic, bedrock, vertex, foundry, aws, google"):
         providers.lookup("azure")
 
 
@@ -231,7 +239,7 @@ def test_bedrock_turn_is_signed_with_sigv4_and_streams_into_the_log(
             body = first.body
             assert "model" not in body and "stream" not in body and body["anthropic_version"]
             assert "cache_control" not in body and body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
-            assert "anthropic_beta" not in body  # no beta is sent where the platform's page does not list it
+            assert "anthropic_beta" not in body  # Sonnet 4.5 takes neither server compaction nor the binding control
             assert second.body["messages"][-1]["content"][0]["type"] == "tool_result"  # the tool ran, its result went back
             calls = model_calls(session)
             assert [c["provider"] for c in calls] == ["bedrock", "bedrock"] and calls[0]["model"] == "claude-sonnet-4-5"
@@ -438,9 +446,9 @@ def test_foundry_turn_with_a_key_streams_into_the_log(api: FakeAnthropic, tmp_pa
         with nbagent.Session.open(tmp_path / "s.jsonl") as session:
             assert nbagent.run(session, "hi", model="claude-sonnet-5-5", provider="foundry") == "Hello from Foundry."
             (request,) = cloud.requests
-            assert request.path == "/anthropic/v1/messages" and request.headers["x-api-key"] == key
+            assert request.path.split("?")[0] == "/anthropic/v1/messages" and request.headers["x-api-key"] == key  # SDK 1.x: ?beta=true
             assert request.body["model"] == "claude-sonnet-5-5" and "cache_control" not in request.body
-            assert "anthropic-beta" not in request.headers  # Sonnet 5.5's thinking-binding beta is not sent to a cloud
+            assert "compact-2026-01-12" in request.headers["anthropic-beta"]  # the compaction page lists Foundry
             assert [c["provider"] for c in model_calls(session)] == ["foundry"]
             assert key not in log_text(session)
 
@@ -469,24 +477,24 @@ def test_foundry_without_a_key_or_azure_identity_says_what_to_install(monkeypatc
 
 
 # Features a cloud does not offer fall back -----------------------------------------------------------------------------
-def test_a_long_session_on_a_cloud_compacts_locally(api: FakeAnthropic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_long_session_on_a_cloud_asks_the_cloud_to_compact(api: FakeAnthropic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     key = "fake-foundry-key-0123456789abcdef0123"
     with FakeCloud("foundry", api, api_keys=frozenset({key})) as cloud:
         monkeypatch.setenv("ANTHROPIC_FOUNDRY_API_KEY", key)
         monkeypatch.setenv("ANTHROPIC_FOUNDRY_BASE_URL", f"{cloud.base_url}/anthropic/")
-        loop_model = AnthropicModel("claude-opus-4-6", provider="foundry")  # server compaction is documented for it on the Claude API
+        loop_model = AnthropicModel("claude-opus-4-6", provider="foundry")  # server compaction is documented for it
         with nbagent.Session.open(tmp_path / "s.jsonl") as session:
             loop = nbagent.Loop(session, model=loop_model, context=nbagent.ContextSettings(compact="auto"))
-            assert loop._server() is False  # "auto" on a cloud: no context_management beta, nbagent summarises itself
+            assert loop._server() is True  # "auto" on a cloud the compaction page lists: the cloud compacts, as the API does
             api.script(text("ok"))
             loop.run("hi")
-            assert "context_management" not in cloud.requests[0].body
+            assert cloud.requests[0].body["context_management"]["edits"][0]["type"] == "compact_20260112"
 
 
 def test_provider_on_loop_and_run_checks_its_arguments(tmp_path: Path) -> None:
     with nbagent.Session.open(tmp_path / "s.jsonl") as session:
-        with pytest.raises(NbagentError, match="Unknown provider 'aws'"):
-            nbagent.run(session, "hi", model="claude-sonnet-4-6", provider="aws")
+        with pytest.raises(NbagentError, match="Unknown provider 'azure'"):
+            nbagent.run(session, "hi", model="claude-sonnet-4-6", provider="azure")
         with pytest.raises(NbagentError, match="does not apply to the model object"):
             nbagent.Loop(session, model=nbagent.DemoModel(), provider="bedrock")
 
@@ -534,7 +542,7 @@ def test_agent_provider_problems_are_one_line_usage_errors(shell: Any, monkeypat
     from nbagent.notebook.magics import magics_for
 
     shell.run_cell('%config Agent.provider = "azure"')  # %config logs a refused value, and keeps the setting
-    assert "expected any of ['anthropic', 'bedrock', 'vertex', 'foundry']" in caplog.text
+    assert "expected any of ['anthropic', 'bedrock', 'vertex', 'foundry', 'aws', 'google']" in caplog.text
     assert magics_for(shell).settings.provider == "anthropic"
     assert shell.run_cell('%config Agent.provider = "vertex"').success
     monkeypatch.setenv("CLOUD_ML_REGION", "us-east5")

@@ -126,8 +126,9 @@ def test_the_settings_reach_the_request(shell: InteractiveShell, fake: FakeAnthr
     run(shell, "%config Agent.clear_tool_results = 2\n%config Agent.compact = 'local'")
     assert run(shell, "%agent hi").success
     body = fake.requests[0].body
-    # The default model takes no budget: adaptive, with a note; its thinking blocks are bound, so unbound ones are dropped.
-    assert body["thinking"] == {"type": "adaptive", "block_binding": {"prefix_mismatch_behavior": "drop_block"}}
+    # The default model takes no budget: adaptive, with a note; its thinking blocks are bound, so unbound ones are dropped;
+    # it omits thinking text unless asked, so summarized display is asked (thinking_display.py).
+    assert body["thinking"] == {"type": "adaptive", "block_binding": {"prefix_mismatch_behavior": "drop_block"}, "display": "summarized"}
     events = list(nbagent.read_events(the_log(tmp_path)))
     assert [e["text"] for e in events if e["type"] == ev.NOTE and e.get("kind") == "thinking"] == [
         "claude-sonnet-5-5 does not take a thinking budget: the budget of 2048 tokens runs as adaptive thinking "
@@ -228,7 +229,7 @@ def test_drop_thinking_through_the_real_magic_gets_a_refused_session_going(
     shell: InteractiveShell, fake: FakeAnthropic, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     refusal = error(400, message="messages.1.content.0: a block the API refuses")
-    fake.script(text("first answer"), refusal, refusal)  # the first 400 switches claude-test to local compaction
+    fake.script(text("first answer"), refusal)  # it names no compaction: not a fallback, the run ends with it (context.refuses_compaction)
     assert run(shell, "%agent hello").success
     refused = usage_error(shell, "%agent and then?")  # the 400: shown with the ways out, not "run %agent again to retry"
     assert "does not send the same request again" in refused and "drop-thinking" in refused and "to retry" not in refused

@@ -98,25 +98,34 @@ def test_error_rules(kind: str, status: int, message: str, too_long: bool) -> No
     assert ctx.is_prompt_too_long(kind, status, message) is too_long
 
 
-# The local fallback is chosen from the error's type and status and the model table, never from its words: model.py
-# gives "prompt is too long" its own kind, so the message is not an input of the rule at all.
+# The local fallback is taken only on the API's refusal of the compaction part itself (a 400 naming context_management,
+# the edit or the beta), on a model the table does not know to compact: never on any 400 (a spend limit is a 400 too).
+UNKNOWN_FIELD = "context_management: Extra inputs are not permitted"
+SPEND = "You have reached your specified workspace API usage limits. You will regain access on 2026-12-01 at 00:00 UTC."
+
+
 @pytest.mark.parametrize(
-    ("kind", "status", "model", "refused"),
+    ("kind", "status", "message", "model", "refused"),
     [
-        ("invalid_request_error", 400, "claude-test", True),  # unknown model: the 400 means no server compaction here
-        ("invalid_request_error", 400, "claude-sonnet-5-5", True),  # the table has it unconfirmed (None)
-        ("invalid_request_error", 400, "claude-haiku-4-5", True),  # not offered (False)
-        ("invalid_request_error", 400, "claude-opus-4-6", False),  # documented: a refused request, not a fallback
-        ("invalid_request_error", 400, "claude-sonnet-4-6", False),
-        ("prompt_too_long", 400, "claude-test", False),
-        ("request_too_large", 413, "claude-test", False),
-        ("overloaded_error", 529, "claude-test", False),
-        ("api_error", 500, "claude-test", False),
-        ("invalid_request_error", None, "claude-test", False),  # mid-stream
+        ("invalid_request_error", 400, UNKNOWN_FIELD, "claude-test", True),  # unknown model: no server compaction here
+        ("invalid_request_error", 400, UNKNOWN_FIELD, "claude-haiku-4-5", True),  # not offered (False)
+        ("invalid_request_error", 400, "context_management.edits.0.type: compact_20260112 is not supported", "claude-test", True),
+        ("invalid_request_error", 400, "anthropic-beta: compact-2026-01-12 is not available", "claude-test", True),
+        ("invalid_request_error", 400, SPEND, "claude-test", False),  # a spend limit: the run ends with it
+        ("invalid_request_error", 400, SPEND, "claude-sonnet-5-5", False),
+        ("invalid_request_error", 400, "messages: text content blocks must be non-empty", "claude-test", False),
+        ("invalid_request_error", 400, "Invalid `signature` in `thinking` block", "claude-sonnet-5-5", False),
+        ("invalid_request_error", 400, UNKNOWN_FIELD, "claude-opus-4-6", False),  # documented: a refused request, not a fallback
+        ("invalid_request_error", 400, UNKNOWN_FIELD, "claude-sonnet-4-6", False),
+        ("prompt_too_long", 400, "prompt is too long: context_management", "claude-test", False),
+        ("request_too_large", 413, UNKNOWN_FIELD, "claude-test", False),
+        ("overloaded_error", 529, UNKNOWN_FIELD, "claude-test", False),
+        ("api_error", 500, UNKNOWN_FIELD, "claude-test", False),
+        ("invalid_request_error", None, UNKNOWN_FIELD, "claude-test", False),  # mid-stream
     ],
 )
-def test_compaction_fallback_rule(kind: str, status: int | None, model: str, refused: bool) -> None:
-    assert ctx.refuses_compaction(kind, status, model) is refused
+def test_compaction_fallback_rule(kind: str, status: int | None, message: str, model: str, refused: bool) -> None:
+    assert ctx.refuses_compaction(kind, status, message, model) is refused
 
 
 @pytest.mark.parametrize(

@@ -41,15 +41,15 @@ def test_every_model_the_sdk_names_is_in_the_table() -> None:
 @pytest.mark.parametrize(
     ("model", "window", "max_output", "off", "by_default", "compaction"),
     [
-        ("claude-sonnet-5-5", 1_000_000, 128_000, "between_tools", True, None),
-        ("claude-opus-5-5", 1_000_000, 128_000, "low_effort", True, None),
-        ("claude-fable-5-2", 1_000_000, 128_000, "low_effort", True, None),
-        ("claude-haiku-5-5", 1_000_000, 128_000, "disabled", True, None),
-        ("claude-sonnet-5", 1_000_000, 128_000, "disabled", True, None),
-        ("claude-opus-5", 1_000_000, 128_000, "disabled", True, None),
-        ("claude-opus-4-8", 1_000_000, 128_000, "omit", False, None),
+        ("claude-sonnet-5-5", 1_000_000, 128_000, "between_tools", True, True),
+        ("claude-opus-5-5", 1_000_000, 128_000, "low_effort", True, True),
+        ("claude-fable-5-2", 1_000_000, 128_000, "low_effort", True, True),
+        ("claude-haiku-5-5", 1_000_000, 128_000, "disabled", True, True),
+        ("claude-sonnet-5", 1_000_000, 128_000, "disabled", True, True),
+        ("claude-opus-5", 1_000_000, 128_000, "disabled", True, True),
+        ("claude-opus-4-8", 1_000_000, 128_000, "omit", False, True),
         ("claude-opus-4-6", 1_000_000, 128_000, "omit", False, True),
-        ("claude-sonnet-4-6", 1_000_000, 64_000, "omit", False, True),
+        ("claude-sonnet-4-6", 1_000_000, 128_000, "omit", False, True),  # its overview: 128K
         ("claude-haiku-4-5", 200_000, 64_000, "omit", False, False),
         ("claude-haiku-4-5-20251001", 200_000, 64_000, "omit", False, False),
         ("claude-test", 200_000, 8_192, "omit", False, None),  # unknown: conservative, no assumptions
@@ -140,10 +140,11 @@ DROP = DROP_BLOCK
     [
         ("claude-sonnet-5-5", "off", {"type": "between_tools"}, None, False),
         # Thinking blocks are bound on these models: the config that takes it asks the API to drop an unbound one (binding.py).
-        ("claude-sonnet-5-5", "adaptive", {"type": "adaptive", "block_binding": DROP}, None, True),
-        ("claude-sonnet-5-5", 2048, {"type": "adaptive", "block_binding": DROP}, None, True),
-        ("claude-opus-5-5", "off", {"type": "adaptive", "block_binding": DROP}, {"effort": "low"}, True),  # always on: lowest effort
-        ("claude-opus-5-5", 2048, {"type": "adaptive", "block_binding": DROP}, None, True),
+        # They omit thinking text by default: summarized display is asked where the config takes it (thinking_display.py).
+        ("claude-sonnet-5-5", "adaptive", {"type": "adaptive", "block_binding": DROP, "display": "summarized"}, None, True),
+        ("claude-sonnet-5-5", 2048, {"type": "adaptive", "block_binding": DROP, "display": "summarized"}, None, True),
+        ("claude-opus-5-5", "off", {"type": "adaptive", "block_binding": DROP, "display": "summarized"}, {"effort": "low"}, True),
+        ("claude-opus-5-5", 2048, {"type": "adaptive", "block_binding": DROP, "display": "summarized"}, None, True),
         ("claude-haiku-4-5", "off", None, None, False),
         ("claude-haiku-4-5", 2048, {"type": "enabled", "budget_tokens": 2048}, None, True),
         ("claude-opus-4-6", "adaptive", {"type": "adaptive"}, None, True),

@@ -44,6 +44,13 @@ CASES = [
     # Fable 5.1's cache reads are a quarter of Fable 5's
     ("claude-fable-5-1", {"cache_read_input_tokens": 1_000_000}, 0.25),
     ("claude-fable-5", {"cache_read_input_tokens": 1_000_000}, 1.0),
+    # Fable 5.2 / Mythos 5.2: $8 in, $40 out (whats-new-fable-5-2), writes at 1.25x / 2x, reads at $0.20
+    (
+        "claude-fable-5-2",
+        {"input_tokens": 1000, "cache_creation_input_tokens": 2000, "cache_creation": SPLIT, "output_tokens": 100},
+        (1000 * 8 + 500 * 10 + 1500 * 16 + 100 * 40) / 1e6,
+    ),
+    ("claude-mythos-5-2", {"cache_read_input_tokens": 1_000_000}, 0.2),
     # Haiku 5.5, a prompt of 90,000 tokens (up to 100,000): the lower rates
     (
         "claude-haiku-5-5",
@@ -107,8 +114,8 @@ def test_dollars_in_words(amount: float, words: str) -> None:
 
 def test_override_from_environment_and_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     rates = {"input": 8, "output": 40, "cache_write_5m": 10, "cache_write_1h": 16, "cache_read": 0.2}
-    monkeypatch.setenv(prices.ENV, json.dumps({"claude-fable-5-2": rates}))
-    assert priced("claude-fable-5-2", {"input_tokens": 1_000_000}, prices.table()).dollars == 8
+    monkeypatch.setenv(prices.ENV, json.dumps({"claude-fable-5-2": dict(rates, input=9)}))
+    assert priced("claude-fable-5-2", {"input_tokens": 1_000_000}, prices.table()).dollars == 9  # the override wins
     file = tmp_path / "prices.json"
     file.write_text(json.dumps({"claude-opus-4-6@us": dict(rates, input=5.5)}))
     monkeypatch.setenv(prices.ENV, str(file))

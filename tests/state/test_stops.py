@@ -32,7 +32,7 @@ TABLE = [
     ("max_tokens", False, 0, "done", True, True),  # a cut answer is kept, and the user told
     ("max_tokens", True, 0, "again", False, True),  # a cut call never runs: asked again with more room
     ("max_tokens", True, 1, "stopped", False, True),  # once only
-    ("model_context_window_exceeded", False, 0, "compact", False, True),
+    ("model_context_window_exceeded", False, 0, "done", True, True),  # "treat the response as truncated": the answer stands
     ("model_context_window_exceeded", True, 0, "compact", False, True),
     ("model_context_window_exceeded", True, 1, "stopped", False, True),
     ("refusal", False, 0, "refused", False, True),

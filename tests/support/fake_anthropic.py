@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Union
 
-from tests.support import fake_context, fake_images, fake_prefill, request_types
+from tests.support import fake_context, fake_images, fake_prefill, fake_versions, request_types
 
 __all__ = [
     "FakeAnthropic",
@@ -48,6 +48,7 @@ __all__ = [
     "cut_tool_use",
     "error",
     "refusal",
+    "spend_limit",
     "stream_error",
     "text",
     "tool_use",
@@ -199,6 +200,18 @@ def auth_error_echoing_key(request: RecordedRequest) -> Reply:
     """A scripted callable: 401 whose message echoes the request's key (x-api-key, or the Bearer token), as some proxies do."""
     key = request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix("Bearer ")
     return error(401, "authentication_error", f"invalid x-api-key: {key}")
+
+
+def spend_limit(until: str = "2026-12-01 at 00:00 UTC") -> Reply:
+    """The 400 a workspace past its spend limit gets: ``invalid_request_error``, whatever the request asked for.
+
+    Source: the errors page (https://platform.claude.com/docs/en/api/errors: a 400 ``invalid_request_error`` is the
+    type for this too), with the API's wording as reported in anthropics/claude-code#55998. It names no part of the
+    request (no ``context_management``): no fallback mends it, and no retry.
+    """
+    return error(
+        400, "invalid_request_error", f"You have reached your specified workspace API usage limits. You will regain access on {until}."
+    )
 
 
 def stream_error(after: int = 2, type: str = "overloaded_error", message: str = "Overloaded", partial: Reply | None = None) -> Reply:
@@ -545,13 +558,15 @@ def _make_handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                 return self._send_error(404, "not_found_error", f"Not Found: {self.command} {self.path}", rid)
             if "x-api-key" not in request.headers and "authorization" not in request.headers:
                 return self._send_error(401, "authentication_error", "x-api-key header is required", rid)
-            problem = _validate(body)
+            problem = fake_versions.api_problem(request.headers, body) or _validate(body)  # the API versions: fake_versions.py
             if problem is None:  # every key and literal the SDK's own request types name, and no other
                 problem = request_types.problem(body, beta="beta=true" in self.path or "anthropic-beta" in request.headers)
             if problem is None:
                 with fake._lock:
                     problem = fake_prefill.problem(body, fake._paused)
             if problem is None and body.get("context_management") and not fake.server_compaction:
+                # The compaction page gives no error text for a model or gateway without it; this is the API's wording for a
+                # field it does not take (request_types.py), the only refusal nbagent falls back on (context.refuses_compaction).
                 problem = "context_management: Extra inputs are not permitted"
             if problem is None:
                 problem = fake_context.problem(body, request.headers, fake.window)

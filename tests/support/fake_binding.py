@@ -2,7 +2,8 @@
 
 Used by tests/support/fake_context.py.  The rules, and where they come from:
 
-- On the models in :data:`BOUND` (Claude 5 and later, as nbagent/state/model_table.py lists them) a thinking block's
+- On the models in :data:`BOUND` (those that run the prefix check, "starting with Claude Fable 5.1": "Preserved
+  thinking", https://platform.claude.com/docs/en/build-with-claude/preserved-thinking) a thinking block's
   signature binds it to the model that wrote it, the organization (here: the API key) and everything before it:
   the system prompt, the tools, the messages before its assistant message and the blocks before it there.  A block
   that fails a check is refused with the API's 400 "messages.N.content.M: Invalid `signature` in `thinking` block",
@@ -12,6 +13,11 @@ Used by tests/support/fake_context.py.  The rules, and where they come from:
   the anthropic SDK's types, which carry the API reference's text (``BetaThinkingBlockBindingParam``,
   ``BetaThinkingDroppedInputTransformation``: reasons in the order organization, end user, model, prefix; "a block
   that carries no record of one on a model that requires it" fails the prefix check).
+- Who the prefix check applies to (:func:`enforced`): on Fable 5.2 / Mythos 5.2 "every account"
+  (https://platform.claude.com/docs/en/models/fable-5-2/whats-new-fable-5-2), on Mythos 5.1 every account already; on
+  the others only accounts created on or after 2026-08-31, or a request that sets ``prefix_mismatch_behavior`` at all.
+  An account's creation date is read from its key: ``...created-2026-05-01...`` in the key is an older account; a key
+  without one is a new account (checked).
 - A thinking block of the latest assistant message whose text changed gets the API's other wording ("`thinking` or
   `redacted_thinking` blocks in the latest assistant message cannot be modified. These blocks must remain as they
   were in the original response."), as reported from the API in claude-code's issue threads; elsewhere "Invalid
@@ -29,7 +35,10 @@ import base64
 import hashlib
 import hmac
 import json
+import re
 from typing import Any
+
+from tests.support import fake_display
 
 BINDING_BETA = "thinking-binding-controls-2026-08-01"
 _SECRET = b"fake-thinking-signing-key"
@@ -43,12 +52,11 @@ BOUND = frozenset(
         "claude-opus-5-5",
         "claude-fable-5-1",
         "claude-mythos-5-1",
-        "claude-sonnet-5",
-        "claude-fable-5",
-        "claude-mythos-5",
-        "claude-opus-5",
     }
 )
+EVERY_ACCOUNT = frozenset({"claude-fable-5-2", "claude-mythos-5-2", "claude-mythos-5-1"})  # the prefix check whatever the account's age
+CUTOFF = "2026-08-31"  # accounts created on or after it are checked on the other bound models
+_CREATED = re.compile(r"created-(\d{4}-\d{2}-\d{2})")
 THINKING_TYPES = ("thinking", "redacted_thinking")
 
 
@@ -113,7 +121,7 @@ def bound_signature(model: str, org: str, before: str, thinking: str) -> str:
 def new_blocks(body: dict[str, Any], headers: dict[str, str], live: list[Any], leading: list[Any], number: int) -> list[dict[str, Any]]:
     """The thinking blocks of a reply: bound on the models that bind them (after ``leading``, e.g. a compaction block)."""
     model = str(body.get("model"))
-    thought = f"Thinking about request {number}."
+    thought = fake_display.shown(body, f"Thinking about request {number}.")  # "" where the display omits it (fake_display.py)
     if model not in BOUND:
         return [{"type": "thinking", "thinking": thought, "signature": signature(thought)}]
     if number % 4 == 3:  # sometimes empty
@@ -127,6 +135,15 @@ def new_blocks(body: dict[str, Any], headers: dict[str, str], live: list[Any], l
     return out
 
 
+def enforced(body: dict[str, Any], headers: dict[str, str]) -> bool:
+    """Whether the prefix check runs on this request: the model checks every account, the account is new enough, or the
+    request set ``prefix_mismatch_behavior`` (which turns the check on)."""
+    if str(body.get("model")) in EVERY_ACCOUNT or "prefix_mismatch_behavior" in ((body.get("thinking") or {}).get("block_binding") or {}):
+        return True
+    created = _CREATED.search(headers.get("x-api-key") or headers.get("authorization") or "")
+    return created is None or created.group(1) >= CUTOFF
+
+
 def _check(block: dict[str, Any], body: dict[str, Any], headers: dict[str, str], before: str) -> str | None:
     """Why a thinking block fails: "signature" (forged or changed), a binding reason, or None."""
     kind = block.get("type")
@@ -136,7 +153,7 @@ def _check(block: dict[str, Any], body: dict[str, Any], headers: dict[str, str],
     if not token.startswith(_PREFIX):
         if kind == "thinking" and token != signature(text):
             return "signature"
-        return "prefix_binding_mismatch" if model in BOUND else None  # no record of its conversation where one is required
+        return "prefix_binding_mismatch" if model in BOUND and enforced(body, headers) else None  # no record where one is required
     try:
         data = json.loads(base64.b64decode(token[len(_PREFIX) :]))
         good = hmac.compare_digest(str(data["mac"]), _mac(str(data["m"]), str(data["o"]), str(data["p"]), text))
@@ -148,7 +165,7 @@ def _check(block: dict[str, Any], body: dict[str, Any], headers: dict[str, str],
         return "organization_binding_mismatch"
     if data["m"] != model:
         return "model_binding_mismatch"
-    return "prefix_binding_mismatch" if data["p"] != before else None
+    return "prefix_binding_mismatch" if data["p"] != before and enforced(body, headers) else None
 
 
 def drops(body: dict[str, Any], headers: dict[str, str]) -> bool:

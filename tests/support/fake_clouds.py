@@ -33,14 +33,22 @@ Sources, per behaviour:
 - Microsoft Foundry ("Claude in Microsoft Foundry", platform docs): ``POST /anthropic/v1/messages`` with the Messages
   body (the model is the deployment name), authenticated by ``x-api-key`` (the key) or ``Authorization: Bearer`` (an
   Entra ID token); the reply is the Messages SSE stream.
+- Bedrock's Messages-API endpoint ("Claude in Amazon Bedrock", platform docs; the SDK's ``AnthropicBedrockMantle``):
+  ``POST /anthropic/v1/messages`` with the Messages body and the ``anthropic-version`` header, SigV4 for the service
+  ``bedrock-mantle`` or a Bedrock API key as Bearer; SSE. Which model each Bedrock endpoint serves, and which API versions
+  each takes: tests/support/fake_versions.py.
+- Claude Platform on AWS ("Making requests", https://docs.aws.amazon.com/claude-platform/latest/userguide/making-requests.html):
+  ``POST /v1/messages``, the Messages API with a required ``anthropic-workspace-id`` header, SigV4 for the service
+  ``aws-external-anthropic`` or a workspace API key (``x-api-key``, or ``Authorization: Bearer`` as the SDK sends it).
+- Claude Models on Google Cloud, Anthropic managed (the SDK's lib/google_cloud/README.md): the Messages API under
+  ``/v1/projects/{project}/locations/{location}/workspaces/{workspace}/invoke``, a Google access token as Bearer (this
+  gateway's token endpoint mints it, as for Vertex).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import hmac
 import http.client
 import itertools
 import json
@@ -51,9 +59,11 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
+from tests.support import fake_versions
 from tests.support.fake_anthropic import FakeAnthropic, RecordedRequest
+from tests.support.fake_sigv4 import sigv4_problem
 
-Cloud = Literal["bedrock", "vertex", "foundry"]
+Cloud = Literal["bedrock", "vertex", "foundry", "aws", "google"]
 GATEWAY_KEY = "fake-cloud-gateway"
 GOOGLE_TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token"  # a service account's assertion names Google's token endpoint  # what the gateway itself shows the fake API (never a user's credential)
 
@@ -72,6 +82,7 @@ class FakeCloud:
         bearer: frozenset[str] = frozenset(),  # Bedrock API keys / Foundry Entra tokens accepted as Bearer
         api_keys: frozenset[str] = frozenset(),  # Foundry keys accepted in x-api-key
         service_accounts: dict[str, Any] | None = None,  # Vertex: client_email -> RSA public key the token endpoint trusts
+        workspace: str = "wrkspc_fake0001",  # Claude Platform on AWS / Google Cloud: the workspace requests must name
     ) -> None:
         self.cloud = cloud
         self.upstream = upstream
@@ -81,6 +92,7 @@ class FakeCloud:
         self.bearer = set(bearer)
         self.api_keys = set(api_keys)
         self.service_accounts = dict(service_accounts or {})
+        self.workspace = workspace
         self.requests: list[RecordedRequest] = []  # every request as the cloud got it
         self.tokens_issued: list[str] = []  # Vertex: access tokens the token endpoint minted
         self.echo_credentials = False  # True: a refused or failed request's error echoes the credential sent (as some proxies do)
@@ -117,8 +129,16 @@ class FakeCloud:
         if self.cloud == "bedrock":
             if auth.startswith("Bearer "):
                 return None if auth[7:] in self.bearer else (403, "Invalid API Key format: " + self._echo(auth[7:]))
-            return sigv4_problem(request, self.aws_keys, self.region, "bedrock")
-        if self.cloud == "vertex":
+            mantle = urllib.parse.urlsplit(request.path).path.startswith("/anthropic/")
+            return sigv4_problem(request, self.aws_keys, self.region, "bedrock-mantle" if mantle else "bedrock")
+        if self.cloud == "aws":
+            if headers.get("anthropic-workspace-id") != self.workspace:
+                return 403, f"anthropic-workspace-id: not a workspace of this account ({headers.get('anthropic-workspace-id')!r})"
+            key = headers.get("x-api-key", "") or (auth[7:] if auth.startswith("Bearer ") else "")  # a workspace key, either way
+            if key:
+                return None if key in self.api_keys else (401, "invalid API key " + self._echo(key))
+            return sigv4_problem(request, self.aws_keys, self.region, "aws-external-anthropic")
+        if self.cloud in ("vertex", "google"):
             token = auth[7:] if auth.startswith("Bearer ") else ""
             return (
                 None
@@ -141,13 +161,26 @@ class FakeCloud:
             return "the body is not a JSON object"
         path = urllib.parse.urlsplit(request.path).path
         body = dict(body)
-        headers = {"x-api-key": GATEWAY_KEY, "anthropic-version": "2023-06-01", "content-type": "application/json"}
+        version = request.headers.get("anthropic-version", "")  # the header clouds: passed on as it came
+        headers = {"x-api-key": GATEWAY_KEY, "anthropic-version": version, "content-type": "application/json"}
+        if self.cloud == "bedrock" and path.startswith("/anthropic/"):  # the Messages-API endpoint
+            if path.rstrip("/") != "/anthropic/v1/messages":
+                return f"no operation at {path}"
+            problem = fake_versions.bedrock_problem("messages", str(body.get("model")), version)
+            if problem:
+                return problem
+            if request.headers.get("anthropic-beta"):
+                headers["anthropic-beta"] = request.headers["anthropic-beta"]
+            return body, headers
         if self.cloud in ("bedrock", "vertex"):
             if "model" in body:
                 return "model: the model is named in the path, not the body"
             version = body.pop("anthropic_version", None)
             if not isinstance(version, str) or not version:
                 return "anthropic_version: required in the body"
+            if version not in fake_versions.BODY_VERSIONS[self.cloud]:
+                return f"anthropic_version: {version!r} is not a valid version"
+            headers["anthropic-version"] = fake_versions.BODY_VERSIONS[self.cloud][version]
         if self.cloud == "bedrock":
             prefix = "/model/"
             if not path.startswith(prefix) or not path.endswith(("/invoke", "/invoke-with-response-stream")):
@@ -156,6 +189,9 @@ class FakeCloud:
                 return "stream: the operation (invoke-with-response-stream) says it, not the body"
             model, _, operation = path[len(prefix) :].rpartition("/")
             body["model"] = urllib.parse.unquote(model)
+            problem = fake_versions.bedrock_problem("invoke_model", body["model"], str(version))
+            if problem:
+                return problem
             body["stream"] = operation == "invoke-with-response-stream"
             betas = body.pop("anthropic_beta", None)
             if betas:
@@ -171,8 +207,14 @@ class FakeCloud:
             if request.headers.get("anthropic-beta"):
                 headers["anthropic-beta"] = request.headers["anthropic-beta"]
         else:
-            if path.rstrip("/") != "/anthropic/v1/messages":
-                return f"no deployment endpoint at {path}"
+            where = {
+                "foundry": "/anthropic/v1/messages",
+                "aws": "/v1/messages",
+                "google": f"/projects/{self.project}/locations/{self.region}/workspaces/{self.workspace}/invoke/v1/messages",
+            }[self.cloud]
+            # Google's gateway path starts /v1 (SDK 2.x) or /v1alpha (1.x): either, then the workspace's.
+            if not (path.rstrip("/") == where or (self.cloud == "google" and path.rstrip("/").endswith(where))):
+                return f"no endpoint at {path}"
             if request.headers.get("anthropic-beta"):
                 headers["anthropic-beta"] = request.headers["anthropic-beta"]
         return body, headers
@@ -205,47 +247,6 @@ class FakeCloud:
         with self._lock:
             self.tokens_issued.append(token)
         return 200, {"access_token": token, "expires_in": 3599, "token_type": "Bearer"}
-
-
-# SigV4, computed again from the secret key -------------------------------------------------------------------------
-def sigv4_problem(request: RecordedRequest, keys: dict[str, str], region: str, service: str) -> tuple[int, str] | None:
-    """Why a SigV4-signed request is refused (403 and Bedrock's words), or None when its signature is right."""
-    auth = request.headers.get("authorization", "")
-    scheme, _, rest = auth.partition(" ")
-    if scheme != "AWS4-HMAC-SHA256":
-        return 403, "Missing Authentication Token"
-    parts = dict(p.strip().split("=", 1) for p in rest.split(",") if "=" in p)
-    access_key, date, scope_region, scope_service, terminal = (parts.get("Credential", "").split("/") + [""] * 5)[:5]
-    if access_key not in keys:
-        return 403, "The security token included in the request is invalid."
-    if (scope_region, scope_service, terminal) != (region, service, "aws4_request"):
-        return 403, f"Credential should be scoped to a valid region ({region}) and service ({service})."
-    amz_date = request.headers.get("x-amz-date", "")
-    if not amz_date.startswith(date):
-        return 403, "Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP."
-    signed = parts.get("SignedHeaders", "").split(";")
-    if "host" not in signed or "x-amz-date" not in signed:
-        return 403, "host and x-amz-date must be signed"
-    method, path_query = request.method, urllib.parse.urlsplit(request.path)
-    # Canonical URI: each path segment URI-encoded again (every service but S3), as the signer does.
-    canonical_uri = urllib.parse.quote(path_query.path, safe="/~")
-    query = "&".join(
-        sorted(
-            f"{urllib.parse.quote(k, safe='-_.~')}={urllib.parse.quote(v, safe='-_.~')}"
-            for k, v in urllib.parse.parse_qsl(path_query.query, keep_blank_values=True)
-        )
-    )
-    canonical_headers = "".join(f"{name}:{' '.join(request.headers.get(name, '').split())}\n" for name in signed)
-    payload_hash = hashlib.sha256(request.raw).hexdigest()
-    canonical = "\n".join([method, canonical_uri, query, canonical_headers, ";".join(signed), payload_hash])
-    scope = f"{date}/{region}/{service}/aws4_request"
-    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
-    key = ("AWS4" + keys[access_key]).encode()
-    for piece in (date, region, service, "aws4_request"):
-        key = hmac.new(key, piece.encode(), hashlib.sha256).digest()
-    if not hmac.compare_digest(hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest(), parts.get("Signature", "")):
-        return 403, "The request signature we calculated does not match the signature you provided."
-    return None
 
 
 # The AWS event stream ----------------------------------------------------------------------------------------------
@@ -328,7 +329,7 @@ def _handler(cloud: FakeCloud) -> type[BaseHTTPRequestHandler]:
                     return self._error(response.status, json.loads(response.read()).get("error", {}).get("message", "error"))
                 if not messages_body.get("stream"):
                     return self._json(200, json.loads(response.read()))
-                if cloud.cloud == "bedrock":
+                if cloud.cloud == "bedrock" and self.path.startswith("/model/"):  # InvokeModel: the AWS event stream
                     return self._stream_events(response)
                 return self._stream_sse(response)
             finally:
@@ -343,7 +344,7 @@ def _handler(cloud: FakeCloud) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def _error(self, status: int, message: str) -> None:
-            if cloud.cloud == "bedrock":  # Bedrock's errors: {"message"} and the error's type in a header
+            if cloud.cloud == "bedrock" and self.path.startswith("/model/"):  # Bedrock's errors: {"message"}, the type in a header
                 kind = {400: "ValidationException", 403: "AccessDeniedException", 429: "ThrottlingException"}.get(
                     status, "InternalServerException"
                 )

@@ -14,8 +14,9 @@ Used by tests/support/fake_anthropic.py.  The rules follow the real API as docum
   the request asks for it; compaction blocks carry a signature and must come back unchanged: tests/support/fake_binding.py.
 - Images (tool results' included) are held to the API's limits of count, base64 length and pixels, with its 400
   wording: see tests/support/fake_images.py, which cites the docs.
-- Each model in :data:`THINKING` takes only its documented ``thinking.type`` values (a 400 otherwise) and
-  thinks when ``thinking`` is left out where the model does so; any other model takes every value.
+- Each model in :data:`THINKING` (every model the docs describe) takes only its documented ``thinking.type`` values (a
+  400 otherwise) and thinks when ``thinking`` is left out where the model does so; a model the docs do not name (a
+  test's "claude-test", a cloud's decorated id) takes every value.
 """
 
 from __future__ import annotations
@@ -45,6 +46,26 @@ THINKING: dict[str, tuple[frozenset[str], bool]] = {
     # "Older models (Sonnet 4.5, Opus 4.5, etc.) do not support adaptive thinking and require enabled".
     # https://platform.claude.com/docs/en/build-with-claude/adaptive-thinking
     "claude-haiku-4-5": (frozenset({"enabled", "disabled"}), False),
+    # Adaptive always on: "disabled" and "enabled" both return 400 (Fable 5.x / Mythos 5.x).
+    # https://platform.claude.com/docs/en/models/fable-5/migration-guide , .../models/fable-5-1/migration-guide ,
+    # .../models/fable-5-2/whats-new-fable-5-2 ("adaptive thinking always on")
+    **dict.fromkeys(
+        ("claude-fable-5-2", "claude-mythos-5-2", "claude-fable-5-1", "claude-mythos-5-1", "claude-fable-5", "claude-mythos-5"),
+        (frozenset({"adaptive"}), True),
+    ),
+    # Adaptive on by default, "disabled" accepted, budgets refused ("Claude 4.7 and later reject enabled"):
+    # https://platform.claude.com/docs/en/models/haiku-5-5/overview , https://platform.claude.com/docs/zh-CN/models/sonnet-5/overview ,
+    # https://platform.claude.com/docs/en/build-with-claude/thinking-troubleshooting
+    **dict.fromkeys(("claude-haiku-5-5", "claude-sonnet-5", "claude-opus-5"), (frozenset({"adaptive", "disabled"}), True)),
+    # Adaptive only (budgets return 400), no thinking unless asked: https://platform.claude.com/docs/en/build-with-claude/adaptive-thinking
+    **dict.fromkeys(("claude-opus-4-8", "claude-opus-4-7"), (frozenset({"adaptive", "disabled"}), False)),
+    # Adaptive by default and always on ("disabled" not supported), budgets still accepted (same page).
+    "claude-mythos-preview": (frozenset({"adaptive", "enabled"}), True),
+    "claude-sonnet-4-6": (frozenset({"adaptive", "enabled", "disabled"}), False),
+    **dict.fromkeys(
+        ("claude-haiku-4-5-20251001", "claude-opus-4-5", "claude-opus-4-5-20251101", "claude-sonnet-4-5", "claude-sonnet-4-5-20250929"),
+        (frozenset({"enabled", "disabled"}), False),
+    ),
 }
 
 
