@@ -117,16 +117,23 @@ class Offer:
     answered: bool = False
 
 
-def writes(asker: str, *, ran_it: bool, shared: bool, offer: Offer | None, open_pages: frozenset[str], now: float) -> bool:
+def writes(
+    asker: str, *, ran_it: bool, shared: bool, offer: Offer | None, open_pages: frozenset[str], now: float, runner_open: bool = False
+) -> bool:
     """Whether the page ``asker`` writes the transcripts into its document, or only shows them read-only.
 
-    One writer a document: the first page to ask, unless another page was offered it and is still open and neither
-    answered nor let :data:`OFFER_SECONDS` pass. The page that ran the cell may always write into its own model, but
-    not into a ``shared`` one (collaborative pages of a path edit one document: two writers would write twice).
+    One writer a notebook. The page that ran the cell writes into its own model (its panel already did), and while it
+    is open no other page writes (``runner_open``); otherwise the first page to ask, unless another page was offered it
+    and is still open and either wrote it or has not let :data:`OFFER_SECONDS` pass. Collaborative pages of a path edit
+    one ``shared`` document: for them only the offer decides (two writers would write twice).
     """
-    if (ran_it and not shared) or offer is None or offer.page == asker or offer.answered:
+    if not shared and ran_it:
         return True
-    return offer.page not in open_pages or now - offer.sent >= OFFER_SECONDS
+    if not shared and runner_open:
+        return False
+    if offer is None or offer.page == asker or offer.page not in open_pages:
+        return True
+    return not offer.answered and now - offer.sent >= OFFER_SECONDS
 
 
 def unseen(run: CellRun, asking_client: str, acknowledged: Iterable[Marker]) -> bool:

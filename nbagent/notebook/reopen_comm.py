@@ -70,8 +70,16 @@ class Reopen:
             doc = document(page.key, page.path)
             open_pages = frozenset(p.key for p in list(bridge.pages.values()))
             ran_it = any(run.client and run.client == page.client for run in fills)
+            clients = {p.client for p in list(bridge.pages.values()) if p.client and p.client != page.client}
+            runner_open = any(run.client in clients for run in fills)  # the page that ran it shows it, and writes it
             write = writes(
-                page.key, ran_it=ran_it, shared=page.collaborative, offer=self.offers.get(doc), open_pages=open_pages, now=self.clock()
+                page.key,
+                ran_it=ran_it,
+                shared=page.collaborative,
+                offer=self.offers.get(doc),
+                open_pages=open_pages,
+                now=self.clock(),
+                runner_open=runner_open,
             )
             if fills and write:
                 self.offers[doc] = Offer(page.key, self.clock())

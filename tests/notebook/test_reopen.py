@@ -53,24 +53,28 @@ def test_a_finished_run_is_written_only_into_its_own_unchanged_cell_that_lacks_i
 
 
 @pytest.mark.parametrize(
-    ("asker", "ran_it", "shared", "offer", "open_pages", "now", "expected"),
+    ("asker", "ran_it", "shared", "offer", "open_pages", "now", "runner_open", "expected"),
     [
-        ("b", False, False, None, {"a", "b"}, 100.0, True),  # the first to ask
-        ("b", False, False, Offer("a", 90.0), {"a", "b"}, 100.0, False),  # another page was offered it: read-only
-        ("b", False, False, Offer("a", 70.0), {"a", "b"}, 100.0, True),  # ... 30 s ago without an answer: offered again
-        ("b", False, False, Offer("a", 99.0), {"b"}, 100.0, True),  # ... and closed since
-        ("b", False, False, Offer("a", 99.0, answered=True), {"a", "b"}, 100.0, True),  # it wrote: this page's model lacks it
-        ("a", False, False, Offer("a", 99.0), {"a", "b"}, 100.0, True),  # the same page asks again
-        ("b", True, False, Offer("a", 99.0), {"a", "b"}, 100.0, True),  # the page that ran the cell writes its own model
-        ("b", True, True, Offer("a", 99.0), {"a", "b"}, 100.0, False),  # but not a document shared with the writer (RTC)
-        ("b", False, True, Offer("a", 99.0), {"a", "b"}, 100.0, False),  # collaborative pages of a path: one writer
-        ("b", False, True, None, {"a", "b"}, 100.0, True),
+        ("b", False, False, None, {"a", "b"}, 100.0, False, True),  # the first to ask
+        ("b", False, False, Offer("a", 90.0), {"a", "b"}, 100.0, False, False),  # another page was offered it: read-only
+        ("b", False, False, Offer("a", 70.0), {"a", "b"}, 100.0, False, True),  # ... 30 s ago without an answer: offered again
+        ("b", False, False, Offer("a", 99.0), {"b"}, 100.0, False, True),  # ... and closed since
+        ("b", False, False, Offer("a", 70.0, answered=True), {"a", "b"}, 100.0, False, False),  # it wrote them: read-only here
+        ("b", False, False, Offer("a", 70.0, answered=True), {"b"}, 100.0, False, True),  # ... and closed: its model is gone
+        ("a", False, False, Offer("a", 99.0), {"a", "b"}, 100.0, False, True),  # the same page asks again
+        ("b", True, False, Offer("a", 99.0), {"a", "b"}, 100.0, False, True),  # the page that ran the cell writes its own model
+        ("b", False, False, None, {"a", "b"}, 100.0, True, False),  # ... and while it is open, no other page writes
+        ("b", False, True, None, {"a", "b"}, 100.0, True, True),  # ... unless they share one document: one writer
+        ("b", True, True, Offer("a", 99.0), {"a", "b"}, 100.0, False, False),  # but not a document shared with the writer (RTC)
+        ("b", False, True, Offer("a", 99.0), {"a", "b"}, 100.0, False, False),  # collaborative pages of a path: one writer
+        ("b", False, True, None, {"a", "b"}, 100.0, False, True),
     ],
 )
 def test_one_writer_a_document(
-    asker: str, ran_it: bool, shared: bool, offer: Offer | None, open_pages: set[str], now: float, expected: bool
+    asker: str, ran_it: bool, shared: bool, offer: Offer | None, open_pages: set[str], now: float, runner_open: bool, expected: bool
 ) -> None:
-    assert reopen.writes(asker, ran_it=ran_it, shared=shared, offer=offer, open_pages=frozenset(open_pages), now=now) is expected
+    opened = frozenset(open_pages)
+    assert reopen.writes(asker, ran_it=ran_it, shared=shared, offer=offer, open_pages=opened, now=now, runner_open=runner_open) is expected
 
 
 @pytest.mark.parametrize(
