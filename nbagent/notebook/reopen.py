@@ -7,7 +7,7 @@ are in docs/cells.md ("A finished turn in its cell").
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +15,7 @@ from .restart import same_request
 from .syntax import split_request
 
 OFFER_SECONDS = 30.0  # a writer that has not said ``transcripts_written`` by then is replaced by the next page asking
+RUNNER_WAIT = 1.5  # seconds the kernel waits for a run's own page to say it shows the run (``runner_unknown``)
 Marker = tuple[str, int, int]  # (session, first seq, last seq) of what a cell's final output shows
 
 
@@ -117,13 +118,31 @@ class Offer:
     answered: bool = False
 
 
+def runner_unknown(fills: Iterable[CellRun], asker: str, open_clients: Set[str], shown: Mapping[str, Set[Marker]]) -> bool:
+    """Whether a run's own page still has the comm open but has not yet said it shows the run: wait for its word.
+
+    A tab closed without closing its comm looks open to the kernel; a live page says what it shows (``catch_up``)
+    as soon as its cell ends, so the kernel waits a moment (:data:`RUNNER_WAIT`) before it picks a writer.
+    """
+    return any(
+        run.client and run.client != asker and run.client in open_clients and run.marker not in shown.get(run.client, ()) for run in fills
+    )
+
+
+def runner_shows(fills: Iterable[CellRun], asker: str, open_clients: Set[str], shown: Mapping[str, Set[Marker]]) -> bool:
+    """Whether the page that ran one of these cells is open and shows the run (then it is that notebook's writer)."""
+    return any(
+        run.client and run.client != asker and run.client in open_clients and run.marker in shown.get(run.client, ()) for run in fills
+    )
+
+
 def writes(
     asker: str, *, ran_it: bool, shared: bool, offer: Offer | None, open_pages: frozenset[str], now: float, runner_open: bool = False
 ) -> bool:
     """Whether the page ``asker`` writes the transcripts into its document, or only shows them read-only.
 
     One writer a notebook. The page that ran the cell writes into its own model (its panel already did), and while it
-    is open no other page writes (``runner_open``); otherwise the first page to ask, unless another page was offered it
+    is open and shows the run no other page writes (``runner_open``); otherwise the first page to ask, unless another page was offered it
     and is still open and either wrote it or has not let :data:`OFFER_SECONDS` pass. Collaborative pages of a path edit
     one ``shared`` document: for them only the offer decides (two writers would write twice).
     """

@@ -23,11 +23,38 @@ from . import insert
 from .cells_protocol import MAX_HTML, VERSION, Message
 from .kernel import TurnIndex
 from .output import StaticPanel
-from .reopen import CellRun, Marker, Offer, PageCell, document, metadata, plan, run_of, unseen, writes
+from .reopen import (
+    RUNNER_WAIT,
+    CellRun,
+    Marker,
+    Offer,
+    PageCell,
+    document,
+    metadata,
+    plan,
+    run_of,
+    runner_shows,
+    runner_unknown,
+    unseen,
+    writes,
+)
 
 KEEP_RUNS = 200  # finished runs remembered for %agent_sessions' "unseen" lines
 REOPENED = "written into this cell when a page of the notebook asked for it (the turn ended while no page showed it)"
 Render = Callable[[CellRun], "list[Message] | None"]
+Later = Callable[[float, Callable[[], None]], bool]  # run this after that many seconds; False where nothing can
+
+
+def _on_kernel_loop(delay: float, then: Callable[[], None]) -> bool:
+    """Run ``then`` on the kernel's event loop after ``delay`` seconds; False outside a kernel."""
+    from .pump import current_kernel
+
+    kernel = current_kernel()
+    loop = getattr(kernel, "io_loop", None)
+    if loop is None:
+        return False
+    loop.call_later(delay, then)
+    return True
 
 
 class Reopen:
@@ -40,6 +67,8 @@ class Reopen:
         self.recent: list[CellRun] = []  # every finished run, oldest first (cells without an id too)
         self.acknowledged: set[Marker] = set()  # shown on a page (its marker in the page's cells) or written
         self.offers: dict[str, Offer] = {}  # document -> the writer offered it
+        self.shown: dict[str, set[Marker]] = {}  # a page's client id -> the runs its cells show (its catch_up's markers)
+        self.later: Later = _on_kernel_loop
         self._lock = threading.Lock()
 
     def ran(self, run: CellRun | None) -> None:
@@ -53,7 +82,7 @@ class Reopen:
             del self.recent[:-KEEP_RUNS]
 
     # The comm ------------------------------------------------------------------------------------------
-    def received(self, data: Message, page: Any, bridge: Any) -> None:
+    def received(self, data: Message, page: Any, bridge: Any, *, waited: bool = False) -> None:
         """A page's ``catch_up`` or ``transcripts_written`` (checked by the bridge): answer or note it."""
         if data["type"] == "transcripts_written":
             with self._lock:
@@ -66,20 +95,22 @@ class Reopen:
         with self._lock:
             for cell in cells:
                 self.acknowledged.update(cell.markers)
+                self.shown.setdefault(page.client, set()).update(cell.markers)
             fills = plan(self.runs, cells)
+            pages = list(bridge.pages.values())
+            open_clients = {p.client for p in pages if p.client}
+            if not waited and not page.collaborative and runner_unknown(fills, page.client, open_clients, self.shown):
+                if self.later(RUNNER_WAIT, lambda: self.received(data, page, bridge, waited=True)):
+                    return
             doc = document(page.key, page.path)
-            open_pages = frozenset(p.key for p in list(bridge.pages.values()))
-            ran_it = any(run.client and run.client == page.client for run in fills)
-            clients = {p.client for p in list(bridge.pages.values()) if p.client and p.client != page.client}
-            runner_open = any(run.client in clients for run in fills)  # the page that ran it shows it, and writes it
             write = writes(
                 page.key,
-                ran_it=ran_it,
+                ran_it=any(run.client and run.client == page.client for run in fills),
                 shared=page.collaborative,
                 offer=self.offers.get(doc),
-                open_pages=open_pages,
+                open_pages=frozenset(p.key for p in pages),
                 now=self.clock(),
-                runner_open=runner_open,
+                runner_open=runner_shows(fills, page.client, open_clients, self.shown),
             )
             if fills and write:
                 self.offers[doc] = Offer(page.key, self.clock())

@@ -84,7 +84,7 @@ def test_a_turn_that_finished_while_the_page_was_closed_is_written_into_its_cell
     third = another_page(lab, "finished-c")  # saved, closed and reopened: the cell shows it, nothing is written again
     try:
         third.open(name)
-        assert answers(third, name, 1) == "1: written 0"
+        assert answers(third, name, 1).endswith(" 0")  # nothing to write or show: the cell has it
         assert third.state(name)["dirty"] is False and len(third.page.evaluate(OUTPUTS, name)) == 1
         assert len(fake_api.requests) == requests
         third.shutdown_kernel(name)

@@ -158,3 +158,20 @@ CATCH_UP = {
 def test_the_new_browser_messages_are_checked(message: dict[str, Any], wrong: str) -> None:
     found = problem(message)
     assert (wrong in found) if wrong else found == "", found
+
+
+@pytest.mark.parametrize(
+    ("asker", "open_clients", "shown", "unknown", "shows"),
+    [
+        ("client-b", {"client-a", "client-b"}, {}, True, False),  # its page has the comm open but said nothing yet: wait
+        ("client-b", {"client-a", "client-b"}, {"client-a": {RUN.marker}}, False, True),  # it shows the run: it writes
+        ("client-b", {"client-b"}, {}, False, False),  # its page closed its comm: nobody to wait for
+        ("client-a", {"client-a"}, {}, False, False),  # the page that ran it asks itself
+        ("client-b", {"client-a", "client-b"}, {"client-a": {("s1", 1, 2)}}, True, False),  # it shows another run only
+    ],
+)
+def test_a_runs_own_page_is_waited_for_and_then_writes(
+    asker: str, open_clients: set[str], shown: dict[str, set[Any]], unknown: bool, shows: bool
+) -> None:
+    assert reopen.runner_unknown([RUN], asker, open_clients, shown) is unknown
+    assert reopen.runner_shows([RUN], asker, open_clients, shown) is shows

@@ -72,7 +72,7 @@ def test_a_turn_that_finished_with_no_page_is_written_by_the_page_that_asks(kern
     assert len(fake.requests) == 1
 
 
-def test_one_page_writes_and_another_shows_it_read_only_until_the_writer_answers(kernels, fake) -> None:
+def test_one_page_writes_and_the_others_show_it_read_only_while_the_writer_is_open(kernels, fake) -> None:
     kernel = kernels()
     kernel.run("%load_ext nbagent", "setup")
     fake.script(text(ANSWER))
@@ -87,7 +87,9 @@ def test_one_page_writes_and_another_shows_it_read_only_until_the_writer_answers
     shown = catch_up(c)
     assert shown["write"] is False and shown["cells"][0]["outputs"]  # page C shows it, read-only
     b.send({"v": 1, "type": "transcripts_written", "id": "q1", "written": ["agent-cell"], "skipped": []})
-    assert catch_up(c)["write"] is True  # the writer answered: page C's own model still lacks it, it may write it
+    assert catch_up(c)["write"] is False  # B wrote it into the notebook: C shows it read-only while B is open
+    b.kc.shell_channel.send(b.kc.session.msg("comm_close", {"comm_id": b.comm_id, "data": {}}))
+    assert catch_up(c)["write"] is True  # B closed (its model with it): C's own model lacks it, C writes it
     said = stdout(run_cell(b.kc, "%agent_sessions", cell_id="list")[0])
     assert "while no page showed it" not in said  # a page wrote it
 
