@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from ..record import events as ev
 from ..record import redact
@@ -42,17 +42,8 @@ from ..render.rows import Row, call_row, decision_words, result_row
 from ..state import fold
 from ..state.asides import Asides
 from ..state.tokens import Tokens
-
-if TYPE_CHECKING:
-    from nbformat import NotebookNode
-
-
-def _nbformat() -> Any:
-    """nbformat, imported when a notebook is written: it loads jsonschema's format checkers (over a second)."""
-    import nbformat
-
-    return nbformat
-
+from . import ipynb
+from .ipynb import NotebookNode, code_cell, writes
 
 __all__ = [
     "FORMATS",
@@ -261,15 +252,15 @@ def _not_exported(why: str) -> str:
 
 
 def _markdown_cell(source: str, meta: dict[str, Any] | None = None) -> NotebookNode:
-    return _nbformat().v4.new_markdown_cell(source, metadata=meta or {})
+    return ipynb.cell("markdown", source, meta)
 
 
 def _stream(name: str, text: str) -> NotebookNode:
-    return _nbformat().v4.new_output("stream", name=name, text=text)
+    return NotebookNode(output_type="stream", name=name, text=text)
 
 
 def _image_output(image: tuple[str, str]) -> NotebookNode:
-    return _nbformat().v4.new_output("display_data", data={image[0]: image[1], "text/plain": "<image>"})
+    return NotebookNode(output_type="display_data", data={image[0]: image[1], "text/plain": "<image>"}, metadata={})
 
 
 def _outputs(part: Part) -> list[NotebookNode]:
@@ -290,12 +281,12 @@ def _outputs(part: Part) -> list[NotebookNode]:
 def _call_cells(part: Part, meta: dict[str, Any]) -> list[NotebookNode]:
     if _is_python(part):
         meta["nbagent"]["tool_use_id"] = part.tool_use_id
-        return [_nbformat().v4.new_code_cell(part.arguments["code"], metadata=meta, outputs=_outputs(part))]
+        return [code_cell(part.arguments["code"], meta, _outputs(part))]
     cells = [_markdown_cell(_call_markdown(part, images=False), meta)]
     images, left_out = _images(part), _left_out(part)
     if images or left_out:
         # Images go in as image outputs of an empty, clearly marked code cell (never as HTML).
-        holder = _nbformat().v4.new_code_cell("# images returned by the tool call above", metadata=meta)
+        holder = code_cell("# images returned by the tool call above", meta)
         holder.outputs = [_image_output(image) for image in images]
         holder.outputs += [_stream("stderr", _not_exported(why)) for why in left_out]
         cells.append(holder)
@@ -313,10 +304,10 @@ NOTEBOOK_CELLS: dict[str, Callable[[Part, dict[str, Any]], list[NotebookNode]]] 
 
 
 def to_notebook(events: Iterable[ev.Event], *, source: Path = Path("session.jsonl")) -> NotebookNode:
-    """The session as a notebook (validated by ``nbformat.validate``)."""
+    """The session as an nbformat 4.5 notebook (tests/cli/test_export.py validates it with ``nbformat.validate``)."""
     events = list(events)
     state = fold.fold(events)
-    notebook = _nbformat().v4.new_notebook()
+    notebook = NotebookNode(nbformat=ipynb.NBFORMAT, nbformat_minor=ipynb.NBFORMAT_MINOR, metadata={}, cells=[])
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     notebook.metadata["language_info"] = {"name": "python"}
     notebook.metadata["nbagent"] = {"session_id": state.session_id, "source": source.name, "events": state.seq}
@@ -327,7 +318,6 @@ def to_notebook(events: Iterable[ev.Event], *, source: Path = Path("session.json
         if cell.cell_type == "markdown":
             cell.source = defuse_links(cell.source)
     notebook.cells = cells
-    _nbformat().validate(notebook)
     return notebook
 
 
@@ -368,7 +358,7 @@ def export(
     target = Path(out)
     chosen = format_for(target, fmt)
     if chosen == "ipynb":
-        written = _nbformat().writes(to_notebook(events, source=source))
+        written = writes(to_notebook(events, source=source))
     else:
         written = to_markdown(events, source=source)
     target.write_text(written if written.endswith("\n") else written + "\n", encoding="utf-8")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -185,3 +187,24 @@ def test_notes_to_the_model_are_exported_as_notes_never_as_the_request(tmp_path:
     assert notes == ["Note to the model: the Jupyter kernel was restarted since your last reply."] * 2
     markdown = export.to_markdown(events)
     assert "[nbagent note:" not in markdown and markdown.count("Note to the model") == 2
+
+
+def test_the_written_notebook_is_what_nbformat_writes(recorded: Path, tmp_path: Path) -> None:
+    """Built without nbformat (its import takes about 2 s), the file is valid nbformat 4.5 and byte for byte its writer's."""
+    out = export.export(history.read_all(recorded), tmp_path / "out.ipynb", source=recorded)
+    written = out.read_text(encoding="utf-8")
+    notebook = nbformat.reads(written, as_version=4)
+    nbformat.validate(notebook)
+    assert (notebook.nbformat, notebook.nbformat_minor) == (4, 5) and len({c.id for c in notebook.cells}) == len(notebook.cells)
+    assert any(o.output_type == "display_data" for c in notebook.cells if c.cell_type == "code" for o in c.outputs)
+    assert written == nbformat.writes(notebook) + "\n"
+
+
+def test_an_ipynb_export_imports_neither_nbformat_nor_jsonschema(recorded: Path, tmp_path: Path) -> None:
+    code = (
+        "import sys; from pathlib import Path; from nbagent import history; from nbagent.cli import export; "
+        f"export.export(history.read_all(Path({str(recorded)!r})), {str(tmp_path / 'x.ipynb')!r}); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('nbformat', 'jsonschema', 'fastjsonschema')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]" and (tmp_path / "x.ipynb").stat().st_size > 0

@@ -1,0 +1,162 @@
+"""The engine's share of a request through the SDK, one tree against another: ``python -m benchmarks.sdk_share [--base REV]``.
+
+Issue 36, item 4. Each loop sends the same growing history through the real SDK over an in-process
+transport (the SDK's HTTP library's ``MockTransport`` answering a 60-word reply in 20 text deltas, its
+``input_tokens`` the body's bytes / 4), so ``time.process_time`` is the client's CPU alone and no
+socket or other process adds noise. Loops, taking turns in blocks of 25 requests, in one child process
+per tree and round, the trees alternating which goes first:
+
+- the floors: ``client.messages.stream()`` (plain) and ``client.beta.messages.stream()`` with the betas and
+  ``context_management`` nbagent's server compaction sends (beta); the SDK's part is beta − plain;
+- ``nbagent.run`` with the default settings (compaction "auto": the beta endpoint before issue 36) and with
+  ``compact="off"`` (always the plain endpoint), fsync="never". nbagent's own part is each against the floor
+  on the endpoint its requests went to (recorded by the transport).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .cases import REPO
+
+_CHILD = r"""
+import json, sys, tempfile, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+requests, block = int(sys.argv[2]), int(sys.argv[3])
+import anthropic
+try:
+    import httpx2 as httpx
+except ImportError:
+    import httpx
+import nbagent
+from nbagent.state import context as ctx
+
+MODEL = "claude-test"
+WORDS = " ".join(f"word{i}" for i in range(60)).split(" ")
+PIECES = [" ".join(WORDS[i * 3:(i + 1) * 3]) + " " for i in range(20)]
+endpoint = {}
+
+def sse(name, data):
+    return f"event: {name}\ndata: {json.dumps(data)}\n\n"
+
+TAIL = "".join(
+    [sse("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})]
+    + [sse("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}}) for p in PIECES]
+    + [sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
+       sse("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 80}}),
+       sse("message_stop", {"type": "message_stop"})]
+).encode()
+
+def handle(request):
+    endpoint[current] = (request.url.path + ("?" + request.url.query.decode() if request.url.query else ""), request.headers.get("anthropic-beta", ""))
+    tokens = len(request.content) // 4
+    start = sse("message_start", {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": MODEL,
+        "content": [], "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": tokens, "output_tokens": 1}}})
+    return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=start.encode() + TAIL)
+
+client = anthropic.Anthropic(api_key="bench-key", base_url="http://fake.invalid", max_retries=0,
+                             http_client=httpx.Client(transport=httpx.MockTransport(handle)))
+folder = Path(tempfile.mkdtemp())
+sessions = {"auto": nbagent.Session.open(folder / "auto.jsonl", fsync="never"),
+            "off": nbagent.Session.open(folder / "off.jsonl", fsync="never")}
+settings = {"auto": None, "off": nbagent.ContextSettings(compact="off")}
+histories = {"plain": [], "beta": []}
+beta = {"betas": [ctx.COMPACT_BETA], "context_management": ctx.context_management(ctx.ContextSettings().for_model(MODEL))}
+cpu = {name: [] for name in ("plain", "beta", "auto", "off")}
+for first in range(-block, requests, block):  # the first block warms up and is not counted
+    for current in cpu:
+        for number in range(first, min(first + block, requests)):
+            prompt = f"Request {number + block}: please look at item {number} and say what you find."
+            began = time.process_time()
+            if current in sessions:
+                options = {"context": settings[current]} if settings[current] else {}
+                nbagent.run(sessions[current], prompt, client=client, model=MODEL, **options)
+            else:
+                sent = histories[current]
+                sent.append({"role": "user", "content": prompt})
+                params = {"model": MODEL, "max_tokens": 8192, "messages": sent, "cache_control": {"type": "ephemeral"}}
+                messages = client.messages if current == "plain" else client.beta.messages
+                with messages.stream(**params, **(beta if current == "beta" else {})) as stream:
+                    for _ in stream:
+                        pass
+                    message = stream.get_final_message()
+                sent.append({"role": "assistant", "content": [b.model_dump(mode="json", exclude_none=True) for b in message.content]})
+            if number >= 0:
+                cpu[current].append(time.process_time() - began)
+for name, session in sessions.items():
+    if [m["content"] for m in session.messages] != [m["content"] for m in histories["plain"]]:
+        raise SystemExit(f"{name}: another history than the floor's")
+    session.close()
+print(json.dumps({"sdk": anthropic.__version__, "endpoint": endpoint, "cpu_us": {k: sum(v) / len(v) * 1e6 for k, v in cpu.items()}}))
+"""
+
+
+def child(tree: Path, requests: int, block: int) -> dict:
+    """One round of every loop importing nbagent from ``tree``: its SDK release, endpoints and CPU µs per request."""
+    done = subprocess.run([sys.executable, "-c", _CHILD, str(tree), str(requests), str(block)], capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(done.stderr[-2000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def bench(base: str, rounds: int, requests: int, block: int = 25) -> dict[str, list[dict]]:
+    """``rounds`` rounds of ``base`` (a commit, exported read-only with ``git archive``) and the working tree, alternating."""
+    with tempfile.TemporaryDirectory() as scratch:
+        old = Path(scratch) / "base"
+        old.mkdir()
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", base], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+        trees = {f"base ({base})": old, "this tree": REPO}
+        out: dict[str, list[dict]] = {name: [] for name in trees}
+        for number in range(rounds):
+            order = list(trees) if number % 2 == 0 else list(reversed(trees))
+            for name in order:
+                out[name].append(child(trees[name], requests, block))
+                print(name, json.dumps(out[name][-1]), file=sys.stderr, flush=True)
+        return out
+
+
+def table(results: dict[str, list[dict]]) -> str:
+    """The medians over the rounds, as a Markdown table."""
+    lines = [
+        "| tree | SDK | floor: plain | floor: beta | SDK's part (beta − plain) | nbagent.run, auto: endpoint | CPU | own (vs that floor) "
+        "| over the plain floor | nbagent.run, compact off | own (vs plain floor) |",
+        "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, rounds in results.items():
+
+        def med(key: str, rounds: list[dict] = rounds) -> float:
+            return statistics.median(r["cpu_us"][key] for r in rounds)
+
+        def own(key: str, floor: str, rounds: list[dict] = rounds) -> float:
+            return statistics.median(r["cpu_us"][key] - r["cpu_us"][floor] for r in rounds)
+
+        path, betas = rounds[0]["endpoint"]["auto"]
+        auto_floor = "beta" if betas else "plain"
+        lines.append(
+            f"| {name} | {rounds[0]['sdk']} | {med('plain'):,.0f} µs | {med('beta'):,.0f} µs | {own('beta', 'plain'):,.0f} µs "
+            f"| `{path}`{' + `anthropic-beta: ' + betas + '`' if betas else ''} | {med('auto'):,.0f} µs | {own('auto', auto_floor):,.0f} µs "
+            f"| {own('auto', 'plain'):,.0f} µs | {med('off'):,.0f} µs | {own('off', 'plain'):,.0f} µs |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    """Run and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", default="HEAD", help="the commit to compare the working tree with (default HEAD)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--requests", type=int, default=300)
+    args = parser.parse_args()
+    print(table(bench(args.base, args.rounds, args.requests)))
+
+
+if __name__ == "__main__":
+    main()
