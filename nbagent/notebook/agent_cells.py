@@ -121,6 +121,8 @@ class AgentCells:
         session = self._session(message["session"])
         turn = self._turns.pop(message["id"], 0)
         count, skipped = len(message["cells"]), len(message["skipped"])
+        if not count:
+            return  # all already in the notebook (the button says so): nothing happened to record
         words = f"inserted {count} cell{'s' if count != 1 else ''} of turn {turn} below the %agent cell"
         session.append(
             ev.NOTE,

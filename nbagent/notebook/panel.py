@@ -334,8 +334,8 @@ class Panel(CellOutput):
                 if not answered.is_set():  # the pump failed (it warned): ask on stdin instead
                     choose(self._ask_text(request))
         finally:
-            for button in buttons:
-                button.disabled = True
+            for button in buttons:  # gone once decided: the question's own line says what was decided
+                button.disabled, button.layout.display = True, "none"
             with self._lock:
                 if asking:
                     self._wait(-1)

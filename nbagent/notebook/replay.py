@@ -31,7 +31,7 @@ from ..render import html
 from ..render.live_views import LIVE
 from ..render.matches import Found
 from ..render.parts import esc
-from ..render.style import STYLE, sibling_style
+from ..render.style import NO_MATH, STYLE, sibling_style
 from ..render.timeline import MAX_GAP, REPLAY_STYLE, Timeline
 from ..stores import FILES, Store, session_url
 from .comm_route import keep_on_main_shell
@@ -371,7 +371,7 @@ class Replay(Playback):
             f"Replay: {timeline.title}", self.source, origin=f"{timeline.size_text()} · {timeline.forked_text()}{timeline.statuses[-1]}"
         )
         page = (
-            f'{sibling_style(key)}<div class="nbagent nbagent-static-{key}">{STYLE}{summary}'
+            f'{sibling_style(key)}<div class="nbagent nbagent-static-{key} {NO_MATH}">{STYLE}{summary}'
             f'<p class="nbagent-hint"><b>{esc(HINT)}</b></p><details><summary>the whole transcript</summary>{transcript}</details></div>'
         )
         return {"text/html": page, "text/plain": f"{HINT}\n{plain}"}

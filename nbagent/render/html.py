@@ -40,12 +40,12 @@ from .parts import (
     superseded_starts,
     text_of,
     thinking_length,
-    thinking_words,
+    thinking_shown,
     tool_name,
 )
 from .rows import PYTHON, Row, ToolCalls, Work, call_row, decision_words, input_of, question, result_row, work
 from .safe_html import markdown_html
-from .style import STYLE
+from .style import MATH, NO_MATH, STYLE
 from .view import stream_effect
 
 Event = Mapping[str, Any]
@@ -163,12 +163,17 @@ def model_notes_html(notes: Iterable[str]) -> str:
     return "".join(note_html(note_words(n), label="note to the model") for n in notes)
 
 
+def model_markdown_html(text: str) -> str:
+    """The model's Markdown, sanitized, in the one element of an output MathJax may typeset (see :data:`.style.NO_MATH`)."""
+    return f'<div class="nbagent-text {MATH}">{markdown_html(text)}</div>'
+
+
 CUT_OFF = "the reply stopped here, unfinished: its stream was cut off (an interrupt, an error or a crash)"
 
 
 def cut_off_html(streamed: str) -> str:
     """Text the model streamed before it was cut off (no finished message replaced it), labelled so."""
-    return f'<div class="nbagent-text">{markdown_html(streamed)}</div>{note_html(CUT_OFF, label="cut off")}'
+    return f"{model_markdown_html(streamed)}{note_html(CUT_OFF, label='cut off')}"
 
 
 def header_html(title: str, status: str = "", *, origin: str = "", link: str = "") -> str:
@@ -197,21 +202,21 @@ class Context(NamedTuple):
 
 
 def thinking_html(block: Mapping[str, Any]) -> str:
-    """A thinking block, collapsed and redacted (it is verbatim in the log); redacted thinking as a dim line."""
-    if block.get("type") == "redacted_thinking":
-        return f'<div class="nbagent-dim nbagent-thinking">{esc(thinking_words(block))}</div>'
+    """A thinking block, collapsed and redacted (it is verbatim in the log); nothing for one with no words to read."""
+    if not thinking_shown(block):
+        return ""
     summary = f'Thinking <span class="nbagent-dim">({thinking_length(block):,} characters)</span>'
     return _details(summary, _pre(redact.block_text(dict(block))))  # as written: the model's notes, not Markdown
 
 
 def compaction_html(words: str, summary: str) -> str:
     """A compaction as its own entry: what it did, and the summary (redacted) collapsed under it."""
-    body = f"<details><summary>Summary</summary>{markdown_html(summary)}</details>" if summary else ""
+    body = f'<details class="{MATH}"><summary>Summary</summary>{markdown_html(summary)}</details>' if summary else ""
     return f'<div class="nbagent-compaction"><span class="nbagent-label">compaction</span> {esc(words)}{body}</div>'
 
 
 BLOCKS: dict[str, Callable[[dict[str, Any]], str]] = {
-    "text": lambda b: f'<div class="nbagent-text">{markdown_html(str(b.get("text", "")))}</div>',
+    "text": lambda b: model_markdown_html(str(b.get("text", ""))),
     "tool_use": lambda b: tool_call_html(str(b.get("name", "?")), b.get("input", {})),
     "thinking": thinking_html,  # verbatim in the log, redacted when shown
     "redacted_thinking": thinking_html,
@@ -341,4 +346,4 @@ def transcript_html(events: Iterable[Event], *, title: str = "", status: str = "
     if asides.notes:  # written, but their request has not come yet
         body += "".join(note_html(note_words(n), label="note to the model, for the next request") for n in asides.notes)
     head = header_html(title, status, origin=origin) if title or status else ""
-    return f'<div class="nbagent nbagent-transcript">{STYLE}{head}{body}</div>'
+    return f'<div class="nbagent nbagent-transcript {NO_MATH}">{STYLE}{head}{body}</div>'

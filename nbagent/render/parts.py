@@ -376,6 +376,14 @@ def thinking_length(block: Mapping[str, Any]) -> int:
     return len(text) if isinstance(text, str) else 0
 
 
+def thinking_shown(block: Mapping[str, Any]) -> bool:
+    """Whether a thinking block has words to read: not redacted (encrypted) nor omitted (the API's display "omitted" sends none).
+
+    Such blocks come with thinking off too (a model that cannot turn it off); the log keeps them, no view shows a row.
+    """
+    return block.get("type") == "thinking" and thinking_length(block) > 0
+
+
 def thinking_words(block: Mapping[str, Any]) -> str:
     """The one-line label of a thinking block: 'thinking (N characters)', or '(redacted thinking)'."""
     return "(redacted thinking)" if block.get("type") == "redacted_thinking" else f"thinking ({thinking_length(block):,} characters)"

@@ -18,6 +18,11 @@ def _rule(selectors: str, declarations: str) -> str:
     return f"& {f':is({selectors})' if ',' in selectors else selectors}{{{declarations}}}"
 
 
+# MathJax typesets every $…$ pair of an HTML output (JupyterLab and Notebook 7: MathJax 3, whose default classes these are;
+# nbconvert's classic template: MathJax 2's tex2jax). nbagent's own lines carry dollars ('$0.05 this request'), so its
+# outputs are marked not to be read as math, and only the model's Markdown inside them is marked to be read again.
+NO_MATH = "mathjax_ignore tex2jax_ignore"
+MATH = "mathjax_process tex2jax_process"
 # A Markdown table column's alignment: markdown-it's inline style, and the class the sanitized HTML carries instead.
 ALIGN_CLASSES = {"text-align:right": "nbagent-right", "text-align:center": "nbagent-center"}
 TEXT = "var(--jp-content-font-color1,#1a1a1a)"

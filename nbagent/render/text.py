@@ -37,6 +37,7 @@ from .parts import (
     short_tokens,
     shorten,
     text_of,
+    thinking_shown,
     thinking_words,
     timestamp,
     tool_name,
@@ -116,8 +117,8 @@ def _assistant_msg(e: Mapping[str, Any], c: Context) -> Shown:
             lines.append(str(block.get("text", "")))
         elif block.get("type") == "tool_use":
             lines.append(f"-> {block.get('name')}({clip(dumps(block.get('input')), ARGUMENTS_LIMIT)})")
-        elif block.get("type") in ("thinking", "redacted_thinking"):
-            lines.append("[redacted thinking]" if block["type"] == "redacted_thinking" else f"[{thinking_words(block)}]")  # collapsed
+        elif thinking_shown(block):
+            lines.append(f"[{thinking_words(block)}]")  # collapsed
         elif block.get("type") == "compaction":
             lines.append(f"[compaction] {server_compaction_words(block)}:\n{indent(clip(redact.block_text(block), c.result_limit))}")
     return Shown(f"assistant ({e.get('stop_reason') or 'no stop reason'}; {usage_text(e.get('usage'))})", "\n".join(lines))

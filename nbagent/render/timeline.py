@@ -24,7 +24,7 @@ from . import html, safe_html, text
 from .matches import Found, Part, parts_of, search
 from .parts import esc, gap, kind_of, request_parts, shorten, superseded_starts, text_of, timestamp, when
 from .rows import ToolCalls
-from .style import ROOT, STYLE
+from .style import NO_MATH, ROOT, STYLE
 from .view import STARTING, follow, status, status_line, stream_effect
 
 MAX_GAP = 2.0  # seconds: a longer quiet gap between two events plays as this long
@@ -310,7 +310,7 @@ class Timeline:
             )
         except Exception:  # noqa: BLE001 - fall back to the per-event renderings made safely above
             plain = "\n".join(shown.text for shown in self.texts if shown.line)
-            return f'<div class="nbagent nbagent-transcript">{STYLE}{"".join(self.htmls)}</div>', safe(plain)
+            return f'<div class="nbagent nbagent-transcript {NO_MATH}">{STYLE}{"".join(self.htmls)}</div>', safe(plain)
 
 
 def plural(count: int, word: str) -> str:

@@ -16,6 +16,7 @@ from .parts import kind_of, with_tokens
 
 Event = Mapping[str, Any]
 STARTING = "starting"
+BUDGET_STOP = "stopped at its budget"  # the listing's words (history/summary.py)
 # The fold's State.status in words.
 STATUS_WORDS = {
     "idle": STARTING,
@@ -25,7 +26,7 @@ STATUS_WORDS = {
     "interrupted": "interrupted",
     "error": "model error",
 }
-FINAL_STATUSES = ("interrupted", "model error")  # a finished view keeps these instead of saying "done"
+FINAL_STATUSES = ("interrupted", "model error", BUDGET_STOP)  # a finished view keeps these instead of saying "done"
 
 
 def _folded(e: Event, state: State) -> str:
@@ -67,8 +68,12 @@ def _compaction(e: Event, state: State) -> str:
     return "compacting the context" if state.compacting is not None else _folded(e, state)
 
 
+def _note(e: Event, state: State) -> str | None:
+    return BUDGET_STOP if e.get("kind") == ev.NOTE_BUDGET_REACHED else None  # the loop stopped before a model call
+
+
 # None: the event leaves the status as it was.
-STATUS: dict[str, Callable[[Event, State], str] | None] = {
+STATUS: dict[str, Callable[[Event, State], str | None] | None] = {
     ev.SESSION_START: None,
     ev.USER_MSG: _folded,
     ev.MODEL_CALL: _model_call,
@@ -79,7 +84,7 @@ STATUS: dict[str, Callable[[Event, State], str] | None] = {
     ev.TOOL_STARTED: _tool_started,
     ev.TOOL_RESULT: _folded,
     ev.INTERRUPTED: _folded,
-    ev.NOTE: None,
+    ev.NOTE: _note,
     ev.TRUST: None,
     ev.CONTEXT: None,
     ev.COMPACTION_STARTED: _compaction_started,

@@ -165,8 +165,9 @@ def advice(hit: Reached, *, setting: str = "{name}") -> str:
     """What the user can do next, after the stop's own words (``setting``: how the option is named where the user sets it)."""
     name = setting.format(name=hit.name)
     if hit.name == "max_session_cost":
-        return f"The session is saved; raise or lift {name} (None), then run again to continue it."
-    return f"The session is saved; raise or lift {name} (None) and run again to continue this request, or make a new request."
+        return f"The session is saved. To continue it, set {name} to a higher amount, or to None for no limit, and run again."
+    more = "more model calls" if hit.name == "max_turns" else "a higher amount"
+    return f"The session is saved. To continue this request, set {name} to {more}, or to None for no limit, and run again; or make a new request."
 
 
 def check(

@@ -38,7 +38,7 @@ def test_max_turns_stops_the_cell_plainly_and_the_next_request_goes_on(
     shell.run_cell("%config Agent.max_turns = 2")
     said = usage_error(shell, "%agent set three variables")
     assert said.startswith("stopped: this request reached its budget of 2 model calls (max_turns).")
-    assert "raise or lift Agent.max_turns (None)" in said
+    assert "To continue this request, set Agent.max_turns to more model calls, or to None for no limit, and run again" in said
     shown = capsys.readouterr().out
     assert "stopped: this request reached its budget of 2 model calls" in shown  # the note, in the cell's transcript
     assert "note: budget: 2 model calls a request" in shown

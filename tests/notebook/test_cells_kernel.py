@@ -152,6 +152,13 @@ def test_insert_as_cells_over_the_comm_and_the_log_records_it(kernels, fake, tmp
     assert "unknown message type" in browser.wait("error")["error"]
     browser.send({"v": 1, "type": "insert_request", "id": "r3", "session": "../../etc", "turn": 1})
     assert browser.wait("error")["id"] == "r3"
+    # Pressed once more with every cell already there: the browser skips them all, and the log gets no "inserted 0 cells".
+    browser.send({"v": 1, "type": "insert_request", "id": "r4", "session": session, "turn": 1})
+    last = browser.wait("insert")
+    skipped = [c["tool_use_id"] for c in last["cells"]]
+    browser.send({"v": 1, "type": "inserted", "id": last["id"], "session": session, "cells": [], "skipped": skipped})
+    browser.send({"v": 1, "type": "run_code", "code": ""})  # its error comes back once the reply above was handled
+    assert "unknown message type" in browser.wait("error")["error"]
     assert not (tmp_path / "pwned").exists() and "ok" in kernel.run("print('ok')")
     assert len([e for e in log_events(tmp_path) if e.get("kind") == KIND]) == 1
 

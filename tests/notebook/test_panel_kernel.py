@@ -96,6 +96,15 @@ def test_approval_button_click_is_handled_while_the_cell_runs_and_a_queued_cell_
     assert clicked, "no Approve button was opened"
     assert reply["content"]["status"] == "ok", errors(messages)
     assert "decision True panel" in stdout(messages)
+    # Decided: the buttons go (their layouts say display none), not left greyed out under the decision.
+    opened = [m["content"]["data"]["state"] for m in messages if button_id(m, "Approve") or button_id(m, "Decline")]
+    layouts = {str(state["layout"]).removeprefix("IPY_MODEL_") for state in opened}
+    hidden = {
+        m["content"]["comm_id"]
+        for m in messages
+        if m["msg_type"] == "comm_msg" and m["content"]["data"].get("state", {}).get("display") == "none"
+    }
+    assert len(layouts) == 2 and layouts <= hidden, (layouts, hidden)
     # The queued cell was held during the wait and then ran, seeing the answer.
     second = kernel.kc.get_shell_msg(timeout=TIMEOUT)
     assert second["parent_header"]["msg_id"] == queued[0]

@@ -67,7 +67,7 @@ def test_the_current_entry_is_marked_and_times_come_on_demand() -> None:
     timeline = Timeline(EVENTS)
     assert timeline.frame(5).count(
         "nbagent-current"
-    ) == 1 and 'nbagent-current"><div class="nbagent-text"><p>Let me add.' in timeline.frame(5)
+    ) == 1 and 'nbagent-current"><div class="nbagent-text mathjax_process tex2jax_process"><p>Let me add.' in timeline.frame(5)
     assert 'nbagent-current"><p>Let me</p>' in timeline.frame(3)  # mid-stream: the streamed entry is the current one
     assert "nbagent-current" not in timeline.frame(6)  # a status-only event marks no entry; the cursor says it
     timed = timeline.frame(6, times=True)

@@ -20,6 +20,7 @@ from nbagent.notebook.panel import Panel
 from nbagent.record import events as ev
 from nbagent.render import html, text
 from nbagent.render.parts import Start, ToolNames, context_text, short_tokens, superseded_starts
+from nbagent.render.style import MATH
 from nbagent.render.timeline import Timeline
 from nbagent.render.view import status
 from nbagent.state.asides import Asides
@@ -76,11 +77,11 @@ STARTED_WORDS = "compacting the context: summarising all but the latest 2 messag
 HTML_CASES = [
     (2, []),  # the context event: settings, not conversation (the header shows the window)
     (4, ['<div class="nbagent-compaction"><span class="nbagent-label">compaction</span> ' + SERVER_WORDS,
-         "<details><summary>Summary</summary><p>Server summary: the user asked things. [REDACTED]</p>",
+         f'<details class="{MATH}"><summary>Summary</summary><p>Server summary: the user asked things. [REDACTED]</p>',
          '<details class="nbagent-tool"><summary>Thinking <span class="nbagent-dim">(',
-         '<div class="nbagent-dim nbagent-thinking">(redacted thinking)</div>', "The mean is 2.0."]),
+         "The mean is 2.0."]),
     (5, [f'<div class="nbagent-compaction nbagent-dim">{STARTED_WORDS}…</div>']),
-    (6, [f'<span class="nbagent-label">compaction</span> {LOCAL_WORDS}', f"<details><summary>Summary</summary><p>{SUMMARY}</p>"]),
+    (6, [f'<span class="nbagent-label">compaction</span> {LOCAL_WORDS}', f'<details class="{MATH}"><summary>Summary</summary><p>{SUMMARY}</p>']),
 ]  # fmt: skip
 
 
@@ -95,11 +96,28 @@ def test_html_shows_each_compaction_as_an_entry_and_thinking_collapsed(seq: int,
     assert " open" not in fragment  # thinking and summaries are collapsed
 
 
+# Thinking with no words to read (redacted, or omitted: display "omitted", as a model that cannot turn thinking off sends
+# with thinking off) shows no row in any view; thinking with words shows its collapsed row.
+THINKING_CASES = [
+    ({"type": "thinking", "thinking": "", "signature": "sig"}, "", ""),
+    ({"type": "redacted_thinking", "data": "ENCRYPTED"}, "", ""),
+    ({"type": "thinking", "thinking": "hmm", "signature": "sig"}, "(3 characters)", "[thinking (3 characters)]"),
+]
+
+
+@pytest.mark.parametrize(("block", "in_html", "in_text"), THINKING_CASES)
+def test_thinking_shows_a_row_only_with_words_to_read(block: dict[str, object], in_html: str, in_text: str) -> None:
+    reply = event(1, ev.ASSISTANT_MSG, content=[block, {"type": "text", "text": "Done."}], stop_reason="end_turn")
+    fragment = html.event_html(reply)
+    assert ("Thinking" in fragment) == bool(in_html) and in_html in fragment and "redacted thinking" not in fragment
+    assert text.show(reply).body == (f"{in_text}\nDone." if in_text else "Done.")
+
+
 TEXT_CASES = [
     (2, "context settings: window 200k tokens, compaction auto at 175k tokens, tool results cut at 40,000 characters in requests", ""),
     (4, "assistant (end_turn; 143,000 tokens in · 400 out)",
      f"[compaction] {SERVER_WORDS}:\n    Server summary: the user asked things. [REDACTED]\n"
-     f"[thinking ({len(THOUGHT)} characters)]\n[redacted thinking]\nThe mean is 2.0."),
+     f"[thinking ({len(THOUGHT)} characters)]\nThe mean is 2.0."),
     (5, STARTED_WORDS, ""),
     (6, f"compaction: {LOCAL_WORDS}", SUMMARY),
 ]  # fmt: skip

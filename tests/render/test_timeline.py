@@ -94,6 +94,8 @@ STATUS_CASES = [
     (OPEN_TWO[:3] + [{"type": "tool_result", "tool_use_id": "t1", "content": "1"}], {"type": "tool_result", "tool_use_id": "t2", "content": "2"}, "waiting for the model"),
     (OPEN_TWO, {"type": "interrupted", "during": "tools"}, "interrupted"),
     (OPEN_TWO, {"type": "note", "text": "hello"}, None),
+    # a budget stop before a model call: said as the listing says it, never "waiting for the model"
+    (OPEN_TWO[:2], {"type": "note", "kind": "budget_reached", "reached": "max_session_cost", "text": "stopped: the session cost $0.10"}, "stopped at its budget"),
     (OPEN_TWO, {"type": "trust", "vouches": 3, "prefix_sha256": "0" * 64}, None),
     ([], START, None),
 ]  # fmt: skip

@@ -18,10 +18,12 @@ from nbagent.record import events as ev  # noqa: E402
 from nbagent.record.log_reader import read_events  # noqa: E402
 from nbagent.render.page_links import kernel_page_url, notebook_api_path, page_url  # noqa: E402
 from nbagent.server.handlers import MAX_SEQ, parse_seq  # noqa: E402
+from nbagent.server.open_turn import last_request, runs  # noqa: E402
 from nbagent.server.paths import Refused, Roots, split_api_path  # noqa: E402
 from nbagent.server.present import Frame, Presenter  # noqa: E402
 from nbagent.server.source import FileSource  # noqa: E402
 from nbagent.server.tail import Client, Tails  # noqa: E402
+from nbagent.stores import Listed  # noqa: E402
 from reliability.attacker import markdown_log  # noqa: E402
 from reliability.payloads import DANGEROUS, MARKDOWN, SAFE_IMAGE, cleaned, start_tags  # noqa: E402
 
@@ -173,6 +175,19 @@ def test_the_presenter_follows_streams_like_the_panel() -> None:
     assert records[6]["status"] == "streaming (attempt 2)"
 
 
+def test_the_session_page_says_a_budget_stop_not_waiting_for_the_model() -> None:
+    presenter = Presenter()
+    stop = {"kind": "budget_reached", "reached": "max_session_cost", "text": "stopped: the session cost $0.10, its budget is $0.05"}
+    events = [
+        ev.make(1, ev.SESSION_START, {"session_id": "x", "meta": {}}),
+        ev.make(2, ev.USER_MSG, {"content": "more"}),
+        ev.make(3, ev.NOTE, stop),
+    ]
+    last = [presenter.record(e) for e in events][-1]
+    assert last["status"] == "stopped at its budget" and last["session"]["status"] == "unfinished: stopped at its budget"
+    assert "$0.10" in last["html"]
+
+
 def test_a_client_too_far_behind_is_dropped_once() -> None:
     async def run() -> tuple[bool, int, list[int]]:
         drops: list[int] = []
@@ -291,3 +306,45 @@ def test_a_client_behind_the_kept_events_catches_up_from_the_log(tmp_path: Path)
     assert kept == [16, 17, 18, 19, 20]
     assert [f.seq for f in caught] == list(range(4, 21))
     assert caught[-5:] == recent  # the same bytes as the tail sent live: rendered from the first event either way
+
+
+PENDING = {  # a summary's words -> whether its last turn may be running (open_turn.runs)
+    "model reply": True,
+    "1 tool call": True,
+    "model reply (last model call failed)": True,
+    "no request yet": False,
+    "interrupted (model reply pending)": False,
+    "stopped at its budget": False,
+    "damaged log (line 5, byte 9): run nbagent verify": False,
+}
+
+
+@pytest.mark.parametrize("pending", list(PENDING))
+def test_which_unfinished_sessions_may_be_running(pending: str) -> None:
+    assert runs(Listed("s", "s.jsonl", turns=2, pending=pending)) is PENDING[pending]
+    assert runs(Listed("s", "s.jsonl", turns=2, complete=True)) is False
+
+
+REQUESTS = {
+    "the request the kernel noted": ({"content": "note\n\nask", "meta": {"cell_id": "c", "request": "ask"}}, ("c", "ask")),
+    "no meta: the content's text": (
+        {"content": [{"type": "text", "text": "a"}, {"type": "image"}, {"type": "text", "text": "b"}]},
+        (None, "ab"),
+    ),
+    "an empty cell id": ({"content": "x", "meta": {"cell_id": ""}}, (None, "x")),
+    "a cell id that is not text": ({"content": "x", "meta": {"cell_id": 7}}, (None, "x")),
+    "hostile content": ({"content": [{"type": "text", "text": 3}, "text"]}, (None, "")),
+}
+
+
+@pytest.mark.parametrize("case", list(REQUESTS))
+def test_the_open_turns_request_and_cell(case: str) -> None:
+    fields, (cell, request) = REQUESTS[case]
+    events = [
+        {"seq": 1, "type": "session_start"},
+        {"seq": 2, "type": "user_msg", "content": "old"},
+        {"seq": 3, "type": "user_msg", **fields},
+    ]
+    events.append({"seq": 4, "type": "delta", "text": "x"})
+    assert last_request(events) == {"seq": 3, "cell_id": cell, "request": request}
+    assert last_request(events[:1]) is None

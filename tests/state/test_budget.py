@@ -73,6 +73,18 @@ def test_bad_budget_says_what_to_give(given: dict[str, Any]) -> None:
         budgets.chosen(Budget(), **given)
 
 
+ADVICE = [
+    ("max_turns", "{name}", "The session is saved. To continue this request, set max_turns to more model calls, or to None for no limit, and run again; or make a new request."),
+    ("max_cost", "Agent.{name}", "The session is saved. To continue this request, set Agent.max_cost to a higher amount, or to None for no limit, and run again; or make a new request."),
+    ("max_session_cost", "Agent.{name}", "The session is saved. To continue it, set Agent.max_session_cost to a higher amount, or to None for no limit, and run again."),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "setting", "expected"), ADVICE)
+def test_advice_says_in_words_what_to_set(name: str, setting: str, expected: str) -> None:
+    assert budgets.advice(budgets.Reached(name, "stopped"), setting=setting) == expected
+
+
 def test_refusal_names_the_setting() -> None:
     assert budgets.refusal(Budget(max_turns=3), "claude-test", prices.PRICES) == ""  # no dollars: no price needed
     assert budgets.refusal(Budget(max_cost=1.0), "claude-sonnet-5-5", prices.PRICES) == ""
@@ -119,7 +131,9 @@ def test_max_turns_stops_a_tool_loop_and_a_raised_budget_continues(
 ) -> None:
     tool_loop(fake, 3)
     with nbagent.Session.open(log_path) as session:
-        with pytest.raises(BudgetReached, match=r"reached its budget of 2 model calls \(max_turns\).*raise or lift max_turns") as stop:
+        with pytest.raises(
+            BudgetReached, match=r"reached its budget of 2 model calls \(max_turns\).*set max_turns to more model calls, or to None"
+        ) as stop:
             nbagent.run(session, "look up three things", tools=[lookup], client=client, model=MODEL, approval="auto", max_turns=2)
         assert stop.value.reached == "max_turns"
         assert len(fake.requests) == 2
