@@ -11,7 +11,16 @@ import type { NotebookPanel } from '@jupyterlab/notebook';
 import { Widget } from '@lumino/widgets';
 
 import { ACTIVITY, Approvals, placeUnder } from './approvals';
-import { GRACE_MS, LOST, reaction, Reaction, STOPPED } from './pagerules';
+import {
+  GRACE_MS,
+  goneStatus,
+  LOST,
+  reaction,
+  Reaction,
+  STOPPED
+} from './pagerules';
+
+const STATUS = '.nbagent-header > .nbagent-dim'; // the header's status ("— streaming · …"), beside the activity line
 
 /** Watch one notebook's session and mark its live panels when their kernel is gone. */
 export class KernelWatch {
@@ -73,6 +82,11 @@ export class KernelWatch {
       for (const node of marks) {
         node.style.display = 'none';
         node.dataset.nbagentGone = words;
+        const status = node.parentElement?.querySelector<HTMLElement>(STATUS);
+        if (status) {
+          status.dataset.nbagentShown ??= status.textContent ?? '';
+          status.textContent = goneStatus(status.dataset.nbagentShown, words);
+        }
       }
       let notice = this._notices.get(cell.model.id);
       if (!notice || notice.isDisposed) {
@@ -105,6 +119,11 @@ export class KernelWatch {
         if (node.dataset.nbagentGone === words) {
           node.style.display = '';
           delete node.dataset.nbagentGone;
+          const status = node.parentElement?.querySelector<HTMLElement>(STATUS);
+          if (status?.dataset.nbagentShown !== undefined) {
+            status.textContent = status.dataset.nbagentShown;
+            delete status.dataset.nbagentShown;
+          }
         }
       }
     }

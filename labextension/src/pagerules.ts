@@ -31,6 +31,8 @@ export const STOPPED =
   'interrupted: the kernel stopped; run this cell to continue exactly once';
 export const LOST =
   'the connection to the kernel was lost: if the kernel stopped, run this cell to continue exactly once';
+export const STATUS_STOPPED = 'interrupted (the kernel stopped)';
+export const STATUS_LOST = 'connection lost';
 export const GRACE_MS = 5000; // a reconnect within this long is a blip, not a lost kernel
 
 /** What the notebook's session reported. */
@@ -57,4 +59,12 @@ export function reaction(event: SessionEvent): Reaction {
     case 'kernel':
       return event.before ? 'stopped' : null; // a kernel replaced or shut down; the first one is no change
   }
+}
+
+/** A live panel's header status once `words` marked it: its first part (e.g. "streaming") replaced, the token figures kept. */
+export function goneStatus(shown: string, words: string): string {
+  const dash = shown.startsWith('— ') ? '— ' : '';
+  const rest = shown.slice(dash.length).split(' · ').slice(1);
+  const now = words === STOPPED ? STATUS_STOPPED : STATUS_LOST;
+  return dash + [now, ...rest].join(' · ');
 }

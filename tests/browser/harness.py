@@ -14,6 +14,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -267,6 +268,44 @@ class JupyterServer:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, 9)
             process.wait(10)
+
+    def stop_as_user(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+        """Stop the server as a user does (``sig`` to its process, as Ctrl+C or ``kill`` sends), and wait until it exits; its code.
+
+        The server shuts its kernels down on the way out; the port stays this server's for :meth:`start_again`.
+        """
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            raise RuntimeError(f"jupyter {self.kind} is not running")
+        process.send_signal(sig)
+        try:
+            return process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, 9)
+            process.wait(10)
+            raise RuntimeError(f"jupyter {self.kind} did not exit within {timeout:.0f} s of signal {sig}:\n{self.log_tail()}") from None
+
+    def start_again(self, timeout: float = STARTUP_TIMEOUT) -> JupyterServer:
+        """Start the stopped server again on the same port, root, token and config (as a user re-runs the same command)."""
+        if self.process is not None and self.process.poll() is None:
+            raise RuntimeError(f"jupyter {self.kind} is still running")
+        self.log_path = self.root.parent / f"{self.kind}-server-{self.port}-again.log"
+        deadline = time.monotonic() + timeout
+        while True:  # the old server's socket may linger a moment
+            with open(self.log_path, "wb") as log:
+                self.process = subprocess.Popen(
+                    self.command(), cwd=self.root, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                )
+            try:
+                self._wait_ready(max(1.0, deadline - time.monotonic()))
+                return self
+            except RuntimeError:
+                if self.process is not None and self.process.poll() is None:
+                    self.stop()
+                self.process = None
+                if "address already in use" not in self.log_tail().lower() or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
 
 
 # The browser -------------------------------------------------------------------------------------------------

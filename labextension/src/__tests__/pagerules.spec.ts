@@ -5,8 +5,11 @@
 import {
   decisionWords,
   drawOverlay,
+  goneStatus,
+  LOST,
   reaction,
-  SessionEvent
+  SessionEvent,
+  STOPPED
 } from '../pagerules';
 
 describe('which session events mean the kernel running the turn is gone', () => {
@@ -59,5 +62,32 @@ describe('where a page draws the question', () => {
     ['not at the top when some cell is live', false, false, true, false]
   ])('%s', (_, found, cellLive, anyLive, drawn) => {
     expect(drawOverlay(found, cellLive, anyLive)).toBe(drawn);
+  });
+});
+
+describe("what a marked live panel's header status says", () => {
+  it.each([
+    ['streaming', '— streaming', STOPPED, '— interrupted (the kernel stopped)'],
+    [
+      'with tokens',
+      '— streaming (attempt 2) · 1.2k tokens in · on Amazon Bedrock',
+      STOPPED,
+      '— interrupted (the kernel stopped) · 1.2k tokens in · on Amazon Bedrock'
+    ],
+    [
+      'working',
+      '— running tools · 30 tokens',
+      LOST,
+      '— connection lost · 30 tokens'
+    ],
+    [
+      'no dash',
+      'waiting for the model',
+      STOPPED,
+      'interrupted (the kernel stopped)'
+    ],
+    ['empty', '', LOST, 'connection lost']
+  ])('%s', (_, shown, words, expected) => {
+    expect(goneStatus(shown, words)).toBe(expected);
   });
 });
