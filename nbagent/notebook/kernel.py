@@ -22,16 +22,26 @@ from ..state.providers import price_key
 from ..state.tokens import totals
 from .python_tool import NAME as PYTHON
 from .restart import Turn, request_key
+from .settings import Agent
 
 KERNEL_ID = uuid.uuid4().hex  # one per kernel process: a restart is a new process, hence a new id
 
 
 def notebook_path(shell: Any) -> Path | None:
-    """The path of the notebook this kernel runs, if the frontend said so; ``None`` otherwise.
+    """The path of the notebook this kernel runs, if known; ``None`` otherwise.
 
-    Jupyter Server puts it in ``JPY_SESSION_NAME`` (ipykernel copies it to ``__session__``);
-    VS Code sets ``__vsc_ipynb_file__`` in the user namespace.
+    ``Agent.notebook``, where set, says it; else the frontend: Jupyter Server puts it in ``JPY_SESSION_NAME``
+    (ipykernel copies it to ``__session__``), VS Code sets ``__vsc_ipynb_file__`` in the user namespace; else the
+    notebook :mod:`.headless` found by its logs in this kernel (see :func:`found`).
     """
+    settings = next((c for c in getattr(shell, "configurables", ()) if isinstance(c, Agent)), None)
+    if settings is not None and settings.notebook:
+        return (Path.cwd() / Path(settings.notebook).expanduser()).absolute()
+    return told_path(shell) or _FOUND.get(id(shell))
+
+
+def told_path(shell: Any) -> Path | None:
+    """The notebook's path as the frontend said it (``JPY_SESSION_NAME``, ``__session__``, ``__vsc_ipynb_file__``), if it did."""
     user_ns = getattr(shell, "user_ns", {}) or {}
     for candidate in (user_ns.get("__vsc_ipynb_file__"), os.environ.get("JPY_SESSION_NAME"), user_ns.get("__session__")):
         if not candidate or not isinstance(candidate, str) or not candidate.endswith(".ipynb"):
@@ -45,6 +55,17 @@ def notebook_path(shell: Any) -> Path | None:
                 return guess.absolute()
         return (Path.cwd() / path.name).absolute()
     return None
+
+
+_FOUND: dict[int, Path] = {}  # by id(shell): the notebook headless.py found by its logs, where nobody said which
+
+
+def found(shell: Any, path: Path | None) -> None:
+    """Take ``path`` as the notebook of ``shell`` from now on, where nothing else says it (``None``: forget it)."""
+    if path is None:
+        _FOUND.pop(id(shell), None)
+    else:
+        _FOUND[id(shell)] = path
 
 
 class CellTracker:

@@ -72,12 +72,15 @@ class AgentMagics(Magics):
                     self._compact(args)
                 elif args.drop_thinking:
                     self._drop_thinking(args)
-                else:
+                else:  # no notebook path (nbconvert, nbclient): the one whose logs hold the requests (headless.py)
+                    unknown = self.sessions.locate("" if rewind.asked(args) or args.resume or args.session else request)
                     if rewind.asked(args):  # a fork becomes current (after a restart: the one this cell made)
                         rewind.switch(self.sessions, args, self.tracker.cell_id)
                         if not request:
                             return
                     problem = build.problem(self.settings, args)  # no key, settings that do not fit: before anything is created
+                    if problem is not None and unknown:
+                        problem = UsageError(f"{problem}\n\nnbagent: {unknown}")
                     prompt = interpolate.prepare(request, interpolate.of_magics(self), fix=args.fix)
                     session = self.sessions.for_cell(args, problem or prompt.problem)
                     # after a restart: a turn a rewind left out is shown, not asked again
@@ -156,6 +159,8 @@ class AgentMagics(Magics):
             raise prompt.problem  # an unknown {name}, no such cell: nothing sent or logged
         self.sessions.claim(key, plan.claims)
         view = build.view(self.shell, request or session.state.title or path.stem, live=live, session=session)
+        if live and isinstance(view, CellOutput) and self.sessions.finder.note:  # the notebook's path is unknown: say so
+            view.origin = self.sessions.finder.note
         if live and isinstance(view, CellOutput):  # a turn of this session another page ran and nobody saw: say so once
             missed = self.reopen.unseen(self.cells.bridge.running(), path.stem)
             if missed:

@@ -16,6 +16,7 @@ from ..agent.session import Session
 from ..stores.writer import FsyncPolicy, make_folder
 from . import kernel as nbkernel
 from .foreign import untrusted_warning
+from .headless import Finder, found_line
 from .place import Place, place_of, unchecked_place_of
 from .restart import Claims
 from .settings import Agent
@@ -35,10 +36,34 @@ class SessionRegistry:
         self._indexes: dict[str, nbkernel.TurnIndex] = {}  # by Session.where (a file, or <url>#<notebook>/<session>)
         self._claims: dict[str, Claims] = {}
         self._restored: dict[str, set[int]] = {}
+        self.finder = Finder()  # which notebook this is, where nobody said (headless.py)
 
     def place(self) -> Place:
         """Where this notebook's sessions are: the store (``Agent.store``) and its log folder (see :mod:`.place`)."""
         return place_of(self.shell, self.settings)
+
+    def locate(self, request: str) -> str:
+        """Before a cell with ``request`` (empty: a cell that names its session) opens a session: the notebook by its logs (headless.py).
+
+        Only in a kernel that has no session yet and does not know its notebook, with log files: the one notebook
+        beside it whose logs hold its requests becomes its notebook. Returns the note for the panel when none does
+        (its session goes to the untitled folder); a UsageError when several do.
+        """
+        self.finder.note = ""
+        if not request or self.current is not None or getattr(self.shell, "kernel", None) is None:
+            return ""
+        if nbkernel.notebook_path(self.shell) is not None:
+            return ""
+        place = unchecked_place_of(self.shell, self.settings)
+        if place.source.url:
+            return ""  # a database's sessions: name the notebook (Agent.notebook or JPY_SESSION_NAME)
+        cwd = Path.cwd()
+        base = place.folder.parent  # <cwd>/.nbagent, or Agent.log_dir
+        name = self.finder.locate(request, base, cwd, place.folder)
+        if name is not None:
+            nbkernel.found(self.shell, cwd / name)
+            print(found_line(name, base), flush=True)
+        return self.finder.note
 
     def sessions(self) -> list[Session]:
         """The sessions opened in this kernel (some may be closed since)."""
@@ -124,6 +149,7 @@ class SessionRegistry:
         for session in self._open.values():
             session.close()
         self._open.clear()
+        nbkernel.found(self.shell, None)
 
     def _known(self, place: Place, path: Path) -> Session | None:
         session = self._open.get((place.source.url, path))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, cast
 
 from IPython.core.error import UsageError
@@ -63,6 +64,12 @@ class Agent(BudgetSettings, Configurable):  # the budget and price settings: bud
         "",
         help="Folder for session logs. Empty (default): '.nbagent/<notebook name>/' beside the notebook; "
         "otherwise '<log_dir>/<notebook name>/'.",
+    ).tag(config=True)
+    notebook = Unicode(
+        "",
+        help="The notebook this kernel runs, a path ending in .ipynb (relative to the kernel's working folder): its log "
+        "folder is used. Empty (default): as the frontend says (JPY_SESSION_NAME), else, run headless (nbconvert, nbclient, "
+        "papermill), the one notebook here whose logs hold the cells' requests. See docs/notebook.md, 'Agent notebooks in CI'.",
     ).tag(config=True)
     store = Unicode(
         "",
@@ -161,6 +168,16 @@ class Agent(BudgetSettings, Configurable):  # the budget and price settings: bud
         "{...}}} (stdio) or {'name': {'type': 'http', 'url': ..., 'headers': {...}}}; per server 'effects' overrides a tool's "
         "effect. A .mcp.json beside the notebook is used once you approve it. See docs/mcp.md.",
     ).tag(config=True)
+
+    @validate("notebook")
+    def _notebook(self, proposal: Any) -> str:
+        value = str(proposal["value"]).strip()
+        if value and (not value.endswith(".ipynb") or Path(value).name == ".ipynb"):
+            raise TraitError(
+                f"Agent.notebook is the notebook this kernel runs, a path ending in .ipynb such as 'analysis.ipynb' "
+                f"(relative to the kernel's working folder), not {value!r}; empty: as the frontend says."
+            )
+        return value
 
     @validate("tools")
     def _known_tools(self, proposal: Any) -> list[str]:
