@@ -11,6 +11,7 @@ import type { Kernel, KernelMessage } from '@jupyterlab/services';
 import { Approvals } from './approvals';
 import { applyEdit, CellsError, insertCells, readCells } from './cells';
 import { KernelWatch } from './gone';
+import { LiveTurns } from './live';
 import * as outgoing from './outgoing';
 import * as protocol from './protocol';
 import { TranscriptFills } from './transcripts';
@@ -34,6 +35,7 @@ export class CellsBridge {
   status: Status = 'no-kernel';
   readonly approvals: Approvals;
   readonly transcripts: TranscriptFills;
+  readonly live: LiveTurns;
 
   constructor(
     readonly panel: NotebookPanel,
@@ -41,6 +43,7 @@ export class CellsBridge {
   ) {
     this.approvals = new Approvals(panel, message => this._send(message));
     this.transcripts = new TranscriptFills(panel, m => this._send(m));
+    this.live = new LiveTurns(panel); // a running turn this page cannot ask the kernel about (live.ts)
     new KernelWatch(panel, this.approvals);
     const session = panel.sessionContext;
     session.kernelChanged.connect(this._onKernel, this);
@@ -79,6 +82,9 @@ export class CellsBridge {
     const shared = (this.panel.context.model as any).collaborative === true;
     comm.open(
       outgoing.hello(this.version, this.panel.context.path, shared) as any
+    );
+    this.live.connected(
+      () => this._comm === comm && this.status === 'connecting'
     );
   }
 
@@ -135,6 +141,9 @@ export class CellsBridge {
   }
 
   private _onIOPub(_: unknown, msg: KernelMessage.IMessage): void {
+    if (ranCell(msg)) {
+      this.live.kernelRan(); // a turn shown live here has ended: its transcript comes as for any finished turn
+    }
     if (this.status === 'ready') {
       if (ranCell(msg)) {
         this.transcripts.askSoon(); // a turn may have ended (here or on another page): its cell may lack it

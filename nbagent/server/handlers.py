@@ -1,6 +1,7 @@
 """The JSON API and the event stream under ``{base_url}nbagent/``, behind Jupyter's authentication and authorization.
 
-- ``api/sessions?path=<folder or notebook>``: the session listing (``nbagent sessions --json`` rows);
+- ``api/sessions?path=<folder or notebook>``: the session listing (``nbagent sessions --json`` rows, with ``links``
+  and ``open_turn``: the running turn a notebook page shows live, :mod:`.open_turn`);
 - ``api/sessions/<notebook>/<session>/events?since=N``: the events after seq N;
 - ``api/sessions/<notebook>/<session>/stream``: Server-Sent Events from the shared tail (:mod:`.tail`);
 - ``api/tails``: the tails being followed, their clients and reads.
@@ -34,6 +35,7 @@ from ..record import redact, trust
 from ..record.log_reader import Reader
 from ..state import fold
 from ..stores import Listed
+from .open_turn import open_turn
 from .paging import read_page
 from .paths import Refused, Roots, Stored, Unavailable
 from .pool import Pool
@@ -127,15 +129,18 @@ class SessionsHandler(Handler):
                 raise
             files, found = False, []
         for notebook, log in found:
-            row = json_row(summarize(log, user=user))
+            summary = summarize(log, user=user)
+            row = json_row(summary)
             row["notebook"], row["path"] = notebook, roots.shown_path(log)
             row["links"] = session_links(self.base_url, notebook, row["name"])
+            row["open_turn"] = open_turn(summary, log)
             rows.append(row)
         if roots.store is not None:  # from the database's index: no event is read (trust: who signed the first line)
             for summary in roots.stored_under(api_path, limit):
                 row = json_row(summary)
                 row["store"] = roots.store.url
                 row["links"] = session_links(self.base_url, summary.notebook, summary.name)
+                row["open_turn"] = None  # not read here: an index row says no more than whether it was closed
                 rows.append(row)
             if not rows and not files:
                 raise Refused(

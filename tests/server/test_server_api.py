@@ -74,7 +74,7 @@ def test_listing_has_the_cli_json_shape_for_notebooks_below_a_folder(server: NbS
     from nbagent.history import json_row, summarize
 
     expected = json_row(summarize(place / "root/proj/.nbagent/a.ipynb/s1.jsonl"))
-    assert set(row) == set(expected) | {"links"}
+    assert set(row) == set(expected) | {"links", "open_turn"}
     assert {k: row[k] for k in ("title", "turns", "events", "tokens", "status", "session_id")} == {
         k: expected[k] for k in ("title", "turns", "events", "tokens", "status", "session_id")
     }
@@ -85,6 +85,8 @@ def test_listing_has_the_cli_json_shape_for_notebooks_below_a_folder(server: NbS
     assert names(server.get("nbagent/api/sessions?path=proj/deep/b.ipynb")) == [("proj/deep/b.ipynb", "s2")]
     elsewhere = next(r for r in reply.body["sessions"] if r["name"] == "kept-elsewhere")
     assert elsewhere["path"] == "log_dir:c.ipynb/kept-elsewhere.jsonl"
+    assert row["open_turn"] == {"seq": 14, "cell_id": None, "request": "request 13: say something"}  # 14 events: a third turn begun
+    assert elsewhere["open_turn"] is None  # 6 events: one turn, finished
 
 
 def test_events_match_the_log_and_are_labelled(server: NbServer, place: Path) -> None:
@@ -218,3 +220,33 @@ def test_a_log_written_by_this_user_reads_as_theirs(tmp_path: Path) -> None:
     with Session.open(tmp_path / "mine.jsonl") as session:
         session.append("user_msg", content="hi")
     assert summarize(tmp_path / "mine.jsonl").trust == "yours"
+
+
+def test_a_running_turn_is_listed_with_its_cell_and_request(server: NbServer, place: Path) -> None:
+    """``open_turn``: what a notebook page needs to show a running turn live under its cell (docs/server.md)."""
+    folder = place / "root/running/.nbagent/live.ipynb"
+    (place / "root/running/live.ipynb").parent.mkdir(parents=True, exist_ok=True)
+    (place / "root/running/live.ipynb").write_text("{}")
+    with Session.open(folder / "runs.jsonl") as session:
+        session.append("user_msg", content="first", meta={"cell_id": "c-1", "request": "first"})
+        session.append("assistant_msg", message_id="m1", model="fake", content=[{"type": "text", "text": "done"}], stop_reason="end_turn")
+        session.append("user_msg", content=[{"type": "text", "text": "a note\n\nsecond"}], meta={"cell_id": "c-2", "request": "second"})
+        session.append("model_call", model="fake", attempt=1)
+        session.append("delta", index=0, text="half an ans")
+    with Session.open(folder / "stopped.jsonl") as session:
+        session.append("user_msg", content="stopped", meta={"cell_id": "c-3"})
+        session.append("interrupted", during="model")
+    with Session.open(folder / "ended.jsonl") as session:
+        session.append("user_msg", content="ended", meta={"cell_id": "c-4"})
+        session.append("assistant_msg", message_id="m2", model="fake", content=[{"type": "text", "text": "ok"}], stop_reason="end_turn")
+    rows = {row["name"]: row for row in server.get("nbagent/api/sessions?path=running/live.ipynb").body["sessions"]}
+    assert rows["runs"]["open_turn"] == {"seq": 4, "cell_id": "c-2", "request": "second"}
+    assert rows["runs"]["status"] == "unfinished: model reply"
+    assert rows["stopped"]["open_turn"] is None and rows["stopped"]["status"].startswith("unfinished: interrupted")
+    assert rows["ended"]["open_turn"] is None and rows["ended"]["status"] == "complete"
+    with Session.open(folder / "runs.jsonl") as session:  # the turn ends: the next listing has no open turn
+        session.append(
+            "assistant_msg", message_id="m3", model="fake", content=[{"type": "text", "text": "half an answer"}], stop_reason="end_turn"
+        )
+    after = {row["name"]: row for row in server.get("nbagent/api/sessions?path=running").body["sessions"]}
+    assert after["runs"]["open_turn"] is None and after["runs"]["status"] == "complete"
