@@ -4,7 +4,9 @@ A throwaway cluster (tests/support/pg_harness.py, fsync on, reached over its Uni
 the run.  Measured: per-turn cost and appends per second for each store and fsync policy, against
 the same lines inserted with plain psycopg, one transaction each (the floor); NOTIFY-to-subscriber
 latency; listing 1,000 and 100,000 sessions from the index; resume time at 10k and 100k events.
-Nothing is asserted: these are measurements.
+``--real`` measures what a user's turn costs instead (``nbagent.run`` against the fake API, store work
+against plain psycopg's floor) and opening at 10k and 100k events against a bare connection, one
+commit against another: :mod:`benchmarks.postgres_real`.  Nothing is asserted: these are measurements.
 """
 
 from __future__ import annotations
@@ -200,7 +202,13 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.postgres")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run)")
+    parser.add_argument("--real", action="store_true", help="the real path and opening, before and after (benchmarks.postgres_real)")
     args = parser.parse_args(argv)
+    if args.real:
+        from .postgres_real import main as real
+
+        real(["--quick"] if args.quick else [])
+        return
     turns = 20 if args.quick else 150
     cluster = Cluster(fsync=True)
     try:

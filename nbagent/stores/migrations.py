@@ -150,9 +150,21 @@ def check_known(names: list[str]) -> None:
         )
 
 
+def applied_quickly(conn: Any) -> list[str]:
+    """:func:`applied` in one round trip on an autocommit connection (opening a session pays it): a missing table is an error there."""
+    if not conn.autocommit or conn.info.transaction_status != 0:  # 0: idle, outside a transaction
+        return applied(conn)
+    try:
+        return [row[0] for row in conn.execute(f"SELECT name FROM {TABLE} ORDER BY applied_at, name")]
+    except Exception as exc:
+        if getattr(exc, "sqlstate", None) != "42P01":  # undefined_table: no nbagent tables yet
+            raise
+        return []
+
+
 def migrate(conn: Any) -> list[str]:
     """Apply every missing migration in one transaction (refusing a newer schema); returns the names applied now."""
-    names = applied(conn)
+    names = applied_quickly(conn)
     check_known(names)
     if all(m.__name__ in names for m in MIGRATIONS):
         return []  # nothing to do: a role without CREATE rights can use a migrated database

@@ -23,8 +23,18 @@ from ..record.log_reader import Reader
 from ..state import lineage
 from . import migrations, snapshot
 from .base import Listed
-from .folders import LOG_SUFFIX, STORE_DIR, check_name
-from .postgres_db import channel_of, db_errors, listen, log_bytes, message_of, need_psycopg, scratch_folder, write_private
+from .postgres_db import (  # noqa: F401 - key_of and key_path are imported from here
+    channel_of,
+    db_errors,
+    key_of,
+    key_path,
+    listen,
+    log_bytes,
+    message_of,
+    need_psycopg,
+    scratch_folder,
+    write_private,
+)
 from .postgres_log import PostgresLog
 from .writer import FsyncPolicy
 
@@ -36,24 +46,6 @@ _PASSWORD = re.compile(r"(://[^:/@]+:)[^@]*@")
 def redact_url(url: str) -> str:
     """The URL without its password (for messages and session names; put passwords in ~/.pgpass or PGPASSWORD)."""
     return _PASSWORD.sub(r"\1***@", url)
-
-
-def key_of(path: Path) -> tuple[str, str]:
-    """A session's key in the database, (notebook, name), from its file path ``<folder>/.nbagent/<notebook>/<name>.jsonl``."""
-    path = Path(path).absolute()
-    name = check_name(path.name.removesuffix(LOG_SUFFIX))
-    folder = path.parent
-    notebook = folder.parent.parent / folder.name if folder.parent.name == STORE_DIR else folder
-    return str(notebook), name
-
-
-def key_path(notebook: str, name: str) -> Path:
-    """The file path a session of the database stands for (the inverse of :func:`key_of`)."""
-    check_name(name)
-    book = Path(notebook)
-    if book.suffix == ".ipynb":
-        return book.parent / STORE_DIR / book.name / (name + LOG_SUFFIX)
-    return book / (name + LOG_SUFFIX)
 
 
 class PostgresStore:

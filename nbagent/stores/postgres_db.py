@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import LogError
+from .folders import LOG_SUFFIX, STORE_DIR, check_name
 
 try:
     import psycopg
@@ -26,6 +27,24 @@ except ImportError:  # pragma: no cover - the postgres extra is not installed
     psycopg = None  # type: ignore[assignment]
 
 _NOT_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def key_of(path: Path) -> tuple[str, str]:
+    """A session's key in the database, (notebook, name), from its file path ``<folder>/.nbagent/<notebook>/<name>.jsonl``."""
+    path = Path(path).absolute()
+    name = check_name(path.name.removesuffix(LOG_SUFFIX))
+    folder = path.parent
+    notebook = folder.parent.parent / folder.name if folder.parent.name == STORE_DIR else folder
+    return str(notebook), name
+
+
+def key_path(notebook: str, name: str) -> Path:
+    """The file path a session of the database stands for (the inverse of :func:`key_of`)."""
+    check_name(name)
+    book = Path(notebook)
+    if book.suffix == ".ipynb":
+        return book.parent / STORE_DIR / book.name / (name + LOG_SUFFIX)
+    return book / (name + LOG_SUFFIX)
 
 
 def need_psycopg() -> Any:

@@ -7,17 +7,20 @@ fsync commits with ``synchronous_commit`` on, the others with it off (see :mod:`
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import LogCorruptError, LogError, LogLockedError, LogWriteError
 from ..record import events as ev
+from ..record import line_codec
 from ..record.log_reader import Scan, scan
 from ..state.fold import State
 from . import snapshot
-from .postgres_db import channel_of, db_errors, log_bytes, message_of, need_psycopg, scratch_folder, write_private
+from .postgres_db import db_errors, key_of, log_bytes, message_of, need_psycopg, scratch_folder
 from .writer import FSYNC_POLICIES, LOCKED, FsyncPolicy, Repair
 
 if TYPE_CHECKING:
@@ -45,6 +48,27 @@ WITH upd AS (
 SELECT pg_notify(%(channel)s, ''), set_config('synchronous_commit', %(sync)s, true) FROM ins
 """
 
+# Opening is one round trip (a pipeline): the lock, then the reads, each a statement of its own (so it sees every
+# commit made before the lock was taken).  Under row_security_by_session names are per role: the tables' owner,
+# who sees every role's, finds its own first.
+SESSION_OF = (
+    "(SELECT id FROM nbagent_sessions WHERE notebook = %(notebook)s AND name = %(name)s "
+    "ORDER BY owner_role = current_user DESC, id LIMIT 1)"
+)
+OPEN_LOCK = (
+    "SELECT id, channel, pg_try_advisory_lock(%s::integer, id::integer) FROM (SELECT id, channel FROM nbagent_sessions "
+    "WHERE notebook = %s AND name = %s ORDER BY owner_role = current_user DESC, id LIMIT 1) AS found"
+)
+OPEN_ROWS = f"""
+(SELECT 'head' AS kind, start_at, line FROM nbagent_events WHERE session = {SESSION_OF} AND start_at < %(head)s)
+UNION ALL
+(SELECT 'tail', start_at, line FROM nbagent_events WHERE session = {SESSION_OF} ORDER BY seq DESC LIMIT 1)
+ORDER BY 1, 2
+"""
+OPEN_SNAPSHOT = f"SELECT seq, length(data), substring(data from 1 for %(size)s) FROM nbagent_snapshots WHERE session = {SESSION_OF}"
+HEAD_BYTES = 1 << 16  # the log's first bytes read on opening: its first line is checked against a snapshot
+SNAPSHOT_HEAD = 1 << 16  # a stored snapshot's first bytes read on opening: its header and (mostly) its state line
+
 
 class PostgresLog:
     """One session's rows, held by its one writer (a session-level advisory lock on its own connection)."""
@@ -64,21 +88,47 @@ class PostgresLog:
         self._scratch: Path | None = None
         pg = need_psycopg()
         self._conn = store.connect()
+        self._head = b""  # the log's first bytes (read on opening, for the checks of its first line)
+        self._snapshot: tuple[int, int, bytes] | None = None  # the stored snapshot's seq, size and first bytes, read on opening
+        self._snapshot_known = False  # whether _snapshot is what the table held on opening (not yet used)
         try:
-            found = store.session_id(self._conn, self.path, create=True)
-            assert found is not None
-            self._id: int = found
-            self._channel = channel_of(self._conn, self._id)
-            if not self._conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS, self._id)).fetchone()[0]:
-                raise LogLockedError(LOCKED.format(where=self.where))
-            self.size = self._tail()
+            self._open(store, pg)
         except pg.Error as exc:
             self._conn.close()
             raise LogError(f"opening {self.where} failed: {_cause(exc)}") from None
         except BaseException:
             self._conn.close()
             raise
+
+    def _open(self, store: PostgresStore, pg: Any) -> None:
+        """Find (or make) the session's row and take its lock, then read its tail, first bytes and snapshot head: one round trip."""
+        notebook, name = key_of(self.path)
+        for attempt in range(2):
+            with self._conn.pipeline():
+                # The lock first; the reads after it are statements of their own, so they see every commit made before it.
+                found = self._conn.execute(OPEN_LOCK, (LOCK_CLASS, notebook, name))
+                rows = self._conn.execute(OPEN_ROWS, {"notebook": notebook, "name": name, "head": HEAD_BYTES})
+                snap = self._conn.execute(OPEN_SNAPSHOT, {"notebook": notebook, "name": name, "size": SNAPSHOT_HEAD})
+            row = found.fetchone()
+            if row is not None:
+                break
+            if attempt:
+                raise LogError(f"{self.where} exists but belongs to another database role; open a session of another name")
+            store.session_id(self._conn, self.path, create=True)
+        self._id: int = int(row[0])
+        self._channel = str(row[1])
+        if not row[2]:
+            raise LogLockedError(LOCKED.format(where=self.where))
+        lines = rows.fetchall()
+        tail = lines.pop() if lines and lines[-1][0] == "tail" else None
+        self._head = log_bytes(line for _kind, _start, line in lines)
+        self.size = 0 if tail is None else int(tail[1]) + len(tail[2]) + 1
+        stored = snap.fetchone()
+        self._snapshot = None if stored is None else (int(stored[0]), int(stored[1]), bytes(stored[2]))
+        self._snapshot_known = True
         self._cache_start, self._cache = self.size, bytearray()  # the log's bytes from _cache_start to size
+        if tail is not None:
+            self._cache_start, self._cache = int(tail[1]), bytearray(log_bytes([tail[2]]))
 
     @property
     def failed(self) -> BaseException | None:
@@ -99,6 +149,8 @@ class PostgresLog:
                 return b""
             if self._cache_start <= start and stop <= self._cache_start + len(self._cache):
                 return bytes(self._cache[start - self._cache_start : stop - self._cache_start])
+            if stop <= len(self._head):
+                return self._head[start:stop]
             with db_errors(f"reading {self.where}"):
                 if self._closed:
                     with self.store.connect() as conn:
@@ -214,14 +266,40 @@ class PostgresLog:
             self._conn.close()
 
     def load_snapshot(self) -> tuple[snapshot.Snapshot | None, str]:
-        """The stored snapshot, checked exactly like a snapshot file (it is written to a private file first)."""
+        """The stored snapshot, its header checked exactly like a snapshot file's; its other lines are read and checked when asked for."""
         with self._lock, db_errors(f"reading the snapshot of {self.where}"):
-            row = self._conn.execute("SELECT data FROM nbagent_snapshots WHERE session = %s", (self._id,)).fetchone()
+            stored, known = self._snapshot, self._snapshot_known  # read on opening; read again after that
+            self._snapshot, self._snapshot_known = None, False
+            if not known:
+                row = self._conn.execute(
+                    "SELECT seq, length(data), substring(data from 1 for %s) FROM nbagent_snapshots WHERE session = %s",
+                    (SNAPSHOT_HEAD, self._id),
+                ).fetchone()
+                stored = None if row is None else (int(row[0]), int(row[1]), bytes(row[2]))
+            if stored is None:
+                return None, "no snapshot"
+            seq, size, head = stored
+            if b"\n" not in head and len(head) < size:  # a header longer than the bytes read on opening
+                head = self._snapshot_slice(seq, 0, min(size, snapshot.MAX_HEADER + 1))
+        line = head[: head.find(b"\n") + 1] if b"\n" in head else head[: snapshot.MAX_HEADER + 1]
+        header, why = snapshot.check_header(line, size)
+        if header is None:
+            return None, why
+        body = line_codec.unseal(line.rstrip(b"\n"))[0]
+        return StoredSnapshot(header, snapshot.path_for(self.path), len(line), (seq,), body, head, self._snapshot_slice), ""
+
+    def _snapshot_slice(self, seq: int, start: int, length: int) -> bytes:
+        """Bytes of the stored snapshot ``seq`` (ValueError if another has replaced it); after closing, on a connection of its own."""
+        query = "SELECT substring(data from %s for %s) FROM nbagent_snapshots WHERE session = %s AND seq = %s"
+        with self._lock, db_errors(f"reading the snapshot of {self.where}"):
+            if self._closed:
+                with self.store.connect() as conn:
+                    row = conn.execute(query, (start + 1, length, self._id, seq)).fetchone()
+            else:
+                row = self._conn.execute(query, (start + 1, length, self._id, seq)).fetchone()
         if row is None:
-            return None, "no snapshot"
-        log_path = self._scratch_log()
-        write_private(snapshot.path_for(log_path), bytes(row[0]))
-        return snapshot.load(log_path)
+            raise ValueError("the snapshot was replaced since it was opened")
+        return bytes(row[0])
 
     def write_snapshot(self, state: State, **fields: Any) -> str:
         """Store a snapshot (the same bytes as a snapshot file) and the session's summary for listings, in one transaction."""
@@ -245,6 +323,22 @@ class PostgresLog:
         if self._scratch is None:
             self._scratch = scratch_folder()
         return self._scratch / "session.jsonl"
+
+
+@dataclass
+class StoredSnapshot(snapshot.Snapshot):
+    """A snapshot in the table: its first bytes read on opening, the rest (its messages line) read when first asked for."""
+
+    head: bytes = b""  # the stored snapshot's first bytes
+    fetch: Any = None  # (seq, start, length) -> bytes, from the table
+
+    def _line(self, start: int, name: str) -> bytes:
+        """The ``name`` line at ``start``, checked against the length and SHA-256 in the header (raises ValueError or LogError)."""
+        size, digest = int(self.header[f"{name}_len"]), self.header[f"{name}_sha256"]
+        data = self.head[start : start + size + 1] if start + size + 1 <= len(self.head) else self.fetch(self.seq, start, size + 1)
+        if data[size:] != b"\n" or hashlib.sha256(memoryview(data)[:size]).hexdigest() != digest:
+            raise ValueError(f"snapshot {name} line fails its checksum")
+        return bytes(data[:size])
 
 
 def _read_range(conn: Any, session: int, start: int, stop: int) -> bytes:

@@ -357,6 +357,14 @@ def load(log_path: Path) -> tuple[Snapshot | None, str]:
         return None, "no snapshot"
     except OSError as exc:
         return None, f"snapshot unreadable: {exc}"
+    header, why = check_header(line, info.st_size)
+    if header is None:
+        return None, why
+    return Snapshot(header, target, len(line), file_id, line_codec.unseal(line.rstrip(b"\n"))[0]), ""
+
+
+def check_header(line: bytes, size: int) -> tuple[dict[str, Any] | None, str]:
+    """A snapshot's first line (with its newline) parsed if it is a sound header for a snapshot of ``size`` bytes, else None and why."""
     if not line.endswith(b"\n"):
         return None, "snapshot header is cut short or too long"
     head = line.rstrip(b"\n")
@@ -375,6 +383,6 @@ def load(log_path: Path) -> tuple[Snapshot | None, str]:
     if not all(type(header.get(k)) is int and header[k] >= 0 for k in numbers) or not all(isinstance(header.get(k), str) for k in texts):
         return None, "snapshot header is incomplete"
     # Every length is checked against the file's real size before anything is read by it.
-    if len(line) + header["state_len"] + 1 + header["messages_len"] + 1 != info.st_size:
+    if len(line) + header["state_len"] + 1 + header["messages_len"] + 1 != size:
         return None, "snapshot lengths do not match its size (cut short, or not written by nbagent)"
-    return Snapshot(header, target, len(line), file_id, line_codec.unseal(head)[0]), ""
+    return header, ""
