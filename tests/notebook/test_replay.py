@@ -450,7 +450,9 @@ def test_the_output_is_a_static_summary_that_the_mounted_widget_hides(fake, clie
     replay = Replay.from_path(recorded(fake, client, tmp_path / "s.jsonl"))
     key = replay.display_id
     static = replay.static_bundle()
-    assert style.sibling_style(key) in static["text/html"] and f'class="nbagent nbagent-static-{key}"' in static["text/html"]
+    assert (
+        style.sibling_style(key) in static["text/html"] and f'class="nbagent nbagent-static-{key} {style.NO_MATH}"' in static["text/html"]
+    )
     assert {"nbagent", f"nbagent-live-{key}"} <= set(replay.widget._dom_classes)
     assert "2 turns" in static["text/html"] and "what is 2+3?" in static["text/html"]  # the summary, the transcript folded
     assert static["text/plain"].startswith("Re-run this cell to replay it interactively.\n") and "The sum is **5**." in static["text/plain"]
