@@ -152,8 +152,8 @@ def _aws_chain(info: ProviderInfo) -> None:
     redact.register(frozen.token)
 
 
-def _vertex(info: ProviderInfo) -> Any:
-    import anthropic
+def _google_credentials(info: ProviderInfo) -> tuple[Any, str | None]:
+    """Google's application default credentials and their project, or a clear error naming what to set."""
     import google.auth
     import google.auth.exceptions
 
@@ -161,6 +161,13 @@ def _vertex(info: ProviderInfo) -> Any:
         credentials, project = google.auth.default(scopes=[CLOUD_SCOPE])
     except google.auth.exceptions.DefaultCredentialsError as exc:
         raise NbagentError(f"No Google credentials for {info.label}: {info.credentials} ({exc}).") from None
+    return credentials, project
+
+
+def _vertex(info: ProviderInfo) -> Any:
+    import anthropic
+
+    credentials, project = _google_credentials(info)
     options: dict[str, Any] = {"credentials": credentials}
     if not os.environ.get("ANTHROPIC_VERTEX_PROJECT_ID") and project:
         options["project_id"] = project  # ADC's own project (GOOGLE_CLOUD_PROJECT, a service account's)
@@ -169,13 +176,8 @@ def _vertex(info: ProviderInfo) -> Any:
 
 def _google(info: ProviderInfo) -> Any:
     import anthropic
-    import google.auth
-    import google.auth.exceptions
 
-    try:
-        credentials, project = google.auth.default(scopes=[CLOUD_SCOPE])
-    except google.auth.exceptions.DefaultCredentialsError as exc:
-        raise NbagentError(f"No Google credentials for {info.label}: {info.credentials} ({exc}).") from None
+    credentials, project = _google_credentials(info)
     options: dict[str, Any] = {"credentials": credentials}
     if not os.environ.get("ANTHROPIC_GOOGLE_CLOUD_PROJECT") and project:
         options["project"] = project
