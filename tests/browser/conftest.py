@@ -61,8 +61,9 @@ def browser_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("browser")
 
 
-def _server(kind: str, home: Path, fake: FakeAnthropic) -> Iterator[JupyterServer]:
-    env = kernel_env(home / f"{kind}-home", fake.base_url, home / "nbagent-data")
+def _server(kind: str, home: Path, fake: FakeAnthropic, *, collaborative: bool = False) -> Iterator[JupyterServer]:
+    """Start a server of ``kind`` for the module (real-time collaboration only when ``collaborative``), stopped after it."""
+    env = kernel_env(home / f"{kind}-home", fake.base_url, home / "nbagent-data", collaborative=collaborative)
     server = JupyterServer(kind, home / f"{kind}-root", env)
     _servers.append(server)
     try:
@@ -84,6 +85,12 @@ def _server(kind: str, home: Path, fake: FakeAnthropic) -> Iterator[JupyterServe
 def lab_server(browser_home: Path, fake_api: FakeAnthropic) -> Iterator[JupyterServer]:
     """A real JupyterLab server on 127.0.0.1 whose kernels use the fake API and a private NBAGENT_DATA_DIR."""
     yield from _server("lab", browser_home, fake_api)
+
+
+@pytest.fixture(scope="module")
+def lab_rtc_server(browser_home: Path, fake_api: FakeAnthropic) -> Iterator[JupyterServer]:
+    """A JupyterLab server with real-time collaboration on (jupyter-collaboration: one shared document per notebook)."""
+    yield from _server("lab", browser_home, fake_api, collaborative=True)
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +153,12 @@ def _app(chromium: Browser, server: JupyterServer, console: ConsoleLog, label: s
 def lab(chromium: Browser, lab_server: JupyterServer, console: ConsoleLog) -> Iterator[Jupyter]:
     """One JupyterLab page for the module, loaded and ready."""
     yield from _app(chromium, lab_server, console, "JupyterLab")
+
+
+@pytest.fixture(scope="module")
+def lab_rtc(chromium: Browser, lab_rtc_server: JupyterServer, console: ConsoleLog) -> Iterator[Jupyter]:
+    """One JupyterLab page on the collaborative server."""
+    yield from _app(chromium, lab_rtc_server, console, "JupyterLab (RTC)")
 
 
 @pytest.fixture(scope="module")

@@ -61,6 +61,9 @@ SERVER_CONFIG: dict[str, Any] = {
     },
     "JupyterNotebookApp": {"expose_app_in_browser": True},
 }
+# Real-time collaboration's server and Lab extensions, turned off for every server but the collaborative one.
+WITHOUT_RTC = {"jpserver_extensions": {"jupyter_server_ydoc": False, "jupyter_server_fileid": False}}
+RTC_LAB_EXTENSIONS = ("@jupyter/collaboration-extension", "@jupyter/docprovider-extension")
 # User settings (JUPYTERLAB_SETTINGS_DIR): never ask about or fetch news; every cell in the DOM (no windowing), so a
 # test sees all outputs without scrolling; no autosave racing the tests' explicit saves.
 USER_SETTINGS: dict[str, dict[str, Any]] = {
@@ -111,8 +114,12 @@ def write_notebook(path: Path, cells: Sequence[str]) -> Path:
 
 
 # Servers -----------------------------------------------------------------------------------------------------
-def private_jupyter_env(home: Path, base: Mapping[str, str] | None = None, **extra: str) -> dict[str, str]:
-    """An environment whose Jupyter config, data, runtime and Lab settings live in ``home`` (nothing of the user's is read or written)."""
+def private_jupyter_env(home: Path, base: Mapping[str, str] | None = None, *, collaborative: bool = False, **extra: str) -> dict[str, str]:
+    """An environment whose Jupyter config, data, runtime and Lab settings live in ``home`` (nothing of the user's is read or written).
+
+    Real-time collaboration (jupyter-collaboration, in the test extra) is off unless ``collaborative``: its server
+    extensions are disabled and its Lab extensions too, so the other servers are the plain JupyterLab users have.
+    """
     env = dict(os.environ if base is None else base)
     folders = {
         "JUPYTER_CONFIG_DIR": home / "config",
@@ -125,7 +132,12 @@ def private_jupyter_env(home: Path, base: Mapping[str, str] | None = None, **ext
     for name, folder in folders.items():
         folder.mkdir(parents=True, exist_ok=True)
         env[name] = str(folder)
-    (folders["JUPYTER_CONFIG_DIR"] / "jupyter_server_config.json").write_text(json.dumps(SERVER_CONFIG, indent=1))
+    config = SERVER_CONFIG if collaborative else {**SERVER_CONFIG, "ServerApp": {**SERVER_CONFIG["ServerApp"], **WITHOUT_RTC}}
+    (folders["JUPYTER_CONFIG_DIR"] / "jupyter_server_config.json").write_text(json.dumps(config, indent=1))
+    labconfig = folders["JUPYTER_CONFIG_DIR"] / "labconfig"
+    labconfig.mkdir(exist_ok=True)
+    disabled = {} if collaborative else {"disabledExtensions": dict.fromkeys(RTC_LAB_EXTENSIONS, True)}
+    (labconfig / "page_config.json").write_text(json.dumps(disabled))
     for plugin, values in USER_SETTINGS.items():
         target = folders["JUPYTERLAB_SETTINGS_DIR"] / f"{plugin}.jupyterlab-settings"
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -136,12 +148,18 @@ def private_jupyter_env(home: Path, base: Mapping[str, str] | None = None, **ext
     return env
 
 
-def kernel_env(home: Path, fake_url: str, data_dir: Path) -> dict[str, str]:
+def kernel_env(home: Path, fake_url: str, data_dir: Path, *, collaborative: bool = False) -> dict[str, str]:
     """The server's (and so its kernels') environment: the fake Anthropic server as the API, a private NBAGENT_DATA_DIR."""
     data_dir.mkdir(parents=True, exist_ok=True)
     base = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")}
     return private_jupyter_env(
-        home, base, ANTHROPIC_BASE_URL=fake_url, ANTHROPIC_API_KEY="test-key-not-real", NBAGENT_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1"
+        home,
+        base,
+        collaborative=collaborative,
+        ANTHROPIC_BASE_URL=fake_url,
+        ANTHROPIC_API_KEY="test-key-not-real",
+        NBAGENT_DATA_DIR=str(data_dir),
+        PYTHONUNBUFFERED="1",
     )
 
 
