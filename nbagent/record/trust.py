@@ -158,63 +158,142 @@ def check_log(
     give the SHA-256 of the log's first ``end`` bytes for any trust event found).
     This is the one chain check: the session, the listing and ``verify`` use it.
     """
-    start = start or Chain()
-    report = Report() if before is None else Report(**{**asdict(before), "foreign_keys": set(before.foreign_keys)})
-    if session_id is None or start.line == 0:  # from the first line: a fork's first lines are its parent's, of their own id
-        session_id = session_id_of(data.split(b"\n", 1)[0]) or session_id or ""
-    chained = user.for_session(session_id) if user is not None else None
-    legacy = user.keyed(LOG_V1, session_id) if user is not None else None
-    if prefix_sha256 is None:
-        base = start.offset
+    checker = Checker(user=user, session_id=session_id, start=start, before=before, prefix_sha256=prefix_sha256)
+    checker.feed(data)
+    return checker.report
 
-        def prefix_sha256(end: int) -> str:
-            return hashlib.sha256(memoryview(data)[: end - base]).hexdigest()
 
-    prev = start.prev
-    unbroken = report.trusted_upto == start.line  # every line so far is trusted
-    for number, (pos, line) in enumerate(whole_lines(data), start=start.line + 1):
-        report.lines += 1
-        body = body_of(line)
-        sig = split_sig(body)[1]
-        verdict: LineTrust
-        if sig is None:
-            verdict = "unsigned"
-        elif chained is None or legacy is None:
-            verdict = "foreign"
-        elif line.startswith(b'{"v":1,'):
-            verdict = legacy.check(body)
-            verdict = "legacy" if verdict == "mine" else verdict
-        else:
-            verdict = chained.check(body, prev)
-            if verdict == "altered" and user is not None and number > 1 and (fork_id := _start_id(line)):
-                # A fork's own session_start: its lines, from this one on, are signed for its own session id.
-                session_id = fork_id
-                chained, legacy = user.for_session(session_id), user.keyed(LOG_V1, session_id)
-                verdict = chained.check(body, prev)
-        prev = sig[KEY_ID_LEN + 1 :] if sig is not None else b""
-        if verdict == "mine":
-            report.mine += 1
-            if _TRUST_TYPE in line:
-                digest = _vouched_digest(line)
-                if digest is not None and hmac.compare_digest(digest, prefix_sha256(start.offset + pos)):
-                    report.trust_events += 1
-                    unbroken = True
-                elif digest is not None:
-                    report.broken_trust += 1
-            if unbroken:
-                report.trusted_upto = number
-            continue
-        unbroken = False
-        if verdict == "legacy":
-            report.legacy += 1
-        elif verdict == "unsigned":
-            report.unsigned += 1
-        elif verdict == "foreign":
-            report.foreign += 1
-            report.foreign_keys.add((sig or b"")[:KEY_ID_LEN].decode("ascii", "replace"))
-        else:
-            report.altered += 1
-    return report
+class Checker:
+    """:func:`check_log` fed a piece at a time (each piece whole lines, in order): memory is one piece, whatever the log's length.
+
+    Without ``prefix_sha256`` the SHA-256 of the bytes fed so far (from ``start``) is kept running for trust events.
+    """
+
+    def __init__(
+        self,
+        *,
+        user: Signer | None,
+        session_id: str | None = None,
+        start: Chain | None = None,
+        before: Report | None = None,
+        prefix_sha256: Callable[[int], str] | None = None,
+    ) -> None:
+        self.user = user
+        self.start = start or Chain()
+        self.report = Report() if before is None else Report(**{**asdict(before), "foreign_keys": set(before.foreign_keys)})
+        self.session_id = session_id
+        self.line, self.offset, self.prev = self.start.line, self.start.offset, self.start.prev
+        self.unbroken = self.report.trusted_upto == self.start.line  # every line so far is trusted
+        self._prefix = prefix_sha256
+        self._hash = hashlib.sha256() if prefix_sha256 is None else None  # the bytes fed so far
+        self._chained: Any = None
+        self._legacy: Any = None
+        self._ready = False  # the keys are chosen when the first piece (with the first line) comes
+
+    def _keys(self, session_id: str) -> None:
+        self.session_id = session_id
+        user = self.user
+        self._chained = user.for_session(session_id) if user is not None else None
+        self._legacy = user.keyed(LOG_V1, session_id) if user is not None else None
+
+    def _digest(self, data: bytes, pos: int) -> str:
+        """The SHA-256 of the log's first bytes up to ``pos`` in ``data`` (the piece being fed)."""
+        if self._prefix is not None:
+            return self._prefix(self.offset + pos)
+        assert self._hash is not None
+        running = self._hash.copy()
+        running.update(memoryview(data)[:pos])
+        return running.hexdigest()
+
+    def feed(self, data: bytes) -> None:
+        """Check the whole lines of ``data``, the log's bytes from where the last piece ended (a last unfinished line is not)."""
+        if not self._ready:
+            session_id = self.session_id
+            if session_id is None or self.line == 0:  # from the first line: a fork's first lines are its parent's, of their own id
+                session_id = session_id_of(data.split(b"\n", 1)[0]) or session_id or ""
+            self._keys(session_id)
+            self._ready = True
+        report, user, prev, unbroken = self.report, self.user, self.prev, self.unbroken
+        end, number = 0, self.line
+        for number, (pos, line) in enumerate(whole_lines(data), start=self.line + 1):
+            end = pos + len(line) + 1
+            report.lines += 1
+            body = body_of(line)
+            sig = split_sig(body)[1]
+            verdict: LineTrust
+            if sig is None:
+                verdict = "unsigned"
+            elif self._chained is None or self._legacy is None:
+                verdict = "foreign"
+            elif line.startswith(b'{"v":1,'):
+                verdict = self._legacy.check(body)
+                verdict = "legacy" if verdict == "mine" else verdict
+            else:
+                verdict = self._chained.check(body, prev)
+                if verdict == "altered" and user is not None and number > 1 and (fork_id := _start_id(line)):
+                    # A fork's own session_start: its lines, from this one on, are signed for its own session id.
+                    self._keys(fork_id)
+                    verdict = self._chained.check(body, prev)
+            prev = sig[KEY_ID_LEN + 1 :] if sig is not None else b""
+            if verdict == "mine":
+                report.mine += 1
+                if _TRUST_TYPE in line:
+                    digest = _vouched_digest(line)
+                    if digest is not None and hmac.compare_digest(digest, self._digest(data, pos)):
+                        report.trust_events += 1
+                        unbroken = True
+                    elif digest is not None:
+                        report.broken_trust += 1
+                if unbroken:
+                    report.trusted_upto = number
+                continue
+            unbroken = False
+            if verdict == "legacy":
+                report.legacy += 1
+            elif verdict == "unsigned":
+                report.unsigned += 1
+            elif verdict == "foreign":
+                report.foreign += 1
+                report.foreign_keys.add((sig or b"")[:KEY_ID_LEN].decode("ascii", "replace"))
+            else:
+                report.altered += 1
+        self.line, self.prev, self.unbroken = number, prev, unbroken
+        if self._hash is not None:
+            self._hash.update(memoryview(data)[:end])
+        self.offset += end
+
+
+PIECE = 1 << 20  # bytes of a file checked at a time by :meth:`Checker.feed_file` (a longer line is read whole)
+
+
+def feed_file(checker: Checker, handle: Any, *, lines: int | None = None) -> None:
+    """Feed ``checker`` the whole lines of an open log file from ``checker.offset`` on, a piece at a time (at most ``lines`` lines in all)."""
+    rest, at_byte = b"", checker.offset
+    while lines is None or checker.line < lines:
+        handle.seek(at_byte)  # each time: a trust event's digest reads the file too
+        chunk = handle.read(PIECE)
+        at_byte += len(chunk)
+        if not chunk:
+            return
+        data = rest + chunk
+        cut = data.rfind(b"\n") + 1
+        if lines is not None:
+            at, wanted = 0, lines - checker.line
+            while wanted and (at := data.find(b"\n", at) + 1):
+                wanted -= 1
+            cut = at if not wanted else cut
+        checker.feed(data[:cut])
+        rest = data[cut:]
+
+
+def file_sha256(handle: Any, end: int) -> str:
+    """The SHA-256 of an open file's first ``end`` bytes, read a piece at a time."""
+    digest = hashlib.sha256()
+    handle.seek(0)
+    while end > 0 and (chunk := handle.read(min(PIECE, end))):
+        digest.update(chunk)
+        end -= len(chunk)
+    return digest.hexdigest()
 
 
 def user_signer_or_none() -> Signer | None:

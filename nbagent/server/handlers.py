@@ -29,14 +29,10 @@ from tornado import web
 from tornado.iostream import StreamClosedError
 
 from ..errors import LogError
-from ..history.summary import from_state, json_row, summarize
-from ..record import events as ev
+from ..history.summary import json_row, summarize
 from ..record import redact, trust
-from ..record.log_reader import Reader
-from ..state import fold
-from ..stores import Listed
 from .open_turn import open_turn
-from .paging import read_page
+from .paging import Page, read_page, read_stored_page
 from .paths import Refused, Roots, Stored, Unavailable
 from .pool import Pool
 from .present import Frame, sse_notice
@@ -181,27 +177,15 @@ class EventsHandler(Handler):
 
     @staticmethod
     def _read_stored(stored: Stored, since: int, limit: int) -> dict[str, Any]:
-        """A database session read once, whole (one query): its events by the one reader, its trust and status as for a file."""
+        """A page of a database session: its rows after ``since`` (the primary key), its labels from its rows a batch at a time."""
         try:
-            data = stored.store.read_bytes(stored.path)
+            page = read_stored_page(stored.store, stored.path, stored.where, since, limit)
+        except DAMAGE as exc:
+            page = Page([], False, 0, "", "", Batch(problem=str(exc), damaged=True))
         except LogError as exc:
             raise Unavailable(exc) from None
-        reader, events, problem = Reader(stored.where), list[ev.Event](), Batch()
-        try:
-            events.extend(reader.feed(data))
-        except DAMAGE as exc:
-            problem = Batch(problem=str(exc), damaged=True)
-        if reader.torn:  # a database holds whole transactions: an unfinished last line is damage
-            problem = Batch(problem=f"damaged last event: {reader.torn_reason}", damaged=True)
-        summary = Listed(stored.name, stored.where, stored.notebook)
-        try:
-            from_state(summary, fold.fold(events))
-        except (KeyError, TypeError, ValueError) as exc:
-            summary.pending = f"damaged log ({type(exc).__name__}): run nbagent verify"
-        verdict = trust.check_log(data, user=trust.user_signer_or_none()).verdict if data else ""
-        last = events[-1]["seq"] if events else 0
-        after = [e for e in events if e["seq"] > since]
-        return EventsHandler._reply(since, last, limit, after, verdict, summary.status, problem)
+        events = page.events + [{}] if page.more else page.events
+        return EventsHandler._reply(since, page.last_seq, limit, events, page.trust, page.status, page.batch)
 
     @staticmethod
     def _reply(since: int, last: int, limit: int, events: list[Any], verdict: str, status: str, problem: Batch) -> dict[str, Any]:

@@ -111,7 +111,7 @@ table.nbagent-sessions th,table.nbagent-sessions td{border-bottom:1px solid var(
 .nbagent.nbagent-page-main .nbagent-header.nbagent-live-header{position:sticky;top:0;z-index:1;background-color:var(--jp-layout-color0);padding:6px 0 4px;margin-bottom:8px}
 .nbagent-title{font-size:1.1em}
 .nbagent-connection{font-size:0.9em;padding:1px 6px;border:1px solid var(--jp-border-color1);border-radius:3px}
-.nbagent-connection[data-state=live]{border-color:var(--nbagent-ok);color:var(--nbagent-ok)}
+.nbagent-connection[data-state=live][data-running=true]{border-color:var(--nbagent-ok);color:var(--nbagent-ok)}
 .nbagent-connection[data-state=reconnecting]{border-color:var(--nbagent-warn);color:var(--nbagent-warn)}
 .nbagent-label-warn{color:var(--nbagent-warn);font-weight:bold}
 .nbagent-streaming{white-space:pre-wrap}

@@ -1,10 +1,11 @@
-"""One page of a log file for the events API: reading stops at the page's end, not the log's.
+"""One page of a log file for the events API: it seeks to the page, and reading stops at the page's end, not the log's.
 
-The events after ``since`` are read a bounded chunk at a time (:class:`~.source.FileSource`)
-until ``limit`` and one more are found.  When the page reaches the log's end, its labels
-(``trust``, ``status``) are the whole log's, as the listing gives them; when more events follow,
-they cover the log's lines up to the page's last event (a first page of a long log reads that
-page, not the log), and ``last_seq`` comes from the log's last whole line.
+The line after ``since`` is found by bisection over the log's lines (:func:`~.labels.seek`), and the
+events from there are read a bounded chunk at a time (:class:`~.source.FileSource`) until ``limit``
+and one more are found.  When the page reaches the log's end, its labels (``trust``, ``status``) are
+the whole log's, as the listing gives them; when more events follow, they cover the log's lines up to
+the page's last event, read a chunk at a time (:mod:`.labels`), and ``last_seq`` comes from the log's
+last whole line.  What a page holds in memory is the page and one chunk, whatever the log's length.
 """
 
 from __future__ import annotations
@@ -12,14 +13,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from ..history.summary import from_state, summarize
+from ..history.summary import summarize
 from ..record import events as ev
 from ..record import line_codec, trust
-from ..record.log_reader import scan
-from ..state import fold
-from ..stores import Listed
-from .source import CHUNK, Batch, FileSource
+from ..record.readfile import open_regular
+from ..stores import snapshot
+from ..stores.file_index import snapshot_usable
+from .labels import Labels, file_labels, seek
+from .source import DAMAGE, Batch, FileSource
 
 
 @dataclass
@@ -35,8 +38,8 @@ class Page:
 
 
 def read_page(path: Path, since: int, limit: int) -> Page:
-    """The first ``limit`` events after ``since`` (blocking): only the log up to them is read, a chunk at a time."""
-    source, events = FileSource(path), list[ev.Event]()
+    """The first ``limit`` events after ``since`` (blocking): the log is read from the line before them, up to them only."""
+    source, events = FileSource(path, start=seek(path, since + 1) if since else (0, 1)), list[ev.Event]()
     while True:
         batch = source.read(events[-1]["seq"] if events else since)  # on from where the last chunk stopped
         events.extend(batch.events)
@@ -46,35 +49,58 @@ def read_page(path: Path, since: int, limit: int) -> Page:
         end = events[limit - 1]["seq"]
         verdict, status = labels_upto(path, end)
         return Page(events[:limit], True, max(end + 1, last_line_seq(path)), verdict, status, batch)
-    summary = summarize(path)
-    last = max(summary.events, events[-1]["seq"] if events else 0)
-    return Page(events, False, last, summary.trust, summary.status, batch)
+    verdict, status, last = end_labels(path)
+    return Page(events, False, max(last, events[-1]["seq"] if events else 0), verdict, status, batch)
 
 
-def _prefix(path: Path, lines: int) -> bytes:
-    """The log's first ``lines`` whole lines."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+def read_stored_page(store: Any, path: Path, where: str, since: int, limit: int) -> Page:
+    """The same page of a database session: its rows after ``since`` through the primary key, labels from its rows in batches."""
+    events, batch = list[ev.Event](), Batch()
+    reading = store.read(path, since)
     try:
-        data, count, at = bytearray(), 0, 0
-        while count < lines and (chunk := os.pread(fd, CHUNK, len(data))):
-            data += chunk
-            while count < lines and (at := data.find(b"\n", at) + 1):
-                count += 1
-        return bytes(data[:at] if count == lines else data)
+        for event in reading:
+            events.append(event)
+            if len(events) > limit:
+                break
+    except DAMAGE as exc:  # a database holds whole transactions: a line that fails its checks is damage
+        batch = Batch(problem=str(exc), damaged=True)
     finally:
-        os.close(fd)
+        reading.close()  # its connection
+    more = len(events) > limit
+    labels = Labels(where, trust.user_signer_or_none())
+    for piece in store.pieces(path, events[limit - 1]["seq"] if more else None):
+        labels.feed(piece)
+    verdict, status = labels.result()
+    if more:
+        end = events[limit - 1]["seq"]
+        return Page(events[:limit], True, max(end + 1, store.last_seq(path)), verdict, status, batch)
+    return Page(events, False, max(labels.fold.state.seq, events[-1]["seq"] if events else 0), verdict, status, batch)
 
 
 def labels_upto(path: Path, seq: int) -> tuple[str, str]:
     """Who wrote the log's lines up to event ``seq``, and the session's status there (the listing's rules on those lines)."""
-    data = _prefix(path, seq)
-    found = scan(data, path=str(path))
-    summary = Listed("", str(path))
+    return file_labels(path, seq)
+
+
+def end_labels(path: Path) -> tuple[str, str, int]:
+    """The whole log's labels and its last seq: the listing's (from its snapshot) when it has a usable one, else read a chunk at a time."""
+    if _has_usable_snapshot(path):
+        summary = summarize(path)
+        return summary.trust, summary.status, summary.events
+    verdict, status = file_labels(path)
+    return verdict, status, last_line_seq(path)
+
+
+def _has_usable_snapshot(path: Path) -> bool:
+    """Whether the listing describes the log from its snapshot (so it reads only the lines after it)."""
+    found = snapshot.read_header_bytes(path)
+    if found is None:
+        return False
     try:
-        from_state(summary, fold.fold(found.events))
-    except (KeyError, TypeError, ValueError) as exc:
-        summary.pending = f"damaged log ({type(exc).__name__}): run nbagent verify"
-    return trust.check_log(data, user=trust.user_signer_or_none()).verdict if data else "", summary.status
+        with open_regular(path) as handle:
+            return snapshot_usable(handle, *found, os.fstat(handle.fileno()).st_size, trust.user_signer_or_none())
+    except OSError:
+        return False
 
 
 def last_line_seq(path: Path) -> int:

@@ -17,11 +17,11 @@ from ..record import events as ev
 from ..record import redact
 from ..render import html
 from ..render.parts import kind_of
-from ..render.rows import ToolCalls
-from ..render.view import STARTING, follow, status, status_line, stream_effect
+from ..render.view import STARTING, status, status_line, stream_effect
 from ..state.asides import Asides
-from ..state.fold import State
 from ..stores import Listed
+from .open_turn import runs
+from .viewfold import RecentCalls, ViewFold
 
 
 def request_line(content: Any) -> str:
@@ -47,9 +47,10 @@ class Presenter:
     """Follows a session from its first event and gives each event's stream record (tool names, notes, stream, status)."""
 
     def __init__(self) -> None:
-        self.names = ToolCalls()  # names and inputs: each result row says what its call did
+        self.names = RecentCalls()  # names and inputs: each result row says what its call did
         self.asides = Asides()
-        self.state = State()
+        self._fold = ViewFold()  # bounded: the last messages only (viewfold.py)
+        self.state = self._fold.state
         self.stream: list[str] = []
         self.status = STARTING
         self.request = ""  # the latest request, in one line
@@ -70,7 +71,7 @@ class Presenter:
             fragment += html.event_html(event, tool_names=self.names, notes=self.asides.see(event))
         except Exception as exc:  # noqa: BLE001 - whatever the log holds, the view shows the rest
             fragment += html.note_html(f"[event {event.get('seq')} ({kind_of(event)}) could not be rendered: {type(exc).__name__}]")
-        follow(self.state, event)
+        self._fold.apply(event)
         self.status = status(event, self.state) or self.status
         if kind_of(event) == ev.USER_MSG:
             self.request = request_line(event.get("content")) or self.request
@@ -92,12 +93,21 @@ class Presenter:
         return Frame(event["seq"], sse_frame(self.record(event)))
 
     def session(self) -> dict[str, Any]:
-        """The header's view of the session so far: ``title`` (the listing's: its first request), ``request`` (the latest), ``turns``, ``status`` (the listing's)."""
+        """The header's view of the session so far: ``title`` (the listing's: its first request), ``request`` (the latest), ``turns``,
+        ``status`` (the listing's), ``standing`` (the badge's words: '' while its last turn may run, else how it ended)."""
         try:
-            shown = from_state(Listed("", ""), self.state).status
+            summary = from_state(Listed("", ""), self.state)
+            shown, standing = summary.status, standing_words(summary)
         except (KeyError, TypeError, ValueError) as exc:  # a hostile log's state: said as the listing says it
-            shown = f"unfinished: damaged log ({type(exc).__name__}): run nbagent verify"
-        return {"title": str(self.state.title), "request": self.request, "turns": self.state.turns, "status": shown}
+            shown = standing = f"unfinished: damaged log ({type(exc).__name__}): run nbagent verify"
+        return {"title": str(self.state.title), "request": self.request, "turns": self.state.turns, "status": shown, "standing": standing}
+
+
+def standing_words(summary: Listed) -> str:
+    """What the page's badge says of a session besides "live": '' while its last turn may be running, else how it stands."""
+    if runs(summary):
+        return ""
+    return "finished" if summary.complete else summary.pending or "not running"
 
 
 def sse_frame(record: dict[str, Any]) -> bytes:

@@ -63,9 +63,10 @@ class EventSource(Protocol):
 class FileSource:
     """A log file, read without a lock (never even probed), never written; reading goes on from where the last read stopped."""
 
-    def __init__(self, path: Path, *, poll: float = 0.02) -> None:
+    def __init__(self, path: Path, *, poll: float = 0.02, start: tuple[int, int] = (0, 1)) -> None:
         self.path = path
         self.poll = poll
+        self.start = start  # (offset, seq) of the line a first read starts from (labels.seek finds one)
         self._reader: Reader | None = None
         self._seen: tuple[int, int, int] | None = None  # (inode, size, mtime) at the last read
         self.reads = 0  # how many times the file was read (the benchmark and tests count them)
@@ -81,7 +82,8 @@ class FileSource:
         """Events after ``since``, from about :data:`CHUNK` bytes: the reading goes on where the last one stopped if it was not past ``since``."""
         reader = self._reader
         if reader is None or reader.stopped or (reader.expected or 1) - 1 > since or (self._seen and self._seen[0] != self._ino()):
-            reader = self._reader = Reader(str(self.path), "follow", since=since)
+            offset, seq = self.start if self._reader is None and self.start[1] <= since + 1 else (0, 1)
+            reader = self._reader = Reader(str(self.path), "follow", since=since, expected=seq, offset=offset, last_start=offset)
         reader.since = since  # the lines up to it are skipped unparsed
         batch = Batch()
         self.reads += 1
@@ -254,7 +256,10 @@ class StoreSource:
     def trust(self) -> str:
         """Who wrote the lines, checked over the whole log's bytes exactly as for a file; ``unknown`` if it cannot be read."""
         try:
-            return trust.check_log(self.store.read_bytes(self.path), user=trust.user_signer_or_none()).verdict
+            checker = trust.Checker(user=trust.user_signer_or_none())
+            for piece in self.store.pieces(self.path):  # a batch of rows at a time: memory stays small whatever the length
+                checker.feed(piece)
+            return checker.report.verdict
         except (LogError, ValueError):
             return "unknown"
 

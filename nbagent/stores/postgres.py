@@ -123,6 +123,24 @@ class PostgresStore:
             lines = [row[0] for row in conn.execute("SELECT line FROM nbagent_events WHERE session = %s ORDER BY seq", (session,))]
         return log_bytes(lines)
 
+    def pieces(self, path: Path, upto: int | None = None) -> Iterator[bytes]:
+        """The log's bytes (as :meth:`read_bytes` has them whole) a batch of rows at a time, up to the line of ``upto`` (None: all)."""
+        with self.connect() as conn, db_errors(f"reading {self.where(path)}"):
+            session, last = self._existing(conn, path), 0
+            while (upto is None or last < upto) and (rows := self._rows(conn, session, last)):
+                rows = [row for row in rows if upto is None or row[0] <= upto]
+                if not rows:
+                    return
+                yield log_bytes(line for _seq, _start, line in rows)
+                last = rows[-1][0]
+
+    def last_seq(self, path: Path) -> int:
+        """The seq of the session's last event (0: none), from the primary key's index."""
+        with self.connect() as conn, db_errors(f"reading {self.where(path)}"):
+            session = self._existing(conn, path)
+            row = conn.execute("SELECT max(seq) FROM nbagent_events WHERE session = %s", (session,)).fetchone()
+        return int(row[0] or 0) if row else 0
+
     def read(self, path: Path, since: int = 0) -> Iterator[ev.Event]:
         """Events with ``seq > since``, checked by the one reader, without the writer's lock."""
         where = self.where(path)

@@ -10,13 +10,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import anthropic
 import pytest
 
+import nbagent
 from nbagent.record import events as ev
 from nbagent.record.log_reader import read_events
 from reliability.attacker import markdown_log, write_log
 from reliability.payloads import MARKUP
 from tests.browser.harness import ConsoleLog
+from tests.support.fake_anthropic import FakeAnthropic, tool_use
 from tests.support.server_harness import NbServer, start_writer, write_turns
 
 if TYPE_CHECKING:
@@ -81,7 +84,9 @@ def test_the_browser_lists_sessions_and_the_live_view_follows_one_across_a_serve
         wait_seq(page, 132)
     finally:
         writer.wait(60)
-    assert page.locator(".nbagent-connection").inner_text() == "live"
+    # still connected, but the session's last turn ended: the badge says so rather than "live" (issue 35 item 4)
+    assert page.locator(".nbagent-connection").get_attribute("data-state") == "live"
+    assert page.locator(".nbagent-connection").inner_text() == "finished"
     assert page.evaluate("() => document.body.dataset.gaps || ''") == ""
     events = list(read_events(log_of(server, "followed")))
     answers = [e["content"][0]["text"] for e in events if e["type"] == ev.ASSISTANT_MSG]
@@ -89,6 +94,34 @@ def test_the_browser_lists_sessions_and_the_live_view_follows_one_across_a_serve
     assert all(shown.count(answer + "\n") + shown.endswith(answer) == 1 for answer in answers)  # each answer once: no gap, no duplicate
     assert shown.count("You: request ") == len([e for e in events if e["type"] == ev.USER_MSG])
     assert not [e for e in console.entries if e["kind"] == "pageerror"], console.entries
+
+
+@nbagent.tool(effect="read")
+def lookup(name: str) -> str:
+    """Look a name up."""
+    return f"{name}: found"
+
+
+def test_a_session_stopped_at_its_budget_is_shown_stopped_not_live(page: Page, server: NbServer, fake: FakeAnthropic) -> None:
+    """Issue 35 item 4: a budget stop reads as one on the page: its status, its badge, never "waiting for the model"."""
+    dime = {"input_tokens": 50_000, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 0}
+    fake.script(*(tool_use("lookup", {"name": f"x{i}"}, usage=dime) for i in range(4)))
+    client = anthropic.Anthropic(base_url=fake.base_url, api_key="test-key", max_retries=0)
+    log_of(server, "budget").parent.mkdir(parents=True, exist_ok=True)
+    with nbagent.Session.open(log_of(server, "budget")) as session, pytest.raises(nbagent.BudgetReached):
+        nbagent.run(session, "look things up", tools=[lookup], client=client, approval="auto", max_cost=0.25)
+    last = list(read_events(log_of(server, "budget")))[-1]
+    assert last["type"] == ev.NOTE and last["kind"] == "budget_reached"
+    page.goto(server.url("nbagent/sessions", notebook=NOTEBOOK, session="budget"))
+    wait_seq(page, last["seq"])
+    badge = page.locator(".nbagent-connection")
+    page.wait_for_function("() => document.querySelector('.nbagent-connection').textContent !== 'connecting'")
+    assert badge.inner_text() == "stopped at its budget" and badge.get_attribute("data-running") == "false"
+    status = page.locator(".nbagent-status").inner_text()
+    assert status.startswith("— stopped at its budget · this request: 150,000 tokens in · 0 out · $0.30; context "), status
+    header = page.locator(".nbagent-live-header").inner_text()
+    assert "waiting for the model" not in header and "live" not in header.split(), header
+    assert "stopped: this request cost $0.30, its budget is $0.25 (max_cost)" in page.locator("#nbagent-transcript").inner_text()
 
 
 def test_a_writer_killed_mid_turn_shows_the_unfinished_turn(page: Page, server: NbServer) -> None:

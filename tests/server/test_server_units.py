@@ -185,6 +185,9 @@ def test_the_session_page_says_a_budget_stop_not_waiting_for_the_model() -> None
     ]
     last = [presenter.record(e) for e in events][-1]
     assert last["status"] == "stopped at its budget" and last["session"]["status"] == "unfinished: stopped at its budget"
+    assert last["session"]["standing"] == "stopped at its budget"  # the page's badge: not "live" (issue 35 item 4)
+    waiting = Presenter()
+    assert [waiting.record(e) for e in events[:2]][-1]["session"]["standing"] == ""  # a request waiting for the model: live
     assert "$0.10" in last["html"]
 
 

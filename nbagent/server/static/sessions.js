@@ -217,9 +217,20 @@
     let part = el("section", "nbagent-turn-start"); // what comes before the first request, then one section per turn
     transcript.appendChild(part);
 
+    let connected = "connecting";
     function setConnection(state) {
-      connection.dataset.state = state;
-      connection.textContent = state;
+      connected = state;
+      showBadge();
+    }
+
+    // "live" only while the session's last turn may run; connected to a session that stopped (done, at its budget,
+    // interrupted), the badge says how it stands (the stream's "standing") and still shows what comes next.
+    function showBadge() {
+      const standing = now && now.standing ? now.standing : "";
+      connection.dataset.state = connected;
+      connection.dataset.running = String(!standing);
+      connection.textContent = connected === "live" && standing ? standing : connected;
+      connection.title = connected === "live" && standing ? "not running now; connected: anything written next shows here" : "";
     }
 
     function showHeader() {
@@ -289,6 +300,7 @@
       if (record.session) {
         now = record.session;
         showHeader();
+        showBadge();
       }
     }
 
