@@ -97,7 +97,11 @@ def fork(
     for event in read.events[: point.seq]:
         if event["type"] == ev.SESSION_START:
             parent_id, parent_meta = event["session_id"], dict(event.get("meta") or {})
-    found = lineage.Lineage(parent_id, point.seq, hashlib.sha256(prefix).hexdigest(), len(prefix), store.check_name(path.stem))
+    # its own title, not three sessions under one (before the first turn: the parent's title as it is now)
+    title = lineage.fork_title(point.title or (valid[-1].title if valid else ""), point.turns)
+    found = lineage.Lineage(
+        parent_id, point.seq, hashlib.sha256(prefix).hexdigest(), len(prefix), store.check_name(path.stem), point.turns, title
+    )
     target = path.with_name(store.check_name(name or store.new_name()) + store.LOG_SUFFIX)
     target_where = session_url(source, target)
     first, session_id = start_line(prefix, point.seq, parent_meta, found, trust_signer(), by)

@@ -34,5 +34,9 @@ def cmd_fork(args: argparse.Namespace, out: TextIO) -> int:
         raise history.HistoryError(f"cannot fork {history.session_name(path)} there: {exc}.", usage=True) from None
     with Session.open(made.path, store=source):  # closing writes its snapshot (and a database's listing summary)
         pass
-    out.write(f"forked {history.session_name(path)} at event {made.lineage.at} (turns 1-{made.turns}) into {made.where}\n")
+    kept = lineage.turn_span(1, made.turns)
+    out.write(
+        f"forked {history.session_name(path)} {lineage.after_turn(made.turns)} (it keeps {kept}: events 1-{made.lineage.at}) "
+        f'into {made.where}, titled "{made.lineage.title}"\n'
+    )
     return 0

@@ -6,17 +6,15 @@ from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
 from ..record import events as ev
-from ..render.text import shorten, when
+from ..render.text import when
 from ..state import lineage
 from ..stores import Listed
 from .summary import json_row
 
 
 def forked_from(summary: Listed) -> str:
-    """``forked from <parent> at event N`` for a fork's summary, '' for any other."""
-    if not summary.parent:
-        return ""
-    return f"forked from {summary.parent_name or summary.parent[:8]} at event {summary.forked_at}"
+    """``forked from <parent> after turn N`` for a fork's summary, '' for any other."""
+    return summary.lineage.words if summary.lineage is not None else ""
 
 
 def of_events(events: Iterable[ev.Event]) -> lineage.Lineage | None:
@@ -39,12 +37,12 @@ def write_tree(summaries: Sequence[Listed], out: TextIO) -> None:
     rows = [
         [
             ("   " * (depth - 1) + "└─ " if depth else "") + s.name,
-            f"event {s.forked_at}" if s.parent else "-",
+            s.lineage.point_words if s.lineage is not None else "-",
             str(s.turns),
             when(s.last_ts),
             s.trust or "?",
             s.status,
-            shorten(s.title, 40) if s.title else "-",
+            lineage.short_title(s.title, 40) if s.title else "-",
         ]
         for depth, s in tree_rows(summaries)
     ]

@@ -6,9 +6,9 @@ A summary is a store's :class:`~nbagent.stores.Listed` row with what a listing s
 from __future__ import annotations
 
 import copy
-import hashlib
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -16,8 +16,8 @@ from ..errors import LogError
 from ..record import signing, trust
 from ..record.readfile import open_regular
 from ..render.parts import context_figure, tokens_words
-from ..render.text import shorten, when
-from ..state import fold
+from ..render.text import when
+from ..state import fold, lineage
 from ..stores import FileStore, Listed, Store, file_index, snapshot
 from ..stores import folders as store
 from ..stores.file_index import snapshot_usable
@@ -64,6 +64,7 @@ def json_row(summary: Listed) -> dict[str, Any]:
     data["tokens_text"] = tokens_words(figures)
     cost = summary.cost
     data["cost_usd"], data["cost_text"], data["cost_why"] = cost.dollars, cost.words() if figures.used else "", cost.why()
+    data["forked_after_turn"] = summary.lineage.turns if summary.lineage is not None else None  # None: not a fork, or not recorded
     return data
 
 
@@ -138,29 +139,22 @@ def trust_of(path: Path, *, user: signing.Signer | None | object = _NO_USER) -> 
         size = os.fstat(handle.fileno()).st_size
         if found is not None and snapshot_usable(handle, *found, size, user) and _prefix_matches(handle, found[0]):
             header = found[0]
-            chain = trust.Chain(int(header["seq"]), int(header["offset"]), header["line_sig"].encode("ascii"))
-            handle.seek(chain.offset)
-
-            def prefix_sha256(end: int) -> str:
-                handle.seek(0)
-                return hashlib.sha256(handle.read(end)).hexdigest()
-
-            return trust.check_log(
-                handle.read(),
+            checker = trust.Checker(
                 user=user,
                 session_id=header["summary"]["session_id"],
-                start=chain,
+                start=trust.Chain(int(header["seq"]), int(header["offset"]), header["line_sig"].encode("ascii")),
                 before=trust.Report.from_dict(header["trust"]),
-                prefix_sha256=prefix_sha256,
+                prefix_sha256=lambda end: trust.file_sha256(handle, end),
             )
-        handle.seek(0)
-        return trust.check_log(handle.read(), user=user)
+        else:
+            checker = trust.Checker(user=user)
+        trust.feed_file(checker, handle)  # a piece at a time: memory stays small whatever the log's length
+        return checker.report
 
 
 def _prefix_matches(handle: Any, header: dict[str, Any]) -> bool:
     """Whether the log before the snapshot is the one its trust record was made from."""
-    handle.seek(0)
-    return hashlib.sha256(handle.read(int(header["offset"]))).hexdigest() == header.get("prefix_sha256")
+    return trust.file_sha256(handle, int(header["offset"])) == header.get("prefix_sha256")
 
 
 def _summarize(path: Path, user: signing.Signer | None) -> Listed:
@@ -289,19 +283,38 @@ def notebook_summaries(source: Store, folder: Path, *, open_states: Mapping[str,
     return found
 
 
-def write_table(summaries: Sequence[Listed], out: TextIO, *, current: str | None = None) -> None:
-    """The session listing of the CLI and ``%agent_sessions``: a row per session, grouped by notebook; ``current`` is starred."""
-    header: tuple[str, ...] = ("SESSION", "TITLE", "CREATED", "LAST ACTIVITY", "TURNS", "TOKENS", "COST", "CONTEXT", "TRUST", "STATUS")
+HEADER = ("SESSION", "TITLE", "CREATED", "LAST ACTIVITY", "TURNS", "TOKENS", "COST", "CONTEXT", "TRUST", "STATUS")
+
+
+@dataclass(frozen=True)
+class Table:
+    """The session listing as cells of text: its header, then a group of rows per notebook (``heading`` '' when there is one)."""
+
+    header: tuple[str, ...]
+    groups: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...]
+
+
+def title_cell(summary: Listed, limit: int = 40) -> str:
+    """A listing's TITLE: the title (a fork's own says where it came from); a fork an older nbagent made, with its parent first."""
+    title = lineage.short_title(summary.title, limit) if summary.title else "-"
+    found = summary.lineage
+    if found is None or found.title:
+        return title
+    return f"(fork of {found.name or found.parent[:8]} {found.point_words}) {title}"
+
+
+def table(summaries: Sequence[Listed], *, current: str | None = None, title_limit: int = 40) -> Table:
+    """The listing's cells: a row per session, grouped by notebook; with ``current`` a first column stars it."""
     by_notebook: dict[tuple[str, str], list[Listed]] = {}
     for summary in summaries:  # a database's sessions apart from the files' (their path is the store URL with #...)
         where = summary.path.partition("#")[0] if summary.source == "index" else ""
         by_notebook.setdefault((summary.notebook, where), []).append(summary)
     mixed = len({where for _notebook, where in by_notebook}) > 1
-    rows = [
-        [
+
+    def row(s: Listed) -> tuple[str, ...]:
+        cells = (
             s.name,
-            (f"(fork of {s.parent_name or s.parent[:8]} at {s.forked_at}) " if s.parent else "")
-            + (shorten(s.title, 40) if s.title else "-"),
+            title_cell(s, title_limit),
             when(s.created),
             when(s.last_ts),
             str(s.turns),
@@ -310,23 +323,32 @@ def write_table(summaries: Sequence[Listed], out: TextIO, *, current: str | None
             context_shown(s),
             s.trust or "?",
             s.status,
-        ]
-        for s in summaries
-    ]
-    if current is not None:
-        header = ("", *header)
-        rows = [["*" if s.path == current else " ", *row] for s, row in zip(summaries, rows)]
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+        )
+        return cells if current is None else ("*" if s.path == current else " ", *cells)
 
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.ljust(w) if i < len(cells) - 1 else c for i, (c, w) in enumerate(zip(cells, widths))) + "\n"
-
-    index = {id(s): row for s, row in zip(summaries, rows)}
+    groups = []
     for (notebook, where), group in by_notebook.items():
+        heading = ""
         if len(by_notebook) > 1:
-            out.write(f"{notebook or group[0].path.rsplit('/', 1)[0]}" + (f"  (in {where})" if mixed and where else "") + "\n")
-        out.write(line(header))
-        for summary in group:
-            out.write(line(index[id(summary)]))
-        if len(by_notebook) > 1:
+            heading = f"{notebook or group[0].path.rsplit('/', 1)[0]}" + (f"  (in {where})" if mixed and where else "")
+        groups.append((heading, tuple(row(s) for s in group)))
+    return Table(HEADER if current is None else ("", *HEADER), tuple(groups))
+
+
+def write_table(summaries: Sequence[Listed], out: TextIO, *, current: str | None = None) -> None:
+    """The session listing of the CLI and ``%agent_sessions`` in a terminal: a row per session, grouped by notebook; ``current`` is starred."""
+    cells = table(summaries, current=current)
+    rows = [row for _heading, group in cells.groups for row in group]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(cells.header)]
+
+    def line(row: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) if i < len(row) - 1 else c for i, (c, w) in enumerate(zip(row, widths))) + "\n"
+
+    for heading, group in cells.groups:
+        if heading:
+            out.write(heading + "\n")
+        out.write(line(cells.header))
+        for row in group:
+            out.write(line(row))
+        if len(cells.groups) > 1:
             out.write("\n")

@@ -8,6 +8,7 @@ Approve/Decline, a decline holds for the kernel (the same file is not asked abou
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +42,12 @@ def _here(shell: Any) -> Here:
     return Here(kernel=True, frontend_stdin=bool((parent.get("content") or {}).get("allow_stdin", False)))
 
 
-def source(shell: Any, settings: Agent, view: View | None, *, ask: bool = True) -> Any:
+def source(shell: Any, settings: Agent, view: View | None, *, ask: bool = True, ready: Callable[[], bool] | None = None) -> Any:
     """The run's MCP servers (an McpServers, nothing started), or None when there are none; UsageError for a bad setting.
 
     ``ask``: a project's file not approved yet is asked about in ``view`` (else only an approved one is used).
+    ``ready``: the question waits until it returns true (the request is logged), so the panel shows it under the
+    request's "You:" line, not above it (:class:`AfterRequest`).
     """
     from ..tools.mcp import McpConfigError, McpServers, project
     from ..tools.mcp.config import parse
@@ -63,21 +66,59 @@ def source(shell: Any, settings: Agent, view: View | None, *, ask: bool = True) 
             notes.append(str(exc))
         if found is not None and found.servers:
             here = view.here() if view is not None else _here(shell)
-            use = _decide(found, settings, view if ask else None, here, notes)
+            use = _verdict(found, settings, view if ask else None, here, notes)
+            if use is None and ready is not None and view is not None:  # asked once the request is logged
+                return AfterRequest(McpServers(configs, skipped=notes), found, view, ready)
+            if use is None and view is not None:
+                use = _ask(found, view, notes)
             if use:
-                mine = {c.name for c in configs}
-                for config in found.servers:
-                    if config.name in mine:
-                        notes.append(f"MCP server {config.name!r} of {found.path} is not used: Agent.mcp_servers has one of that name.")
-                    else:
-                        configs.append(config)
+                configs += _project_configs(found, configs, notes)
     if not configs and not notes:
         return None
     return McpServers(configs, skipped=notes)
 
 
-def _decide(found: Any, settings: Agent, view: View | None, here: Here, notes: list[str]) -> bool:
-    """Whether this .mcp.json's servers may start: where a person could answer, approved before or approved now in the panel."""
+class AfterRequest:
+    """The run's MCP servers, with a project's .mcp.json to ask about once ``ready()`` (the request is logged): its tools join then."""
+
+    def __init__(self, servers: Any, found: Any, view: View, ready: Callable[[], bool]) -> None:
+        self.servers, self.found, self.view, self.ready = servers, found, view, ready
+        self._notes: list[str] = []
+
+    def tools(self) -> list[Any]:
+        """The servers' tools (the loop reads them before each request); the first call once ready asks the question."""
+        if self.found is not None and self.ready():
+            found, self.found = self.found, None
+            if _ask(found, self.view, self._notes):
+                self.servers.configs += _project_configs(found, self.servers.configs, self._notes)
+        return list(self.servers.tools())
+
+    def notes(self) -> list[str]:
+        """The notes since the last call, each once."""
+        taken, self._notes[:] = list(self._notes), []
+        return taken + list(self.servers.notes())
+
+    def connections(self) -> list[Any]:
+        """Each server's connection (nothing started)."""
+        return list(self.servers.connections())
+
+
+def _project_configs(found: Any, configs: list[Any], notes: list[str]) -> list[Any]:
+    """The approved project's servers to add to ``configs``; one of a name Agent.mcp_servers already has is left out, with a note."""
+    mine, added = {c.name for c in configs}, []
+    for config in found.servers:
+        if config.name in mine:
+            notes.append(f"MCP server {config.name!r} of {found.path} is not used: Agent.mcp_servers has one of that name.")
+        else:
+            added.append(config)
+    return added
+
+
+def _verdict(found: Any, settings: Agent, view: View | None, here: Here, notes: list[str]) -> bool | None:
+    """Whether this .mcp.json's servers may start without a question: where a person could answer and it was approved before.
+
+    None: a person must be asked (:func:`_ask`, in ``view``); False, with a note, where it may not start.
+    """
     from ..tools.mcp import project
 
     approved = project.approved(found)
@@ -101,6 +142,13 @@ def _decide(found: Any, settings: Agent, view: View | None, here: Here, notes: l
     if view is None or not view.shows_questions:
         notes.append(project.not_approved_note(found, "it is not approved, and nobody can approve it here"))
         return False
+    return None
+
+
+def _ask(found: Any, view: View, notes: list[str]) -> bool:
+    """Ask in the panel whether this .mcp.json's servers may start; an approval is kept for its folder, a decline for the kernel."""
+    from ..tools.mcp import project
+
     entries = found.raw.get("mcpServers", found.raw)
     request = ApprovalRequest(
         f"mcp-project-{found.key[:12]}",
@@ -108,8 +156,8 @@ def _decide(found: Any, settings: Agent, view: View | None, here: Here, notes: l
         {"file": str(found.path), "folder": str(found.folder), "mcpServers": entries, "files": dict(found.files)},
         "irreversible",
         "irreversible",
-        f"This .mcp.json beside the notebook starts these commands with your rights, in {found.folder}. {found.covers()} "
-        "A change to what it covers, or the same file in another folder, asks again.",
+        about=f"This .mcp.json beside the notebook starts these commands with your rights, in {found.folder}. {found.covers()} "
+        "A change to what it covers, or the same file in another folder, asks again.",  # nbagent's words, not the file's
     )
     decision = view.ask(request)
     if decision.approved:

@@ -32,7 +32,7 @@ from ..render.live_views import LIVE
 from ..render.matches import Found
 from ..render.parts import esc
 from ..render.style import NO_MATH, STYLE, sibling_style
-from ..render.timeline import MAX_GAP, REPLAY_STYLE, Timeline
+from ..render.timeline import MAX_GAP, REPLAY_STYLE, Timeline, short_source
 from ..stores import FILES, Store, session_url
 from .comm_route import keep_on_main_shell
 from .follow import Follower
@@ -93,8 +93,8 @@ class Replay(Playback):
         if not events:
             raise NbagentError(f"{source or 'The log'} has no complete events yet, so there is nothing to replay.")
         self.about = {"notebook": notebook, "trust": trust}  # what the first frame says besides the log's own words
-        self.timeline = Timeline(events, source=source, max_gap=max_gap, **self.about)
-        self.source = source
+        self.source, self.name = source, short_source(source, Path.cwd(), Path.home())  # the name its header shows
+        self.timeline = Timeline(events, source=self.name, max_gap=max_gap, **self.about)
         # Where more events come from: a store and the session's path in it (by default the log file named by source).
         self.store: Store | None = store if store is not None else (FILES if source else None)
         self.path = Path(path if path is not None else source)
@@ -124,16 +124,14 @@ class Replay(Playback):
         self.next_button = widgets.Button(
             description="Next turn", icon="step-forward", tooltip="start of the next turn", layout=widgets.Layout(width="auto")
         )
-        self.speed = widgets.Dropdown(options=list(SPEEDS), value=1.0, description="speed", layout=widgets.Layout(width="150px"))
-        self.slider = widgets.IntSlider(
-            value=1,
-            min=1,
-            max=len(self.events),
-            description="event",
-            continuous_update=True,
-            layout=widgets.Layout(width="420px"),
+        wide = {"description_width": "initial"}  # the label takes its own width, not the select's: "instant" whole
+        self.speed = widgets.Dropdown(
+            options=list(SPEEDS), value=1.0, description="speed", style=wide, layout=widgets.Layout(width="165px")
         )
-        self.turns = widgets.Dropdown(options=[], description="turn", layout=widgets.Layout(width="320px"))
+        self.slider = widgets.IntSlider(
+            value=1, min=1, max=len(self.events), description="event", continuous_update=True, layout=widgets.Layout(width="420px")
+        )
+        self.turns = widgets.Dropdown(options=[], description="turn", style=wide, layout=widgets.Layout(width="320px"))
         self.times = widgets.Checkbox(value=False, description="times and event numbers", indent=False, layout=widgets.Layout(width="auto"))
         self.search = widgets.Text(placeholder="words in the transcript", description="search", continuous_update=True)
         self.match_count = widgets.Label(value="")
@@ -288,7 +286,7 @@ class Replay(Playback):
                 raise NbagentError(f"{self.source}: events {self.last_seq + 1} to {fresh[0]['seq'] - 1} are missing from what was read")
             index = self.index
             at_end = live and index == len(self.events) - 1 and not self.playing
-            self.timeline = Timeline(self.events + fresh, source=self.source, max_gap=self.max_gap, **self.about)
+            self.timeline = Timeline(self.events + fresh, source=self.name, max_gap=self.max_gap, **self.about)
             self.slider.max = len(self.events)
             self.header.value = STYLE + REPLAY_STYLE + self.timeline.header_html()
             self._list_turns()
@@ -326,7 +324,7 @@ class Replay(Playback):
             if self.store is None or self.following:
                 return
             self._follower = Follower(self.store, self.path, self.last_seq, self._followed, self._stopped)
-            self._live(f"Following: new events are added as {self.source} is written.")
+            self._live(f"Following: new events are added as {self.name} is written.")
 
     def stop_following(self, why: str = "Not following new events; Reload reads them.") -> None:
         """Add no more events as they are written."""
@@ -368,7 +366,7 @@ class Replay(Playback):
         transcript, plain = self.timeline.static()
         timeline, key = self.timeline, self.display_id
         summary = html.header_html(
-            f"Replay: {timeline.title}", self.source, origin=f"{timeline.size_text()} · {timeline.forked_text()}{timeline.statuses[-1]}"
+            f"Replay: {timeline.title}", self.name, origin=f"{timeline.size_text()} · {timeline.forked_text()}{timeline.statuses[-1]}"
         )
         page = (
             f'{sibling_style(key)}<div class="nbagent nbagent-static-{key} {NO_MATH}">{STYLE}{summary}'
@@ -378,7 +376,7 @@ class Replay(Playback):
 
     def bundle(self) -> dict[str, Any]:
         """The widget's own output: the widget view, and a line of text for viewers without widgets."""
-        return {**(self.widget._repr_mimebundle_() or {}), "text/plain": f"Replay of {self.source or 'a session'}. {HINT}"}
+        return {**(self.widget._repr_mimebundle_() or {}), "text/plain": f"Replay of {self.name or 'a session'}. {HINT}"}
 
     def show(self) -> None:
         """Display the replay: the static summary, then the widget (the summary hides itself while the widget is mounted)."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
 import functools
+import re
 from typing import Any
 
 from ..terminal import char_name, escape_char, hidden_chars, hidden_words
@@ -75,3 +77,57 @@ def hidden_note_html(text: str) -> str:
     """A warning naming the hidden characters of ``text``, above the code that shows them marked ('' if it has none)."""
     words = hidden_words(text)
     return f'<div class="nbagent-hidden-note"><span class="nbagent-label">hidden characters</span> {esc(words)}</div>' if words else ""
+
+
+_FENCE = re.compile(r"(`{3,})([\w+.-]*)[ \t]*")  # a line that opens a fenced block: backticks, then a language
+
+
+def fenced(text: str) -> list[tuple[str, str | None]]:
+    """``text`` as its words and its fenced blocks, in order: ``(words, None)`` and ``(code, language)`` (table: tests/render/test_code.py).
+
+    A block opens on a line of three or more backticks (and a language) and closes on the next line of the same
+    backticks; an opening line never closed is words, as written.
+    """
+    lines = text.split("\n")
+    closers: dict[str, list[int]] = {}
+    for i, line in enumerate(lines):
+        if line.startswith("```") and line.rstrip() == "`" * len(line.rstrip()):
+            closers.setdefault(line.rstrip(), []).append(i)
+    parts: list[tuple[str, str | None]] = []
+    words: list[str] = []
+    i = 0
+    while i < len(lines):
+        opened = _FENCE.fullmatch(lines[i])
+        ends = closers.get(opened.group(1), []) if opened else []
+        close = bisect.bisect_right(ends, i)
+        if opened and close < len(ends):
+            if words:
+                parts.append(("\n".join(words), None))
+                words = []
+            end = ends[close]
+            parts.append(("\n".join(lines[i + 1 : end]), opened.group(2)))
+            i = end + 1
+            continue
+        words.append(lines[i])
+        i += 1
+    if words:
+        parts.append(("\n".join(words), None))
+    return parts
+
+
+def request_html(text: str) -> str:
+    """A request as its "You:" line shows it: its words, and each fenced block (an expanded ``{In[3]}``, ``{Err}``) preformatted, without its fences.
+
+    Only how it is shown: the request is sent and logged as written. Hidden characters in a block are shown marked.
+    """
+    parts = fenced(text)
+    if all(language is None for _part, language in parts):
+        return f'<span class="nbagent-request">{esc(text)}</span>'
+    shown = []
+    for part, language in parts:
+        if language is None:
+            if part.strip("\n"):
+                shown.append(f'<span class="nbagent-request">{esc(part.strip(chr(10)))}</span>')
+        else:
+            shown.append(f'<pre class="nbagent-request-block">{mark_hidden(esc(part))}</pre>')
+    return "".join(shown)

@@ -20,7 +20,7 @@ from ..record import events as ev
 from ..record import redact
 from ..state import lineage
 from ..state.asides import Asides, to_model
-from .code import MAX_TOOL_TEXT, hidden_note_html, mark_hidden, python_html
+from .code import MAX_TOOL_TEXT, hidden_note_html, mark_hidden, python_html, request_html
 from .image_view import checked_image
 from .parts import (
     Start,
@@ -235,10 +235,10 @@ def _session_start(e: Event, c: Context) -> str:
 
 def _user_msg(e: Event, c: Context) -> str:
     legacy, content = request_parts(e.get("content"))
-    text = esc(text_of(content, only_text=True))
+    text = request_html(text_of(content, only_text=True))  # an expanded {In[3]} or {Err} shows as a block, not as ``` fences
     expanded = expanded_words((e.get("meta") or {}).get("expanded"))
     fields = note_html(expanded, label="expanded") if expanded else ""
-    return f'{model_notes_html([*c.notes, *legacy])}<div class="nbagent-user"><b>You:</b> <span class="nbagent-request">{text}</span></div>{fields}'
+    return f'{model_notes_html([*c.notes, *legacy])}<div class="nbagent-user"><b>You:</b> {text}</div>{fields}'
 
 
 def expanded_words(pairs: Any, limit: int = 600) -> str:
@@ -318,10 +318,13 @@ def event_html(event: Event, *, tool_names: Names | None = None, notes: Sequence
     return HTML.get(kind_of(event), _nothing)(event, Context(tool_names or {}, notes))
 
 
-def transcript_html(events: Iterable[Event], *, title: str = "", status: str = "", origin: str = "", start: Start | None = None) -> str:
+def transcript_html(
+    events: Iterable[Event], *, title: str = "", status: str = "", origin: str = "", start: Start | None = None, after: str = ""
+) -> str:
     """A whole transcript as one self-contained, safe HTML fragment, with its stylesheet.
 
-    ``start``: where the session stood before the first event (for a view that starts mid-session).
+    ``start``: where the session stood before the first event (for a view that starts mid-session); ``after``: what to
+    do next, for people (a note at the end: an interrupted panel's).
     """
     listed = list(events)
     names, asides = start.fresh()[:2] if start is not None else ({}, Asides())
@@ -345,5 +348,7 @@ def transcript_html(events: Iterable[Event], *, title: str = "", status: str = "
     body = "".join(parts) + (cut_off_html("".join(stream)) if stream else "")
     if asides.notes:  # written, but their request has not come yet
         body += "".join(note_html(note_words(n), label="note to the model, for the next request") for n in asides.notes)
+    if after:
+        body += note_html(after, label="next")
     head = header_html(title, status, origin=origin) if title or status else ""
     return f'<div class="nbagent nbagent-transcript {NO_MATH}">{STYLE}{head}{body}</div>'

@@ -6,8 +6,9 @@ own ``session_start`` (its id, with ``meta.fork`` naming the parent); see docs/l
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from ..record import events as ev
@@ -25,15 +26,59 @@ class Lineage:
     prefix_sha256: str
     offset: int  # where the fork's own session_start line begins (the length of the inherited bytes)
     name: str = ""  # the parent's session name when the fork was made
+    turns: int | None = None  # the parent's turns it keeps (None: not recorded, a fork an older nbagent made)
+    title: str = ""  # the fork's own title (fork_title), which the fold gives its state ('': the parent's first request)
 
     def to_dict(self) -> dict[str, Any]:
         """As ``meta.fork`` holds it."""
-        return {"parent": self.parent, "at": self.at, "prefix_sha256": self.prefix_sha256, "offset": self.offset, "name": self.name}
+        found = {"parent": self.parent, "at": self.at, "prefix_sha256": self.prefix_sha256, "offset": self.offset, "name": self.name}
+        if self.turns is not None:
+            found["turns"] = self.turns
+        if self.title:
+            found["title"] = self.title
+        return found
+
+    @property
+    def point_words(self) -> str:
+        """Where it was forked, as people count: ``after turn 2`` (``at event 12`` where the turns are not recorded)."""
+        return after_turn(self.turns) if self.turns is not None else f"at event {self.at}"
 
     @property
     def words(self) -> str:
-        """How views say it: ``forked from 20261204-101500-a1b2 at event 12``."""
-        return f"forked from {self.name or self.parent[:8]} at event {self.at}"
+        """How views say it: ``forked from 20261204-101500-a1b2 after turn 2``."""
+        return f"forked from {self.name or self.parent[:8]} {self.point_words}"
+
+
+# Words, as people count turns (tables: tests/state/test_lineage.py) ------------------------------------------------
+def turn_span(first: int, last: int) -> str:
+    """Turns ``first`` to ``last``: ``turn 3``, ``turns 1–3``, ``no turns`` (an empty span)."""
+    if last < first:
+        return "no turns"
+    return f"turn {first}" if first == last else f"turns {first}–{last}"
+
+
+def after_turn(turns: int) -> str:
+    """The point after ``turns`` turns: ``after turn 2``, or ``before the first turn``."""
+    return f"after turn {turns}" if turns > 0 else "before the first turn"
+
+
+_FORK_SUFFIX = re.compile(r" \(fork (?:after turn \d+|before the first turn)\)$")
+
+
+def fork_title(parent_title: str, turns: int) -> str:
+    """A fork's own title: its parent's, then where it was forked: ``Plot sales (fork after turn 2)``."""
+    return f"{parent_title or 'untitled'} (fork {after_turn(turns)})"
+
+
+def short_title(title: str, limit: int) -> str:
+    """A title in at most ``limit`` characters, keeping a fork's ``(fork after turn N)`` whole (its parent's title is cut)."""
+    title = " ".join(title.split())
+    found = _FORK_SUFFIX.search(title)
+    if len(title) <= limit or found is None or len(found.group()) + 2 > limit:
+        return title if len(title) <= limit else title[: limit - 1] + "…"
+    base = title[: found.start()]
+    room = limit - len(found.group())
+    return (base if len(base) <= room else base[: room - 1] + "…") + found.group()
 
 
 def of_meta(meta: Mapping[str, Any] | None) -> Lineage | None:
@@ -49,8 +94,16 @@ def of_dict(found: Any) -> Lineage | None:
     parent, at, digest, offset = found.get("parent"), found.get("at"), found.get("prefix_sha256"), found.get("offset")
     if not (isinstance(parent, str) and isinstance(at, int) and isinstance(digest, str) and isinstance(offset, int)):
         return None
-    name = found.get("name")
-    return Lineage(parent, at, digest, offset, name if isinstance(name, str) else "")
+    name, turns, title = found.get("name"), found.get("turns"), found.get("title")
+    return Lineage(
+        parent,
+        at,
+        digest,
+        offset,
+        name if isinstance(name, str) else "",
+        turns if isinstance(turns, int) and not isinstance(turns, bool) and turns >= 0 else None,
+        title if isinstance(title, str) else "",
+    )
 
 
 # Fork points -------------------------------------------------------------------------------------------
@@ -60,6 +113,7 @@ class Point:
 
     seq: int
     turns: int
+    title: str = field(default="", compare=False)  # the session's title there (what a fork's own title starts with)
 
 
 def at_rest(state: fold.State) -> bool:
@@ -85,7 +139,7 @@ def survey(events: Iterable[ev.Event]) -> tuple[list[Point], int]:
     for event in events:
         fold.apply(state, event)
         if at_rest(state):
-            found.append(Point(event["seq"], state.turns))
+            found.append(Point(event["seq"], state.turns, state.title))
     return found, state.turns
 
 
@@ -100,8 +154,7 @@ def _nearest(valid: Sequence[Point], seq: int) -> str:
     if not named:
         return "it has no point a fork can start from"
     return "the nearest points a fork can start from are " + " and ".join(
-        f"event {p.seq} ({f'after turn {p.turns}' if p.turns else 'before the first turn'}: --at {p.seq} or --turn {p.turns})"
-        for p in named
+        f"event {p.seq} ({after_turn(p.turns)}: --at {p.seq} or --turn {p.turns})" for p in named
     )
 
 

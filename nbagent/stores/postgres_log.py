@@ -19,6 +19,7 @@ from ..record import events as ev
 from ..record import line_codec
 from ..record.log_reader import Scan, scan
 from ..state.fold import State
+from ..state.lineage import of_meta
 from . import snapshot
 from .postgres_db import db_errors, key_of, log_bytes, message_of, need_psycopg, scratch_folder
 from .writer import FSYNC_POLICIES, LOCKED, FsyncPolicy, Repair
@@ -36,7 +37,7 @@ WITH upd AS (
         session_id = CASE WHEN %(type)s = 'session_start' THEN %(session_id)s ELSE session_id END,
         signer = CASE WHEN %(type)s = 'session_start' THEN %(signer)s ELSE signer END,
         created = CASE WHEN %(type)s = 'session_start' THEN %(ts)s ELSE created END,
-        title = CASE WHEN title = '' THEN %(title)s ELSE title END,
+        title = CASE WHEN title = '' OR (%(type)s = 'session_start' AND %(title)s <> '') THEN %(title)s ELSE title END,
         requests = CASE WHEN %(request)s = '' OR length(requests) > %(limit)s THEN requests ELSE requests || %(request)s || E'\\n' END
     WHERE id = %(id)s AND last_seq = %(seq)s - 1
     RETURNING id
@@ -196,7 +197,7 @@ class PostgresLog:
             "signer": sig.split(":", 1)[0] if isinstance(sig, str) else "",
             "session_id": event.get("session_id", ""),
             "turn": 1 if event["type"] == ev.USER_MSG else 0,
-            "title": " ".join(text.split())[:80] if event["type"] == ev.USER_MSG else "",
+            "title": " ".join(text.split())[:80] if event["type"] == ev.USER_MSG else _fork_title(event),
             "request": text[:4096] if event["type"] == ev.USER_MSG else "",
             "limit": REQUESTS_LIMIT,
             "line": line.rstrip(b"\n").decode("ascii"),
@@ -380,3 +381,11 @@ def _duplicate(exc: Any, event: dict[str, Any]) -> str:
     if name == "nbagent_tool_result_once":
         return f"tool call {event.get('tool_use_id')} already has its result (a result is recorded once)"
     return f"the database already has this event ({name or 'a unique key'}): a second writer?"
+
+
+def _fork_title(event: dict[str, Any]) -> str:
+    """A fork's own title, from its session_start (the index's title column, as the fold's state has it); '' for any other event."""
+    if event.get("type") != ev.SESSION_START:
+        return ""
+    found = of_meta(event.get("meta") if isinstance(event.get("meta"), dict) else None)
+    return " ".join(found.title.split())[:200] if found is not None else ""

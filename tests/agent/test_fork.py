@@ -122,16 +122,26 @@ def test_a_fork_of_a_fork_and_the_family_in_every_listing(kind: str, tmp_path: P
     assert names == ["parent", "└─ kid", "   └─ grandkid"], lines
     out = io.StringIO()
     assert main(["sessions"], out=out) == 0
-    assert "(fork of kid at 8)" in out.getvalue() and "(fork of parent at 4)" in out.getvalue()
+    listing = out.getvalue()  # each fork has a title of its own, saying where it came from as people count turns
+    assert "request 1 (fork after turn 1)" in listing and " (fork after turn 2)" in listing and "at event" not in listing
+    assert [line.split()[0] for line in listing.splitlines()[1:]] == ["parent", "kid", "grandkid"]
     out = io.StringIO()
     assert main(["sessions", "--tree", "--json"], out=out) == 0
     rows = {row["name"]: row for row in json.loads(out.getvalue())}
-    assert (rows["grandkid"]["depth"], rows["grandkid"]["parent_name"], rows["grandkid"]["forked_at"]) == (2, "kid", 8)
+    grandkid = rows["grandkid"]
+    assert (grandkid["depth"], grandkid["parent_name"], grandkid["forked_at"], grandkid["forked_after_turn"]) == (2, "kid", 8, 2)
+    assert (
+        grandkid["title"] == "request 1 (fork after turn 1) (fork after turn 2)" and rows["kid"]["title"] == "request 1 (fork after turn 1)"
+    )
+    assert rows["parent"]["title"] == "request 1" and rows["parent"]["forked_after_turn"] is None
+    out = io.StringIO()
+    assert main(["sessions", "--tree"], out=out) == 0
+    assert "after turn 1" in out.getvalue() and "after turn 2" in out.getvalue() and "event 8" not in out.getvalue()
     out = io.StringIO()
     assert main(["show", "grandkid"], out=out) == 0
     shown = out.getvalue()
-    assert "forked from kid at event 8: events 1-8 are its parent's" in shown
-    assert "started, forked from parent at event 4" in shown and "started, forked from kid at event 8" in shown
+    assert "forked from kid after turn 2: events 1-8 are its parent's" in shown
+    assert "started, forked from parent after turn 1" in shown and "started, forked from kid after turn 2" in shown
 
 
 def test_nbagent_fork_on_the_command_line(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -139,7 +149,15 @@ def test_nbagent_fork_on_the_command_line(kind: str, tmp_path: Path, monkeypatch
     monkeypatch.chdir(tmp_path)
     out, err = io.StringIO(), io.StringIO()
     assert main(["fork", "parent", "--turn", "2", "--name", "two"], out=out, err=err) == 0, err.getvalue()
-    assert "forked parent at event 7 (turns 1-2) into" in out.getvalue()
+    said = out.getvalue()
+    assert said.startswith("forked parent after turn 2 (it keeps turns 1–2: events 1-7) into") and said.count("\n") == 1
+    assert said.rstrip().endswith('titled "request 1 (fork after turn 2)"')
+    out = io.StringIO()
+    assert main(["fork", "parent", "--turn", "1", "--name", "one"], out=out, err=err) == 0
+    assert "after turn 1 (it keeps turn 1: events 1-4)" in out.getvalue()
+    out = io.StringIO()
+    assert main(["fork", "parent", "--turn", "0", "--name", "none"], out=out, err=err) == 0
+    assert "before the first turn (it keeps no turns" in out.getvalue() and '"request 1 (fork before the first turn)"' in out.getvalue()
     out, err = io.StringIO(), io.StringIO()
     assert main(["fork", "parent", "--at", "6"], out=out, err=err) == 2
     assert err.getvalue().startswith("nbagent fork: cannot fork parent there: event 6 is inside a turn")
@@ -203,9 +221,9 @@ def test_the_panel_replay_and_server_views_say_where_a_fork_came_from(tmp_path: 
         pass
     kid = path.with_name("kid.jsonl")
     shown = html.transcript_html(history.read_all(kid))  # what the panel, the replay widget and the server's live view render
-    assert "forked from parent at event 4" in shown
+    assert "forked from parent after turn 1" in shown
     # The replay widget's header says it before any event is shown; a session that is no fork says nothing of the kind.
-    assert "forked from parent at event 4 · read-only" in Timeline(history.read_all(kid)).header_html()
+    assert "forked from parent after turn 1 · read-only" in Timeline(history.read_all(kid)).header_html()
     assert "forked from" not in Timeline(history.read_all(path)).header_html()
     rows = {s.name: history.json_row(s) for s in history.list_summaries(tmp_path)}  # the server's session list is these rows
     assert (rows["kid"]["parent_name"], rows["kid"]["forked_at"], rows["parent"]["parent"]) == ("parent", 4, "")

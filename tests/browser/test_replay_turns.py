@@ -27,6 +27,13 @@ GARDEN = "\n\n".join(
 )
 LARGEST = "The cardamom field is the largest: twice the others together."
 REPLAY_CELL = 3
+# How wide a select's longest option is, and the room its box leaves for text (its padding holds the arrow).
+FITS = """(sel) => {
+  const style = getComputedStyle(sel), ctx = document.createElement('canvas').getContext('2d');
+  ctx.font = `${style.fontStyle} ${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+  const widest = Math.max(...[...sel.options].map((o) => ctx.measureText(o.text).width));
+  return {widest, room: sel.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight)};
+}"""
 
 
 def in_sight(output: Any) -> bool:
@@ -97,6 +104,13 @@ def test_the_replay_opens_on_what_the_session_was_and_finds_words_in_context(
     wait_until(lambda: turn.count() == 2, 15, "replay: Next turn did not reach the second turn")
     assert [visible_text(h).strip() for h in turn.all()] == [f"Turn 1 · {FIRST}", f"Turn 2 · {SECOND}"]
     wait_until(lambda: in_sight(output), 10, "replay: the cursor is out of sight at the end of a long transcript")
+
+    # The controls' labels are whole: the speed dropdown shows "instant", not "instar"; the header names the log
+    # relative to the notebook's folder, not by its absolute path.
+    room = output.locator(".widget-dropdown", has_text="speed").locator("select").first.evaluate(FITS)
+    assert room["widest"] <= room["room"], f"the speed dropdown cuts its longest option, 'instant': {room}"
+    header = " ".join(visible_text(output.locator(".widget-vbox .nbagent-header").first).split())
+    assert f".nbagent/{NOTEBOOK}/" in header and str(lab_server.root) not in header, header
 
     shots = []
     for theme in ("light", "dark"):

@@ -78,9 +78,12 @@ def test_a_project_file_approved_in_the_panel_starts_its_server(server: FakeAnth
     (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"proj": entry}}))
     server.script(tool_use("mcp__proj__echo", {"text": "approved"}), text("done"))
     questions: list[str] = []
+    drawn: list[str] = []  # every HTML widget the panel adds, in order
 
     def act(msg: dict[str, Any]) -> None:
         state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_open" else {}
+        if isinstance(state.get("value"), str):
+            drawn.append(state["value"])
         if "Start the MCP servers" in str(state.get("value", "")):
             questions.append(state["value"])
         approve = button_id(msg, "Approve")
@@ -92,6 +95,10 @@ def test_a_project_file_approved_in_the_panel_starts_its_server(server: FakeAnth
         messages, reply = kernel.execute("%agent echo it", on_message=act, timeout=180)
         assert reply["content"]["status"] == "ok", errors(messages)
     assert questions and "tests.support.mcp_server" in questions[0] and ".mcp.json" in questions[0]  # the commands, before they run
+    # Drawn under the request's "You:" line it belongs to, never above it; nbagent's words are not labelled as the file's.
+    you = next(i for i, value in enumerate(drawn) if "<b>You:</b>" in value)
+    assert you < drawn.index(questions[0]), [v[:80] for v in drawn]
+    assert "it says" not in questions[0] and '<div class="nbagent-approval-about">This .mcp.json beside the notebook' in questions[0]
     assert calls.read_text().splitlines() == ["echo approved"]
     assert (tmp_path / "data" / "mcp-approved.json").exists()
 
@@ -166,6 +173,8 @@ def test_an_approval_holds_for_its_folder_only(server: FakeAnthropic, tmp_path: 
         messages, reply = kernel.execute("%agent echo it", on_message=answering(box, "Approve", seen), timeout=180)
         assert reply["content"]["status"] == "ok", errors(messages)
     assert not any("Start the MCP servers" in v for v in seen)  # approved for this folder: not asked again
-    assert any("says tool" in v and "echo" in v for v in seen)  # a project's tool asks, whatever it claims
+    # a project's tool asks, whatever it claims: its claims labelled as the server's, nbagent's verdict apart from them
+    asked = next(v for v in seen if "the server says</span>" in v and "tool &#x27;echo&#x27;" in v)
+    assert "it says" not in asked and '<div class="nbagent-approval-about">This server comes from a project' in asked
     assert (public / "ran.txt").read_text().splitlines() == [str(public.resolve())]
     assert any("put it in your own Agent.mcp_servers" in n for n in project_notes(public))

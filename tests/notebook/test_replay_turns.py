@@ -171,3 +171,32 @@ def test_the_widget_lists_matches_jumps_to_turns_and_toggles_times(tmp_path: Pat
     assert "#" not in visible(replay.transcript.value)
     replay.times.value = True
     assert "#12 · " in replay.transcript.value and "event 12 of 15" in replay.position.value
+
+
+@pytest.mark.parametrize(
+    ("source", "shown"),
+    [
+        ("/home/ana/work/.nbagent/a.ipynb/s1.jsonl", ".nbagent/a.ipynb/s1.jsonl"),  # beside the notebook: from its folder
+        ("/home/ana/other/s1.jsonl", "~/other/s1.jsonl"),
+        ("/srv/logs/s1.jsonl", "/srv/logs/s1.jsonl"),
+        ("relative/s1.jsonl", "relative/s1.jsonl"),
+        ("postgresql://db.example/nb#a.ipynb/s1", "postgresql://db.example/nb#a.ipynb/s1"),  # a database session, as named
+        ("", ""),
+    ],
+)
+def test_a_replay_names_its_log_shortly(source: str, shown: str) -> None:
+    from nbagent.render.timeline import short_source
+
+    assert short_source(source, Path("/home/ana/work"), Path("/home/ana")) == shown
+
+
+def test_the_replay_header_shows_the_short_name_and_errors_the_whole_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / ".nbagent" / "nb.ipynb" / "s1.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("".join(nbagent.record.line_codec.encode(e, None)[0].decode() for e in EVENTS))
+    replay = Replay.from_path(path)
+    assert replay.source == str(path) and replay.name == ".nbagent/nb.ipynb/s1.jsonl"
+    assert str(tmp_path) not in replay.header.value and ".nbagent/nb.ipynb/s1.jsonl" in replay.header.value
+    assert str(tmp_path) not in replay.static_bundle()["text/html"]
+    replay.close()

@@ -95,6 +95,19 @@ def test_an_unfinished_turn_names_the_turns_that_can_be_kept() -> None:
 LINEAGES = [
     pytest.param({"parent": "p", "at": 3, "prefix_sha256": "x", "offset": 10, "name": "n"}, Lineage("p", 3, "x", 10, "n"), id="whole"),
     pytest.param({"parent": "p", "at": 3, "prefix_sha256": "x", "offset": 10}, Lineage("p", 3, "x", 10, ""), id="no name"),
+    pytest.param(
+        {"parent": "p", "at": 3, "prefix_sha256": "x", "offset": 10, "name": "n", "turns": 1, "title": "hi (fork after turn 1)"},
+        Lineage("p", 3, "x", 10, "n", 1, "hi (fork after turn 1)"),
+        id="its turns and title",
+    ),
+    pytest.param(
+        {"parent": "p", "at": 3, "prefix_sha256": "x", "offset": 10, "turns": True, "title": 7},
+        Lineage("p", 3, "x", 10, ""),
+        id="turns and title of the wrong shape: not recorded",
+    ),
+    pytest.param(
+        {"parent": "p", "at": 3, "prefix_sha256": "x", "offset": 10, "turns": -1}, Lineage("p", 3, "x", 10, ""), id="negative turns"
+    ),
     pytest.param({"parent": "p", "at": "3", "prefix_sha256": "x", "offset": 10}, None, id="a seq that is not a number"),
     pytest.param({"parent": "p"}, None, id="incomplete"),
     pytest.param("p", None, id="not a dict"),
@@ -138,3 +151,64 @@ def test_a_family_is_the_root_and_every_fork_below_it() -> None:
     assert [r.session_id for r in lineage.family_of(rows, "c")] == ["a", "b", "c", "d"]
     assert [r.session_id for r in lineage.family_of(rows, "y")] == ["x", "y"]
     assert [r.session_id for r in lineage.family_of(rows, "zzz")] == []
+
+
+# Words as people count turns: "turn 1", "turns 1–3", "after turn 2"; never "turns 1-1" or an event number where turns are known.
+@pytest.mark.parametrize(
+    ("first", "last", "words"), [(1, 1, "turn 1"), (1, 3, "turns 1–3"), (2, 3, "turns 2–3"), (3, 3, "turn 3"), (1, 0, "no turns")]
+)
+def test_turn_span(first: int, last: int, words: str) -> None:
+    assert lineage.turn_span(first, last) == words
+
+
+@pytest.mark.parametrize(
+    ("found", "words"),
+    [
+        (Lineage("p" * 32, 8, "x", 1, "kid", 2), "forked from kid after turn 2"),
+        (Lineage("p" * 32, 1, "x", 1, "kid", 0), "forked from kid before the first turn"),
+        (Lineage("p" * 32, 8, "x", 1, ""), "forked from pppppppp at event 8"),  # an older fork: its turns are not recorded
+    ],
+)
+def test_where_a_fork_came_from_in_words(found: Lineage, words: str) -> None:
+    assert found.words == words
+
+
+@pytest.mark.parametrize(
+    ("parent", "turns", "title"),
+    [
+        ("Plot sales", 2, "Plot sales (fork after turn 2)"),
+        ("Plot sales", 0, "Plot sales (fork before the first turn)"),
+        ("", 1, "untitled (fork after turn 1)"),
+        ("Plot sales (fork after turn 2)", 3, "Plot sales (fork after turn 2) (fork after turn 3)"),  # a fork of a fork
+    ],
+)
+def test_a_fork_has_a_title_of_its_own(parent: str, turns: int, title: str) -> None:
+    assert lineage.fork_title(parent, turns) == title
+
+
+@pytest.mark.parametrize(
+    ("title", "limit", "shown"),
+    [
+        ("short", 40, "short"),
+        ("a title that is much too long to be shown whole", 20, "a title that is muc…"),
+        ("a long request about sales figures (fork after turn 12)", 40, "a long request abo… (fork after turn 12)"),
+        ("x (fork after turn 2)", 40, "x (fork after turn 2)"),
+        ("abc (fork after turn 2)", 10, "abc (fork…"),  # no room for the suffix: cut like any title
+        ("a  spaced\ttitle", 40, "a spaced title"),
+    ],
+)
+def test_a_short_title_keeps_where_a_fork_came_from(title: str, limit: int, shown: str) -> None:
+    assert lineage.short_title(title, limit) == shown
+    assert len(lineage.short_title(title, limit)) <= limit
+
+
+def test_the_fold_gives_a_fork_its_own_title() -> None:
+    from nbagent.state import fold
+
+    forked = {"fork": Lineage("p" * 32, 3, "x", 10, "n", 1, "hi (fork after turn 1)").to_dict()}
+    found = events(REQUEST, REPLY)
+    found.append(ev.make(len(found) + 1, ev.SESSION_START, {"session_id": "f" * 32, "meta": forked}))
+    found.append(ev.make(len(found) + 1, ev.USER_MSG, {"content": "and then?"}))
+    assert fold.fold(found).title == "hi (fork after turn 1)"
+    assert fold.fold(found[:3]).title == "hi"  # the parent's own: its first request
+    assert [p.title for p in lineage.points(found[:3])] == ["", "hi"]

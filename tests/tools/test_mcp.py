@@ -129,7 +129,7 @@ def test_an_irreversible_tool_asks_with_the_servers_claims(
     assert [r.reason for r in asked] == ["irreversible"] and asked[0].effect == "irreversible"
     assert "destructive" in asked[0].claims and "Delete a row" in asked[0].claims
     question = [e for e in of_type(session, ev.APPROVAL) if e["decision"] == "pending"][0]["question"]
-    assert "says tool 'delete_row'" in question  # the claims are in the logged question too
+    assert "The server says: tool 'delete_row'" in question  # the claims are in the logged question too, as the server's
     assert server.lines("calls") == []  # declined: never called
     go(session, client, McpServers({"t": server.config()}, manager=manager), "echo", approval=decline)  # a write does not ask
     assert len(asked) == 1 and server.lines("calls") == ["echo hi"]

@@ -10,7 +10,7 @@ import pytest
 
 from nbagent.tools.mcp import McpConfigError, parse
 from nbagent.tools.mcp.adapter import DESCRIPTION_LIMIT, SCHEMA_LIMIT, bounded_description, bounded_schema, content
-from nbagent.tools.mcp.effects import claims, effect, tool_name
+from nbagent.tools.mcp.effects import claims, effect, tool_name, verdict
 
 API_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -76,14 +76,16 @@ def test_effects_from_annotations(annotations: dict[str, Any] | None, override: 
     assert effect(annotations, override, trusted=trusted) == expected
 
 
-def test_claims_say_what_the_server_says_and_the_override() -> None:
+def test_claims_say_what_the_server_says_and_nbagents_verdict_is_apart() -> None:
     said = claims("db", "drop", {"destructiveHint": True, "openWorldHint": False, "title": "Drop a table"})
-    assert "'db'" in said and "'drop'" in said and "destructive" in said and "stays inside" in said and "Drop a table" in said
-    assert "own claims" in said
+    assert (
+        said == "tool 'drop' titled 'Drop a table' of MCP server 'db' is: destructive, stays inside its own system (hints, not guarantees)."
+    )
     assert "nothing about its effects" in claims("db", "q", None)
-    assert "Your settings make it 'write'" in claims("db", "drop", {"destructiveHint": True}, "write")
-    project = claims("db", "q", {"readOnlyHint": True}, trusted=False)
-    assert "read-only" in project and "not used: each call asks" in project
+    assert "settings" not in said and "project" not in said  # the server's words only: nbagent's are the verdict's
+    assert verdict("write") == "Your settings make this tool 'write', whatever the server claims."
+    assert verdict(None, trusted=False) == "This server comes from a project's .mcp.json, so its claims are not used: each call asks."
+    assert verdict(None) == ""
 
 
 def test_config_in_claude_format() -> None:

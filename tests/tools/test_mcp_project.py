@@ -202,7 +202,8 @@ def test_the_same_bytes_in_another_folder_ask_again_and_start_nothing_unasked(tm
     view = View(answer=False)
     servers = source(tmp_path / "clone", view)
     assert servers is not None and servers.configs == [] and len(view.asked) == 1  # asked again, in the panel
-    assert "clone" in view.asked[0].claims and "does not cover" in view.asked[0].claims
+    assert "clone" in view.asked[0].about and "does not cover" in view.asked[0].about  # nbagent's words, not a server's claims
+    assert view.asked[0].claims == ""
     assert not (tmp_path / "clone" / "attacker-ran.txt").exists()
 
 
@@ -248,7 +249,7 @@ def test_a_project_server_runs_in_its_folder_and_its_tools_ask(tmp_path: Path, m
         tools = {t.name: t for t in servers.tools()}
         assert (tmp_path / "p" / "ran.txt").read_text().splitlines() == [str((tmp_path / "p").resolve())]
         assert tools["mcp__proj__add"].effect == "irreversible" and tools["mcp__proj__echo"].effect == "irreversible"
-        assert "not used: each call asks" in tools["mcp__proj__add"].claims
+        assert "not used: each call asks" in tools["mcp__proj__add"].about and "project" not in tools["mcp__proj__add"].claims
     finally:
         for connection in servers.connections():
             connection.stop()
@@ -276,3 +277,19 @@ def test_the_files_an_approval_covers(tmp_path: Path, command: str, args: list[s
     (folder / ".mcp.json").write_text(json.dumps({"mcpServers": {"s": {"command": command, "args": args}}}))
     found = project.load(folder / ".mcp.json")
     assert [name for name, _ in found.files] == expected
+
+
+def test_the_question_waits_until_the_request_is_logged(tmp_path: Path) -> None:
+    """With ``ready`` (the notebook's run of a new request), the panel asks only once the request is logged: under its "You:" line."""
+    write_project(tmp_path)
+    logged = [False]
+    view = View(answer=False)
+    shell = type("Shell", (), {"user_ns": {"__session__": str(tmp_path / "analysis.ipynb")}})()
+    servers = mcp_servers.source(shell, Agent(), view, ready=lambda: logged[0])
+    assert isinstance(servers, mcp_servers.AfterRequest) and view.asked == []
+    assert servers.tools() == [] and view.asked == []  # the loop's first look, before the request is logged: not asked yet
+    logged[0] = True
+    assert servers.tools() == [] and len(view.asked) == 1  # now asked (and declined here): nothing starts
+    assert servers.tools() == [] and len(view.asked) == 1  # once
+    [note] = servers.notes()
+    assert "you declined it" in note and not (tmp_path / "starts.txt").exists()

@@ -104,7 +104,8 @@ class McpTool(Tool):
         self.effect = rules.effect(annotations, override, trusted=server.trusted)
         self.guard = None
         self.takes_key = False
-        self.claims = rules.claims(server.name, self.tool_name, annotations, override, trusted=server.trusted)
+        self.claims = rules.claims(server.name, self.tool_name, annotations)  # the server's words
+        self.about = rules.verdict(override, trusted=server.trusted)  # nbagent's: what those words count for
         self.origin = {"server": server.name, "tool": self.tool_name}
         described = data.get("description") or annotations.get("title") or f"Tool {self.tool_name} of MCP server {server.name}."
         description, cut = bounded_description(str(described))

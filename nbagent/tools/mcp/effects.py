@@ -54,8 +54,8 @@ def effect(annotations: Mapping[str, Any] | None, override: Effect | None = None
     return "write"
 
 
-def claims(server: str, tool: str, annotations: Mapping[str, Any] | None, override: Effect | None = None, *, trusted: bool = True) -> str:
-    """The server's own claims about a tool, in a sentence for the approval question (hints, not guarantees)."""
+def claims(server: str, tool: str, annotations: Mapping[str, Any] | None) -> str:
+    """The server's own claims about a tool, in a sentence the approval question shows as the server's (hints, not guarantees)."""
     said = []
     for key, yes, no in (
         ("readOnlyHint", "read-only", "not read-only"),
@@ -69,9 +69,13 @@ def claims(server: str, tool: str, annotations: Mapping[str, Any] | None, overri
     title = (annotations or {}).get("title")
     named = f" titled {str(title)[:80]!r}" if title else ""
     what = ", ".join(said) if said else "nothing about its effects"
-    text = f"MCP server {server!r} says tool {tool!r}{named} is: {what} (the server's own claims)."
+    return f"tool {tool!r}{named} of MCP server {server!r} is: {what} (hints, not guarantees)."
+
+
+def verdict(override: Effect | None = None, *, trusted: bool = True) -> str:
+    """nbagent's own words on what a server's claims count for ('' where they set the effect, as :func:`effect` says)."""
     if override is not None:
-        text += f" Your settings make it {override!r}."
-    elif not trusted:
-        text += " It comes from a project's .mcp.json, so these claims are not used: each call asks."
-    return text
+        return f"Your settings make this tool {override!r}, whatever the server claims."
+    if not trusted:
+        return "This server comes from a project's .mcp.json, so its claims are not used: each call asks."
+    return ""
