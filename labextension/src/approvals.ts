@@ -14,6 +14,7 @@ import type { NotebookPanel } from '@jupyterlab/notebook';
 import { MimeModel } from '@jupyterlab/rendermime';
 import { Panel, PanelLayout, Widget } from '@lumino/widgets';
 
+import { InlineEdits } from './inline';
 import * as outgoing from './outgoing';
 import { decisionWords, drawOverlay } from './pagerules';
 import type { ApprovalDecided, ApprovalWaiting, JSONObject } from './protocol';
@@ -127,18 +128,34 @@ export function placeUnder(
 
 /** The questions shown on one notebook page. */
 export class Approvals {
+  /** Proposed edits shown at the cells they change, and the run offers after a fix (inline.ts). */
+  readonly edits: InlineEdits;
+
   constructor(
     readonly panel: NotebookPanel,
     private readonly _send: (message: JSONObject) => void
-  ) {}
+  ) {
+    this.edits = new InlineEdits(panel, _send, id => this.cell(id));
+  }
 
-  /** The kernel says a question waits: show it under its cell (else at the top), unless the live panel there asks it. */
+  /**
+   * The kernel says a question waits: a proposed edit at the cell it changes; else the question under its cell (at the
+   * top without one), unless the live panel there asks it.
+   */
   waiting(message: ApprovalWaiting): void {
     const key = `${message.session}\n${message.tool_use_id}`;
     const cell = this.cell(message.cell_id);
     const live = (node: HTMLElement) => node.querySelector(ACTIVITY) !== null;
     const hasLive = cell ? live(cell.node) : false;
-    if (!drawOverlay(Boolean(cell), hasLive, live(this.panel.content.node))) {
+    const inline = this.edits.show(message);
+    if (
+      !drawOverlay(
+        Boolean(cell),
+        hasLive,
+        live(this.panel.content.node),
+        inline
+      )
+    ) {
       return;
     }
     this._overlays.get(key)?.dispose(); // shown again (this page said hello again): the newer one
@@ -162,6 +179,7 @@ export class Approvals {
       `${message.session}\n${message.tool_use_id}`
     );
     overlay?.end(decisionWords(message.decision, message.by));
+    this.edits.decided(message);
   }
 
   /** The kernel went away: every question still open here ends with `words`. */
@@ -171,6 +189,7 @@ export class Approvals {
         overlay.end(words);
       }
     }
+    this.edits.endAll();
   }
 
   /** The notebook's cell of this id, if it is in the notebook. */

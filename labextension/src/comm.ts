@@ -268,6 +268,9 @@ export class CellsBridge {
               ? outgoing.editResult(message.id, true)
               : outgoing.editResult(message.id, false, reason)
           );
+          if (reason === null && message.offer_run) {
+            this.approvals.edits.offerRun(message.cell_id); // an accepted --fix: run it on a click
+          }
           break;
         }
         case 'approval_waiting':

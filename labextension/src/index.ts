@@ -12,6 +12,7 @@ import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { CellsButtons } from './button';
 import { bridgeFor } from './comm';
 import { EXTENSION_VERSION, MIME_TYPE } from './protocol';
+import { setCommands } from './runcell';
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: 'nbagent:cells',
@@ -24,6 +25,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     tracker: INotebookTracker,
     rendermime: IRenderMimeRegistry
   ) => {
+    setCommands(app.commands, tracker); // "Run cell" after an accepted --fix runs through notebook:run-cell
     rendermime.addFactory(
       {
         safe: true, // draws buttons from checked data; no markup or script from the output

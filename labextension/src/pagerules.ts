@@ -18,14 +18,28 @@ export function decisionWords(
   return by ? `${decision} (${by})` : decision;
 }
 
-/** Whether a page draws the question: not where the cell already shows the live panel that asks it. */
+/**
+ * Whether a page draws the question: not where the cell already shows the live panel that asks it, nor where the
+ * page shows it at the cell a proposed edit changes (inline.ts: the diff and its own Accept / Reject).
+ */
 export function drawOverlay(
   cellFound: boolean,
   cellHasLivePanel: boolean,
-  anyLivePanel: boolean
+  anyLivePanel: boolean,
+  shownAtTarget = false
 ): boolean {
+  if (shownAtTarget) {
+    return false;
+  }
   return cellFound ? !cellHasLivePanel : !anyLivePanel;
 }
+
+/** What a proposed edit at its cell says beside its label (docs/cells.md, "Proposed edits"). */
+export const EDIT_NOTE =
+  'Accept applies it as an ordinary edit (Ctrl+Z in the cell undoes it); nothing is run.';
+/** What the "Run cell" offer says after an accepted `%agent --fix`. */
+export const RUN_NOTE =
+  'the fix is in this cell (Ctrl+Z undoes it); it has not run';
 
 export const STOPPED =
   'interrupted: the kernel stopped; run this cell to continue exactly once';

@@ -4,6 +4,17 @@
  * Pure functions only: nothing here touches the notebook or the kernel, so every rule has a table test.
  */
 
+import {
+  anyObject,
+  Check,
+  intAtLeast,
+  isObject,
+  list,
+  object,
+  oneOf,
+  str
+} from './checks';
+
 /** This extension's version (package.json's; a unit test checks they agree), sent in `hello`. */
 export const EXTENSION_VERSION = '0.1.0';
 export const TARGET = 'nbagent.cells';
@@ -51,6 +62,7 @@ export type KernelMessage =
       cell_id: string;
       old_source: string;
       new_source: string;
+      offer_run?: boolean;
     }
   | {
       v: 1;
@@ -59,6 +71,7 @@ export type KernelMessage =
       tool_use_id: string;
       question_html: string;
       cell_id?: string;
+      edit?: IProposedEdit;
     }
   | {
       v: 1;
@@ -70,6 +83,12 @@ export type KernelMessage =
     }
   | { v: 1; type: 'error'; id?: string; error: string }
   | { v: 1; type: 'transcripts'; id: string; write: boolean; cells: IFill[] };
+
+/** A proposed cell edit a question asks about: the cell it changes, and its diff (HTML, shown at that cell). */
+export interface IProposedEdit {
+  cell_id: string;
+  diff_html: string;
+}
 
 /** A finished turn for a cell that lacks it: the outputs the cell would show (docs/cells.md, `transcripts`). */
 export interface IFill {
@@ -112,80 +131,6 @@ export type Parsed =
   | { ok: true; message: KernelMessage }
   | { ok: false; error: string; id?: string };
 
-type Check = (value: unknown) => string; // '' when the value is good, else what it should be
-
-const isObject = (value: unknown): value is JSONObject =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
-
-const str =
-  (limit: number): Check =>
-  value =>
-    typeof value === 'string' && value.length <= limit
-      ? ''
-      : `a string of at most ${limit} characters`;
-
-const oneOf =
-  (...choices: string[]): Check =>
-  value =>
-    typeof value === 'string' && choices.includes(value)
-      ? ''
-      : `one of ${choices.join(', ')}`;
-
-const intAtLeast =
-  (low: number): Check =>
-  value =>
-    Number.isInteger(value) && (value as number) >= low
-      ? ''
-      : `an integer of at least ${low}`;
-
-const list =
-  (item: Check, limit: number): Check =>
-  value => {
-    if (!Array.isArray(value) || value.length > limit) {
-      return `a list of at most ${limit} items`;
-    }
-    for (let i = 0; i < value.length; i++) {
-      const wrong = item(value[i]);
-      if (wrong) {
-        return `a list whose item ${i} is ${wrong}`;
-      }
-    }
-    return '';
-  };
-
-const anyObject: Check = value => (isObject(value) ? '' : 'an object');
-
-/** An object with exactly these keys (the optional ones may be left out), each of its own shape. */
-const object =
-  (
-    required: Record<string, Check>,
-    optional: Record<string, Check> = {}
-  ): Check =>
-  value => {
-    if (!isObject(value)) {
-      return 'an object';
-    }
-    const known = new Set([...Object.keys(required), ...Object.keys(optional)]);
-    const extra = Object.keys(value).filter(key => !known.has(key));
-    if (extra.length) {
-      return `an object without the keys ${extra.sort().join(', ')}`;
-    }
-    for (const key of Object.keys(required)) {
-      if (!(key in value)) {
-        return `an object with '${key}'`;
-      }
-    }
-    for (const [key, rule] of Object.entries({ ...required, ...optional })) {
-      if (key in value) {
-        const wrong = rule(value[key]);
-        if (wrong) {
-          return `an object whose '${key}' is ${wrong}`;
-        }
-      }
-    }
-    return '';
-  };
-
 const ID = str(MAX_ID);
 const TEXT = str(MAX_TEXT);
 const SOURCE = str(MAX_SOURCE);
@@ -196,6 +141,8 @@ const MULTILINE: Check = value =>
     : 'a string or a list of strings';
 const MIME_BUNDLE: Check = value =>
   isObject(value) ? '' : 'a MIME bundle (an object)';
+const BOOL: Check = value =>
+  typeof value === 'boolean' ? '' : 'true or false';
 const OPTIONAL_COUNT: Check = value =>
   value === null ? '' : intAtLeast(0)(value);
 
@@ -280,11 +227,11 @@ const FROM_KERNEL: Record<
   read_request: [{ id: ID }, {}],
   apply_edit: [
     { id: ID, cell_id: ID, old_source: SOURCE, new_source: SOURCE },
-    {}
+    { offer_run: BOOL }
   ],
   approval_waiting: [
     { session: ID, tool_use_id: ID, question_html: str(MAX_HTML) },
-    { cell_id: ID }
+    { cell_id: ID, edit: object({ cell_id: ID, diff_html: str(MAX_HTML) }) }
   ],
   approval_decided: [
     {
@@ -299,7 +246,7 @@ const FROM_KERNEL: Record<
   transcripts: [
     {
       id: ID,
-      write: v => (typeof v === 'boolean' ? '' : 'true or false'),
+      write: BOOL,
       cells: list(FILL, MAX_CELLS)
     },
     {}

@@ -7,18 +7,22 @@ the comm pump (:mod:`.pump`), as approval clicks do.
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 from anthropic.lib.tools import ToolError
 
 from ..record import redact
-from ..render.code import hidden_note_html, mark_hidden
+from ..render.html import approval_html
 from ..render.parts import esc
 from ..state.approval_rule import ApprovalRequest
 from ..tools.clipping import clipped
 from ..tools.decorator import Tool
+from .cells import CellLog, CellRun
 from .cells_comm import Bridge, Message
+from .cells_protocol import edit
+from .edit_view import diff_html as diff_html
+from .edit_view import diff_lines as diff_lines
+from .edit_view import question_html
 
 NAME = "propose_cell_edit"
 REPLY_TIMEOUT = 10.0  # seconds the kernel waits for the browser's answer
@@ -81,49 +85,67 @@ def _cell(number: int, cell: Message) -> str:
 
 
 class Proposals:
-    """propose_cell_edit through one bridge: the cell's source when the diff was shown, then the edit once approved."""
+    """propose_cell_edit through one bridge: the cell's source when the diff was shown, then the edit once approved.
+
+    ``log``: the kernel's cells (an applied edit fixes their errors, for ``{Err}``); ``fixing``: the error a running
+    ``%agent --fix`` turn is about (its applied edit fixes it, and the browser offers to run the cell).
+    """
 
     def __init__(self, bridge: Bridge) -> None:
         self.bridge = bridge
-        self._shown: dict[tuple[str, str], str] = {}  # (cell_id, new_source) -> the source the diff was made from
+        self.log: CellLog | None = None
+        self.fixing: CellRun | None = None
+        self._shown: dict[tuple[str, str], tuple[int, str]] = {}  # (cell_id, new_source) -> its position and source, as shown
+        self._views: dict[str, Message] = {}  # tool_use_id -> the edit as the cell itself shows it (cells_protocol.edit)
 
-    def current_source(self, cell_id: str) -> str:
-        """The cell's source in the browser now; a ToolError if the browser did not answer or has no such cell."""
+    def current(self, cell_id: str) -> tuple[int, str]:
+        """The cell's position (from 1) and source in the browser now; a ToolError if the browser did not answer or has no such cell."""
         reply = self.bridge.request({"type": "read_request"}, REPLY_TIMEOUT)
         if reply is None or reply.get("type") != "notebook":
             raise ToolError("The cell could not be read from the browser just now, so nothing was changed.")
-        for cell in reply["cells"]:
+        for position, cell in enumerate(reply["cells"], 1):
             if cell["id"] == cell_id:
-                return str(cell["source"])
+                return position, str(cell["source"])
         raise ToolError(f"The notebook has no cell with id {cell_id!r}; read_notebook shows the cells' ids.")
 
-    def diff_html(self, request: ApprovalRequest) -> str:
-        """What the approval shows of a proposed edit: every changed line, as a unified diff ('' for other tools)."""
+    def question_html(self, request: ApprovalRequest) -> str:
+        """The whole question of a proposed edit: the cell by position and first line, one coloured diff ('' for other tools)."""
         if request.tool_name != NAME:
             return ""
         cell_id, new = str(request.input.get("cell_id", "")), str(request.input.get("new_source", ""))
         try:
-            old = self.current_source(cell_id)
-        except ToolError as exc:
-            return f'<div class="nbagent-note">{esc(str(exc))}</div>'
-        self._shown[(cell_id, new)] = old
-        return diff_html(old, new, cell_id)
+            position, old = self.current(cell_id)
+        except ToolError as exc:  # the call as any other's, and why there is no diff
+            note = f'<div class="nbagent-note">{esc(str(exc))}</div>'
+            return approval_html(request.tool_name, request.input, request.reason) + note
+        self._shown[(cell_id, new)] = (position, old)
+        self._views[request.tool_use_id] = edit(cell_id, diff_html(old, new))
+        return question_html(position, old, new)
+
+    def view(self, tool_use_id: str) -> Message | None:
+        """The edit a question waiting asks about, as the cell itself shows it (None for any other question)."""
+        return self._views.pop(tool_use_id, None)
 
     def apply(self, cell_id: str, new_source: str) -> str:
         """Send the approved edit; what the model is told."""
-        old = self._shown.pop((cell_id, new_source), None)
-        if old is None:  # approved without the diff (asked as text, or by an approval function)
-            old = self.current_source(cell_id)
+        shown = self._shown.pop((cell_id, new_source), None)
+        position, old = shown if shown is not None else self.current(cell_id)  # approved unseen: asked as text, or by a function
+        where = f"cell {position} (id {cell_id})"
         if old == new_source:
-            return f"Cell {cell_id} already has this source; nothing was changed."
-        reply = self.bridge.request({"type": "apply_edit", "cell_id": cell_id, "old_source": old, "new_source": new_source}, REPLY_TIMEOUT)
+            return f"The {where} already has this source; nothing was changed."
+        message: Message = {"type": "apply_edit", "cell_id": cell_id, "old_source": old, "new_source": new_source}
+        if self.fixing is not None:
+            message["offer_run"] = True  # the browser offers a Run button at the fixed cell; nothing runs unless clicked
+        reply = self.bridge.request(message, REPLY_TIMEOUT)
         if reply is None:
             raise ToolError("The browser did not answer: the edit may not have been applied; read_notebook shows the cell now.")
         if reply.get("type") == "error":
             raise ToolError(f"The browser refused the edit: {reply.get('error')}")
         if not reply.get("ok"):
             raise ToolError(f"The edit was not applied: {reply.get('reason') or CHANGED}.")
-        return f"The user approved the edit; cell {cell_id} now has the new source (it was not run)."
+        if self.log is not None:
+            self.log.edited(cell_id, self.fixing)  # its error is not {Err} any more
+        return f"The user approved the edit; {where} now has the new source (it was not run)."
 
     def tool(self) -> Tool:
         """The ``propose_cell_edit`` tool (effect "irreversible", and asked even under approval "auto"; "deny" refuses it)."""
@@ -140,39 +162,6 @@ class Proposals:
         tool = Tool(propose_cell_edit, effect="irreversible", name=NAME, description=DESCRIPTION)
         tool.asks_always = True  # it rewrites a cell the user wrote: asked with its diff under "ask" and "auto" alike
         return tool
-
-
-def diff_lines(old: str, new: str) -> list[str]:
-    """Every changed line of an edit, as a unified diff (lines of context around them): a pure rule.
-
-    Lines end at ``\n`` only, as in the cell: a U+2028, form feed or ``\r`` stays in its line, where it is shown marked.
-    """
-    return list(difflib.unified_diff(_lines(old), _lines(new), "before", "after", lineterm="", n=3))
-
-
-def _lines(source: str) -> list[str]:
-    return source.split("\n") if source else []
-
-
-def diff_html(old: str, new: str, cell_id: str) -> str:
-    """The diff of a proposed edit, each line marked added or removed (escaped: the source is the model's).
-
-    Invisible and direction-changing characters are shown escaped and marked, under a warning naming them.
-    """
-    rows = []
-    lines = diff_lines(old, new)
-    for line in lines:
-        kind = (
-            "add"
-            if line.startswith("+") and not line.startswith("+++")
-            else "del"
-            if line.startswith("-") and not line.startswith("---")
-            else "ctx"
-        )
-        rows.append(f'<span class="nbagent-diff-{kind}">{mark_hidden(esc(line))}</span>')
-    body = "\n".join(rows) or esc("(no change)")
-    head = f'<div class="nbagent-dim">cell {mark_hidden(esc(cell_id))}</div>{hidden_note_html(chr(10).join(lines))}'
-    return f'<div class="nbagent-diff">{head}<pre class="nbagent-code">{body}</pre></div>'
 
 
 def live_reader(bridge: Bridge | None) -> Any:

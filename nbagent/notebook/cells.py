@@ -42,6 +42,7 @@ class CellRun:
     source: str  # as the user ran it (clipped when captured)
     result: str | None  # the text/plain IPython already produced for Out[count] (history_manager.output_hist_reprs), clipped
     error: str | None  # "KeyError: 'x'" + the last frames of its traceback, formatted once at capture, clipped
+    cell_id: str | None = None  # the notebook cell's id, where the front end sent it (JupyterLab, Notebook 7, nbclient)
 
 
 def is_agent_cell(source: str) -> bool:
@@ -98,6 +99,7 @@ class CellLog:
         self._runs: dict[int, CellRun] = {}  # by execution count, oldest first
         self._count = 0
         self.before_load: CellRun | None = None  # an error from before nbagent was loaded whose cell is unknown
+        self._fixed: set[int] = set()  # execution counts whose error an applied edit fixed (0: before_load's)
         self._backfill()
 
     def register(self) -> None:
@@ -131,11 +133,23 @@ class CellLog:
         return self._runs.get(count)
 
     def last_error(self) -> CellRun | None:
-        """The most recent cell that raised (or an error from before nbagent was loaded, with count 0)."""
+        """The latest error still standing: the newest run that raised whose cell (by id) did not run again and no applied edit fixed.
+
+        Else an error from before nbagent was loaded (count 0), unless fixed too (:meth:`edited`).
+        """
+        later: set[str] = set()  # the cells that ran after the run looked at
         for run in reversed(self._runs.values()):
-            if run.error is not None:
+            if run.error is not None and run.count not in self._fixed and not (run.cell_id and run.cell_id in later):
                 return run
-        return self.before_load
+            if run.cell_id:
+                later.add(run.cell_id)
+        return None if 0 in self._fixed else self.before_load
+
+    def edited(self, cell_id: str, fixing: CellRun | None = None) -> None:
+        """An approved edit of the cell ``cell_id`` was applied: its errors are fixed, and so is ``fixing`` (a ``--fix``'s error)."""
+        self._fixed.update(run.count for run in self._runs.values() if run.cell_id == cell_id and run.error is not None)
+        if fixing is not None:
+            self._fixed.add(fixing.count)
 
     @property
     def count(self) -> int:
@@ -157,7 +171,8 @@ class CellLog:
             return
         exc = getattr(result, "error_in_exec", None) or getattr(result, "error_before_exec", None)
         error = error_text(exc, self.shell) if isinstance(exc, BaseException) else None
-        self._add(CellRun(count, clip(source, SOURCE_LIMIT), self._result(count), error))
+        cell_id = getattr(info, "cell_id", None)
+        self._add(CellRun(count, clip(source, SOURCE_LIMIT), self._result(count), error, cell_id if isinstance(cell_id, str) else None))
 
     def _result(self, count: int) -> str | None:
         reprs = getattr(getattr(self.shell, "history_manager", None), "output_hist_reprs", None) or {}
@@ -166,6 +181,7 @@ class CellLog:
 
     def _add(self, run: CellRun) -> None:
         self._runs.pop(run.count, None)  # a count seen again (the %load_ext cell itself): the newer record
+        self._fixed.discard(run.count)
         self._runs[run.count] = run
         while len(self._runs) > self.keep:
             del self._runs[next(iter(self._runs))]

@@ -83,6 +83,7 @@ class Question:
     answer: Callable[[bool], None]
     html: str
     cell_id: str | None
+    edit: Message | None = None  # a proposed cell edit, shown at the cell it changes (cells_protocol.edit)
 
 
 class Bridge:
@@ -99,6 +100,7 @@ class Bridge:
         self._sent_inserts: dict[str, Message] = {}  # insert id -> the insert, until its inserted reply
         self._reply_to: Page | None = None  # the page whose request is being handled (its answer goes there)
         self.fills: Fills | None = None  # what answers a page's catch_up (set by the magics)
+        self.edit_of: Callable[[str], Message | None] = lambda tool_use_id: None  # a question's proposed edit (cell_edit.Proposals.view)
         self._lock = threading.RLock()
 
     @property
@@ -173,7 +175,7 @@ class Bridge:
                 with self._lock:
                     waiting = list(self.asking.items())
                 for (session, tool_use_id), question in waiting:  # a page opened while a question waits shows it
-                    self.send(approval_waiting(session, tool_use_id, question.html, question.cell_id), page)
+                    self.send(approval_waiting(session, tool_use_id, question.html, question.cell_id, question.edit), page)
             elif kind == "insert_request":
                 self._reply_to = page
                 try:
@@ -238,11 +240,12 @@ class Bridge:
     # Approvals -------------------------------------------------------------------------------------------
     def waiting(self, session: str, tool_use_id: str, answer: Callable[[bool], None], question_html: str, cell_id: str | None) -> None:
         """A panel asks a question: every page shows it and may answer (``answer(approved)``, the buttons' own choice)."""
+        proposed = self.edit_of(tool_use_id)
         if not fits(session, tool_use_id, question_html, cell_id):
             return  # too long for the protocol: only the page that runs the cell shows it, in the panel
         with self._lock:
-            self.asking[(session, tool_use_id)] = Question(answer, question_html, cell_id)
-        self.broadcast(approval_waiting(session, tool_use_id, question_html, cell_id))
+            self.asking[(session, tool_use_id)] = Question(answer, question_html, cell_id, proposed)
+        self.broadcast(approval_waiting(session, tool_use_id, question_html, cell_id, proposed))
 
     def ended(self, session: str, tool_use_id: str, decision: str, by: str) -> None:
         """The panel's question ended (``decision`` approved, declined or interrupted): every page is told."""

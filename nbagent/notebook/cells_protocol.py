@@ -156,12 +156,22 @@ def message_id(message: Any) -> str | None:
 DECISIONS = ("approved", "declined", "interrupted")  # an approval_decided's decision
 
 
-def approval_waiting(session: str, tool_use_id: str, question_html: str, cell_id: str | None) -> Message:
-    """The message telling a page that a question waits (``cell_id``: the cell running the turn, when known)."""
+def edit(cell_id: str, diff_html: str) -> Message:
+    """A proposed edit as the cell itself shows it (an ``approval_waiting``'s ``edit``): the cell it changes, and its diff."""
+    return {"cell_id": cell_id, "diff_html": diff_html}
+
+
+def approval_waiting(session: str, tool_use_id: str, question_html: str, cell_id: str | None, proposed: Message | None = None) -> Message:
+    """The message telling a page that a question waits (``cell_id``: the cell running the turn, when known).
+
+    ``proposed``: the question is a proposed cell edit (:func:`edit`), shown at the cell it changes where the page has it.
+    """
     message: Message = {"v": VERSION, "type": "approval_waiting", "session": session, "tool_use_id": tool_use_id}
     message["question_html"] = question_html
     if cell_id:
         message["cell_id"] = cell_id
+    if proposed is not None and len(proposed["cell_id"]) <= MAX_ID and len(proposed["diff_html"]) <= MAX_HTML:
+        message["edit"] = proposed
     return message
 
 

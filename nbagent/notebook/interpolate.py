@@ -159,7 +159,7 @@ def field_text(field: Field, notebook: Notebook) -> tuple[str, str]:
     if field.kind == "Err" and field.count is None:
         cell = notebook.last_error()
         if cell is None:
-            raise UsageError(f"{{Err}}: no cell has raised an error in this kernel yet. {LITERAL}")
+            raise UsageError(f"{{Err}}: no cell has raised an error in this kernel yet, or each was fixed since ({FIXED}). {LITERAL}")
         return error_text(cell)
     assert field.count is not None
     cell = notebook.cell(field.count)
@@ -223,7 +223,8 @@ FIX = (
     "Explain the error below and fix it: find its cause, correct the code and run the corrected code "
     "with the python tool to check it works.\n\n{Err}"
 )
-NO_ERROR = "No cell has raised an error in this kernel yet: `%agent --fix` has nothing to fix."
+FIXED = "its cell ran again, or an approved edit changed it"
+NO_ERROR = f"No cell has raised an error in this kernel yet, or each was fixed since ({FIXED}): `%agent --fix` has nothing to fix."
 
 
 FIX_PROPOSE = (
@@ -235,6 +236,16 @@ FIX_PROPOSE = (
 def fix_request(words: str, *, propose: bool = False) -> str:
     """The template ``%agent --fix`` sends, with the user's own words after it; ``propose``: the fix is proposed as a cell edit."""
     return FIX + (FIX_PROPOSE if propose else "") + (f"\n{words}" if words.strip() else "")
+
+
+def panel_title(request: str, error: CellRun | None = None) -> str:
+    """A panel's title: the request, but for ``%agent --fix`` the user's own words, else "Fix the error in cell [n]" (``error``'s)."""
+    if not request.startswith(FIX):
+        return request
+    words = request[len(FIX) :].removeprefix(FIX_PROPOSE).strip()
+    if words:
+        return words
+    return f"Fix the error in cell [{error.count}]" if error is not None and error.count else "Fix the most recent error"
 
 
 def prepare(template: str, notebook: Notebook, *, fix: bool = False) -> Expansion:

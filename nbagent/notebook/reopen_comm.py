@@ -21,6 +21,7 @@ from ..render.view import FINAL_STATUSES
 from ..state.turn_work import turns
 from . import insert
 from .cells_protocol import MAX_HTML, VERSION, Message
+from .interpolate import panel_title
 from .kernel import TurnIndex
 from .output import StaticPanel
 from .reopen import (
@@ -149,7 +150,7 @@ def live_run(view: Any, session: Session, request: str, cell_id: str | None, cli
 def outputs(session: Session, run: CellRun, index: TurnIndex, *, button: bool) -> list[Message]:
     """The outputs the run's cell would show: its static transcript rebuilt from the log (marked), and its button."""
     index.update(session)
-    view = StaticPanel(run.request or session.state.title or run.session)
+    view = StaticPanel(panel_title(run.request) or session.state.title or run.session)
     view.session_name = run.session
     view.begin(index.start(run.first))
     for event in session.events(since=run.first - 1):

@@ -245,6 +245,8 @@ def call_row(name: str, arguments: Any) -> Row:
         return Row("python", first_line(args["code"]), (_plural(lines, "line"),) if lines > 1 else ())
     if name == SHELL and isinstance(args.get("command"), str):
         return Row("shell", shorten(args["command"], CLIP))
+    if name == CELL_EDIT and isinstance(args.get("new_source"), str):  # the change itself is shown once, in its question
+        return Row("propose an edit of cell", shorten(str(args.get("cell_id", "?")), CLIP), (_plural(_lines(args["new_source"]), "line"),))
     return Row("", signature(name, arguments))
 
 
@@ -312,6 +314,8 @@ WHY = {
 
 
 MCP_PROJECT = "start_project_mcp_servers"  # nbagent/notebook/mcp_servers.py's question about a .mcp.json
+CELL_EDIT = "propose_cell_edit"  # nbagent/notebook/cell_edit.py: the live question shows its diff; a logged one its new source
+CELL_EDIT_WHY = "Approved, it is applied as an ordinary edit of the cell, which Ctrl+Z in the cell undoes; nothing is run."
 
 
 def question(name: str, arguments: Any, reason: Any, logged: str = "") -> Question:
@@ -326,6 +330,9 @@ def question(name: str, arguments: Any, reason: Any, logged: str = "") -> Questi
         return Question(f"Run this Python code{again}?", args["code"], "python", why.format(name=name))
     if name == MCP_PROJECT and args is not None:  # not a call: the notebook asks before a project's .mcp.json starts anything
         return Question("Start the MCP servers of this project's .mcp.json?", json.dumps(args, ensure_ascii=False, indent=2), "json", "")
+    if name == CELL_EDIT and args is not None and isinstance(args.get("new_source"), str):  # never "may not be undone"
+        words = CELL_EDIT_WHY if reason == "irreversible" else why
+        return Question(f"Change cell {args.get('cell_id')} to this source{again}?", args["new_source"], "python", words)
     if args is None and logged:  # the call's input is not known here: the log's own words
         return Question(logged, "", "json", "")
     arguments_json = json.dumps(args if args is not None else arguments, ensure_ascii=False, indent=2, sort_keys=True, default=str)

@@ -29,6 +29,9 @@ TEXT = "var(--jp-content-font-color1,#1a1a1a)"
 DIM = "var(--jp-content-font-color2,#555)"  # 4.6:1 on white in Light, 9.5:1 on #111 in Dark
 BORDER = "1px solid var(--jp-border-color2,#e0e0e0)"
 CODE_FONT = "font-family:var(--jp-code-font-family,monospace)"
+# A diff line's band: the theme's success or error colour, mostly transparent, so the text keeps its colour in Light and Dark.
+DIFF_ADD = "color-mix(in srgb,var(--jp-success-color1,#2e7d32) 20%,transparent)"
+DIFF_DEL = "color-mix(in srgb,var(--jp-error-color1,#b00020) 20%,transparent)"
 # Python code: the theme's editor colours, picked to read at 4.5:1 in Light and in Dark (comments use DIM).
 CODE_COLOURS = {
     "pg-k pg-kc pg-kd pg-kn pg-kp pg-kr pg-kt pg-ow": "color:var(--jp-mirror-editor-keyword-color,#008000);font-weight:bold",
@@ -68,6 +71,7 @@ _RULES = "".join(
         _rule(".nbagent-label", "font-weight:bold;margin-right:4px"),
         _rule(".nbagent-user,.nbagent-note,.nbagent-approval,.nbagent-error", "margin:4px 0;padding-left:6px"),
         _rule(".nbagent-request", "white-space:pre-wrap"),
+        _rule(".nbagent-request-block", "margin:2px 0 4px;max-height:16em;overflow:auto"),  # a field's block under "You:"
         _rule(".nbagent-note", "font-style:italic;border-left:3px solid var(--jp-border-color1,#bdbdbd)"),
         _rule(
             ".nbagent-error,.nbagent-tool-error>summary,.nbagent-result-error",
@@ -85,6 +89,11 @@ _RULES = "".join(
             "color:var(--jp-error-color1,#b00020);border:1px solid var(--jp-error-color1,#b00020);border-radius:2px;font-weight:bold",
         ),
         _rule(".nbagent-hidden-note", "margin:4px 0;padding-left:6px;border-left:3px solid var(--jp-error-color1,#b00020)"),
+        # A proposed cell edit's diff (notebook/edit_view.py): each line a full-width band, green added, red removed.
+        _rule(".nbagent-diff>span", "display:inline-block;min-width:100%;box-sizing:border-box"),
+        _rule(".nbagent-diff-add", f"background-color:{DIFF_ADD};box-shadow:inset 3px 0 var(--jp-success-color1,#2e7d32)"),
+        _rule(".nbagent-diff-del", f"background-color:{DIFF_DEL};box-shadow:inset 3px 0 var(--jp-error-color1,#b00020)"),
+        _rule(".nbagent-diff-hunk", f"color:{DIM}"),
         _rule(".nbagent-tool>summary,.nbagent-compaction summary", "cursor:pointer"),
         _rule(".nbagent-compaction", "margin:4px 0;padding-left:6px;border-left:3px double var(--jp-brand-color1,#1976d2)"),
         *(f"& .nbagent-code :is({','.join('.' + c for c in classes.split())}){{{style}}}" for classes, style in CODE_COLOURS.items()),

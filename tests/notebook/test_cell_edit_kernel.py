@@ -1,4 +1,5 @@
-"""Issue 33 items 9 and 10 in a real ipykernel: a proposed cell edit asks with its diff under "auto", is refused under "deny".
+"""Issues 33 (items 9, 10) and 35 (item 3) in a real ipykernel: a proposed cell edit asks with its diff under "auto", is
+refused under "deny"; an accepted ``--fix`` names the cell, is shown at it, offers to run it, and ``{Err}`` moves on.
 
 A jupyter_client client plays the browser extension's side of the ``nbagent.cells`` comm (test_cells_kernel's
 Browser); the fake Messages API scripts the model's ``propose_cell_edit`` call.
@@ -6,6 +7,8 @@ Browser); the fake Messages API scripts the model's ``propose_cell_edit`` call.
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +42,7 @@ def propose(kernel: Kernel, fake: Any, mode: str) -> tuple[Browser, list[str]]:
         elif data is not None and data.get("type") == "apply_edit":
             browser.send({"v": 1, "type": "edit_result", "id": data["id"], "ok": data["old_source"] == cells[0]["source"]})
         state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_open" else {}
-        if "nbagent-diff" in str(state.get("value", "")):
+        if 'class="nbagent-code nbagent-diff"' in str(state.get("value", "")):  # a question's diff (the header's style names it too)
             questions.append(state["value"])
         button = button_id(msg, "Approve")
         if button is not None:
@@ -58,6 +61,7 @@ def test_under_auto_a_proposed_edit_is_asked_with_its_diff_hidden_characters_mar
     assert 'title="U+202E RIGHT-TO-LEFT OVERRIDE">\\u202e</span>' in question and "hidden characters" in question
     applied = [d for d in browser.seen if d.get("type") == "apply_edit"]
     assert [(d["cell_id"], d["new_source"]) for d in applied] == [("c1", TROJAN)]  # applied once the user approved
+    assert "offer_run" not in applied[0]  # only an accepted --fix offers to run the cell
     assert "now has the new source" in str(fake.requests[1].body["messages"][-1]["content"])
 
 
@@ -66,3 +70,54 @@ def test_under_deny_a_proposed_edit_is_refused_with_a_note_to_the_model(kernels:
     browser, questions = propose(kernel, fake, "deny")
     assert questions == [] and [d for d in browser.seen if d.get("type") == "apply_edit"] == []
     assert "Approval is set to 'deny', so this call was not run." in str(fake.requests[1].body["messages"][-1]["content"])
+
+
+FAILING = "print(totl)"
+FIXED = "totl = 3\nprint(totl)"
+
+
+def test_an_accepted_fix_is_shown_at_its_cell_offers_a_run_and_err_moves_on(kernels: Any, fake: Any, tmp_path: Path) -> None:
+    """Issue 35 item 3: the question names "cell 2" and its first line and shows the change once (a coloured diff, no
+    JSON); the pages get the edit to show at cell c2; the applied edit offers a Run button; the panel's title is short;
+    and the fixed error is not ``{Err}`` any more."""
+    kernel = kernels()
+    kernel.run(f"{SETUP}\n%config Agent.approval = 'ask'", "c1")
+    browser = Browser(kernel)
+    browser.open()
+    status, _ = kernel.try_run(FAILING, "c2")
+    assert status == "error"
+    fake.script(tool_use("propose_cell_edit", {"cell_id": "c2", "new_source": FIXED}), text("Done."))
+    cells = [
+        {"id": "c1", "cell_type": "code", "source": SETUP, "execution_count": 1, "outputs_text": "", "dirty": False},
+        {"id": "c2", "cell_type": "code", "source": FAILING, "execution_count": 2, "outputs_text": "NameError", "dirty": False},
+    ]
+    questions: list[str] = []
+
+    def browse(msg: Message) -> None:
+        data = browser.note(msg)
+        if data is not None and data.get("type") == "read_request":
+            browser.send({"v": 1, "type": "notebook", "id": data["id"], "path": "work.ipynb", "cells": cells})
+        elif data is not None and data.get("type") == "apply_edit":
+            browser.send({"v": 1, "type": "edit_result", "id": data["id"], "ok": data["old_source"] == cells[1]["source"]})
+        state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_open" else {}
+        if 'class="nbagent-code nbagent-diff"' in str(state.get("value", "")):  # a question's diff (the header's style names it too)
+            questions.append(state["value"])
+        button = button_id(msg, "Approve")
+        if button is not None:
+            click(kernel.kc, button)
+
+    messages, _ = kernel.execute("%agent --fix", cell_id="ask", on_message=browse)
+    [question] = questions
+    assert "Change cell 2 (<code>print(totl)</code>) as shown below?" in question
+    assert '<span class="nbagent-diff-add">+totl = 3</span>' in question and question.count("totl = 3") == 1
+    assert "new_source" not in question and "may not be undone" not in question and "Ctrl+Z in the cell undoes" in question
+    [waiting] = [d for d in browser.seen if d.get("type") == "approval_waiting"]
+    assert waiting["cell_id"] == "ask" and waiting["edit"]["cell_id"] == "c2"  # shown at the cell it changes
+    assert "+totl = 3" in waiting["edit"]["diff_html"] and "approval needed" not in waiting["edit"]["diff_html"]
+    [applied] = [d for d in browser.seen if d.get("type") == "apply_edit"]
+    assert applied["cell_id"] == "c2" and applied["offer_run"] is True  # the browser offers Run; nothing ran
+    assert "cell 2 (id c2) now has the new source (it was not run)" in str(fake.requests[1].body["messages"][-1]["content"])
+    shown = json.dumps([m["content"] for m in messages])
+    assert re.search(r"<b>Fix the error in cell \[\d+\]</b>", shown) and "<b>Explain the error" not in shown
+    status, said = kernel.try_run("%agent why {Err}")  # the error the fix fixed is not the latest any more
+    assert status == "error" and "no cell has raised an error" in said and len(fake.requests) == 2

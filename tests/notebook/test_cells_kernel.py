@@ -271,7 +271,7 @@ def test_a_proposed_edit_shows_its_diff_and_is_applied_only_when_approved(kernel
             ok = data["old_source"] == cells[0]["source"]
             browser.send({"v": 1, "type": "edit_result", "id": data["id"], "ok": ok})
         state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_open" else {}
-        if "nbagent-diff" in str(state.get("value", "")):
+        if 'class="nbagent-code nbagent-diff"' in str(state.get("value", "")):  # a question's diff (the header's style names it too)
             questions.append(state["value"])
         button = button_id(msg, choice)
         if button is not None:

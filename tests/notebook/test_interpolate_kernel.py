@@ -164,3 +164,15 @@ def test_a_rerun_cell_after_a_restart_shows_its_turn_without_needing_its_fields(
         assert len(fake.requests) == 1
         status, said = again.try_run("%agent why {Err} again")  # a new request does need it
         assert status == "error" and "no cell has raised an error" in said and len(fake.requests) == 1
+
+
+def test_an_expanded_cell_shows_as_a_block_under_you_and_is_sent_with_its_fences(kernel: Kernel, fake: FakeAnthropic) -> None:
+    n = count_of(kernel, "total = 3 + 4")
+    fake.script(text("ok"))
+    messages, _ = kernel.execute(f"%agent what does {{In[{n}]}} do?")
+    said = request_text(fake.requests[-1])
+    assert f"In[{n}]:\n```python\ntotal = 3 + 4\n```" in said  # the model reads the fenced block, as before
+    shown = [m["content"]["data"].get("text/html", "") for m in messages if m["msg_type"] in ("display_data", "update_display_data")]
+    last = shown[-1]
+    you = last[last.index("<b>You:</b>") : last.index("</div>", last.index("<b>You:</b>"))]
+    assert "```" not in you and '<pre class="nbagent-request-block">total = 3 + 4</pre>' in you, you

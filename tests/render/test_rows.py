@@ -97,6 +97,7 @@ CALLS = [
     ("shell", {"command": "ls   -la\n| head"}, "shell ls -la | head"),
     ("read_file", {"path": "sales.csv"}, "read_file(path='sales.csv')"),
     ("flags", {"on": True, "n": [1, 2]}, "flags(on=true, n=[1, 2])"),
+    ("propose_cell_edit", {"cell_id": "c1", "new_source": "x = 1\nprint(x)"}, "propose an edit of cell c1 · 2 lines"),  # issue 35
 ]
 
 

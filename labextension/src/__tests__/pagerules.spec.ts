@@ -63,6 +63,17 @@ describe('where a page draws the question', () => {
   ])('%s', (_, found, cellLive, anyLive, drawn) => {
     expect(drawOverlay(found, cellLive, anyLive)).toBe(drawn);
   });
+
+  it.each([
+    ['under a cell without a live panel', true, false, false],
+    ['at the top when the cell is unknown', false, false, false],
+    ['where the cell shows the live panel', true, true, true]
+  ])(
+    'never as well as a proposed edit shown at its cell: %s',
+    (_, found, cellLive, anyLive) => {
+      expect(drawOverlay(found, cellLive, anyLive, true)).toBe(false);
+    }
+  );
 });
 
 describe("what a marked live panel's header status says", () => {

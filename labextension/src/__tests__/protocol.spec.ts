@@ -98,6 +98,25 @@ describe('parseKernelMessage accepts the documented shapes', () => {
     ],
     ['approval_waiting', waiting()],
     ['approval_waiting under a cell', waiting({ cell_id: 'c1' })],
+    [
+      'approval_waiting of a proposed edit',
+      waiting({
+        cell_id: 'c1',
+        edit: { cell_id: 'c2', diff_html: '<pre class="nbagent-diff"></pre>' }
+      })
+    ],
+    [
+      'apply_edit offering to run the cell',
+      {
+        v: 1,
+        type: 'apply_edit',
+        id: 'r5',
+        cell_id: 'c1',
+        old_source: 'a',
+        new_source: 'b',
+        offer_run: true
+      }
+    ],
     ['approval_decided', decided()],
     ['approval_decided declined', decided({ decision: 'declined' })],
     [
@@ -262,6 +281,32 @@ describe('parseKernelMessage refuses anything else', () => {
       waiting({ question_html: 'x'.repeat(5_000_001) }),
       "'question_html' is a string of at most 5000000",
       undefined
+    ],
+    [
+      'approval_waiting edit without its diff',
+      waiting({ edit: { cell_id: 'c2' } }),
+      "'edit' is an object with 'diff_html'",
+      undefined
+    ],
+    [
+      'approval_waiting edit with a script key',
+      waiting({ edit: { cell_id: 'c2', diff_html: '', onload: 'x' } }),
+      "'edit' is an object without the keys onload",
+      undefined
+    ],
+    [
+      'apply_edit offer_run not a boolean',
+      {
+        v: 1,
+        type: 'apply_edit',
+        id: 'r6',
+        cell_id: 'c1',
+        old_source: 'a',
+        new_source: 'b',
+        offer_run: 'yes'
+      },
+      "'offer_run' is true or false",
+      'r6'
     ],
     [
       'approval_waiting cell id not a string',
