@@ -111,7 +111,9 @@ class Calls:
         self.session.append(ev.NOTE, kind=ev.NOTE_REPLAY_MISMATCH, tool_use_id=tool_use_id, text=text)
 
     def _approve(self, tool_use_id: str, tool: Tool, arguments: dict[str, Any], reason: approvals.Reason) -> approvals.Decision:
-        request = approvals.ApprovalRequest(tool_use_id, tool.name, arguments, tool.effect, reason, tool.claims, tool.asks_always)
+        request = approvals.ApprovalRequest(
+            tool_use_id, tool.name, arguments, tool.effect, reason, tool.claims, tool.asks_always, tool.about
+        )
         # The arguments are in the assistant_msg that made the call: the event names it by its id.
         before = self.session.seq
         try:

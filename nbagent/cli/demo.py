@@ -106,13 +106,27 @@ def choose_model(name: str | None) -> tuple[Model, str]:
     )
 
 
-def prepare(folder: Path, *, fresh: bool) -> None:
-    """Create the demo folder (or clear a previous demo's files with ``fresh``); refuse folders the demo did not make."""
+def where(folder: Path) -> str:
+    """The line said before anything is written: the folder, absolute, and what the demo puts there (DemoError: not there)."""
     if folder.exists():
         if not folder.is_dir():
             raise DemoError(f"{folder} is a file; choose another --folder.")
         if not (folder / MARKER).exists() and any(folder.iterdir()):
             raise DemoError(f"{folder} already holds files that the demo did not make; choose another --folder (an empty or new one).")
+    if (folder / MARKER).exists():
+        kind = "an earlier demo's folder: this run adds a session"
+    else:
+        kind = "an empty folder" if folder.exists() else "a new folder"
+    return (
+        f"Writing to {folder.absolute()}{os.sep} ({kind}; --folder DIR writes elsewhere): two sample files, notes.txt, "
+        f"the session log in {store.STORE_DIR}{os.sep} and two exported transcripts.\n"
+    )
+
+
+def prepare(folder: Path, *, fresh: bool) -> None:
+    """Create the demo folder (or clear a previous demo's files with ``fresh``); refuse folders the demo did not make."""
+    if folder.exists():
+        where(folder)  # a file, or a folder of someone else's files: refused before anything is written
         if fresh and (folder / MARKER).exists():
             shutil.rmtree(folder / store.STORE_DIR, ignore_errors=True)
             for name in (NOTES, "demo-transcript.ipynb", "demo-transcript.md"):
@@ -147,12 +161,14 @@ def run_demo(
 ) -> int:
     """Run the whole demo; returns 0 when every durability check held."""
     workspace = Path(folder)
-    prepare(workspace, fresh=fresh)
+    said = where(workspace)  # first: where it writes (a folder it may not write to is refused before anything is written)
     model, label = choose_model(model_name)
+    out.write("nbagent demo: an agent session that is an append-only log on disk.\n" + label + "\n" + said)
+    out.flush()
     if model_name and isinstance(model, DemoModel):
         out.write(f"(--model {model_name} is ignored: it picks a Claude model, which needs ANTHROPIC_API_KEY.)\n")
+    prepare(workspace, fresh=fresh)
     log = store.log_path(store.log_dir_for(workspace / NOTEBOOK), store.new_name())
-    out.write("nbagent demo: an agent session that is an append-only log on disk.\n" + label + "\n")
     out.write(f"Workspace: {workspace}/   Session log: {log}\n")
     if os.environ.get(ENV, "").strip():
         out.write(f"({ENV} is set, but the demo keeps its session in the log file above, to show what is on disk.)\n")

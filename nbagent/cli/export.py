@@ -190,7 +190,7 @@ def _header(state: fold.State, source: Path, events: list[ev.Event]) -> str:
         f"# Agent session: {title}",
         "",
         f"Exported by nbagent from {plain(source.name)} (session {plain(state.session_id[:12])}), "
-        f"{state.turns} turn(s)" + (f": {plain(line)}." if (line := tokens_line(Tokens.of_state(state))) else "."),
+        f"{state.turns} turn(s)" + (f": {plain(line)}." if (line := tokens_line(Tokens.of_state(state).whole())) else "."),
     ]
     if models:
         lines.append(f"Model: {plain(', '.join(models))}.")

@@ -201,9 +201,9 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     from ..state.fold import State
     from ..state.tokens import Tokens
 
-    figures = Tokens.of_state(reduce(follow, read.events, State()))  # a hostile line changes nothing more
+    figures = Tokens.of_state(reduce(follow, read.events, State())).whole()  # a hostile line changes nothing more
     if figures.used:
-        out.write(f"in all: {tokens_line(figures)}\n")  # the tokens and the cost, as every view says them
+        out.write(f"in all: {tokens_line(figures)}\n")  # the whole session's tokens and cost, as every view says them
     if read.torn:
         out.write(
             f"(not shown: a torn last line of {len(read.torn)} bytes at byte offset {read.end}: {read.torn_reason}; "

@@ -46,6 +46,7 @@ class AgentCells:
         self.tracker = tracker
         self.bridge = Bridge(self, __version__)
         self.proposals = Proposals(self.bridge)
+        self.bridge.edit_of = self.proposals.view  # a proposed edit's question is also shown at the cell it changes
         self._turns: dict[str, int] = {}  # insert id -> the turn it carries
 
     def register(self) -> None:

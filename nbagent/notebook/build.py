@@ -22,6 +22,7 @@ from . import mcp_servers
 from . import python_tool as pytool
 from .agent_cells import cells_for
 from .cell_view import View
+from .outcomes import NoKey
 from .settings import Agent, context_settings, thinking_setting
 from .usage import usage_errors
 
@@ -52,7 +53,7 @@ def view(shell: Any, title: str, *, live: bool = True, session: Session | None =
         cell_id=cells.tracker.cell_id if cells is not None else None,  # the %agent cell (pre_run_cell saw its id)
     )
     if cells is not None:
-        panel.explain = cells.proposals.diff_html  # a proposed cell edit's approval shows its diff
+        panel.describe = cells.proposals.question_html  # a proposed cell edit asks with the cell's position and its diff
         panel.pages = cells.bridge  # a question also waits on every notebook page on the kernel (docs/cells.md)
     panel.show()
     return panel
@@ -77,7 +78,7 @@ def model(settings: Agent, args: Any) -> Model:
     try:
         return AnthropicModel(args.model or settings.model, provider=settings.provider)
     except NbagentError as exc:  # a cloud's: no credentials found, or its libraries missing (providers.py says which)
-        raise UsageError(NO_KEY if settings.provider == "anthropic" else str(exc)) from None
+        raise (NoKey(NO_KEY) if settings.provider == "anthropic" else UsageError(str(exc))) from None
 
 
 def problem(settings: Agent, args: Any) -> UsageError | None:
@@ -86,7 +87,7 @@ def problem(settings: Agent, args: Any) -> UsageError | None:
     Checked before a session is opened or created or a panel shown: a request that cannot start shows its error alone.
     """
     if not settings.demo and settings.provider == "anthropic" and not has_api_key():
-        return UsageError(NO_KEY)  # the model itself is made later: a client costs ~30 ms, a re-rendered cell ~2 ms
+        return NoKey(NO_KEY)  # said calmly (outcomes.py); the model itself is made later: a client costs ~30 ms, a re-rendered cell ~2 ms
     missing = None if settings.demo else clients.problem(settings.provider)  # a cloud's libraries not installed
     if missing:
         return UsageError(missing)
@@ -114,9 +115,15 @@ def loop(
     view: View | None,
     *,
     budgets: Mapping[str, Any] | None = None,
+    request: bool = False,
 ) -> Loop:
-    """The agent loop of a cell, as the ``Agent`` settings and the magic's options say; ``budgets``: the budget options it sets."""
+    """The agent loop of a cell, as the ``Agent`` settings and the magic's options say; ``budgets``: the budget options it sets.
+
+    ``request``: the run logs a new request first; a question about a project's .mcp.json waits for it (drawn under "You:").
+    """
     chosen = model(settings, args)
+    turns = session.state.turns
+    ready = (lambda: session.state.turns > turns) if request else None
     return Loop(
         session,
         tools=tools(shell, settings, context),  # the notebook tools read its cells and variables
@@ -129,7 +136,7 @@ def loop(
         parallel=settings.parallel_tools,
         context=context_settings(settings, chosen.name),
         thinking=thinking_setting(settings, chosen.name),
-        mcp_servers=mcp_servers.source(shell, settings, view),  # a project .mcp.json is asked about in the panel
+        mcp_servers=mcp_servers.source(shell, settings, view, ready=ready),  # a project .mcp.json is asked about in the panel
         setting_names="Agent.{name}",  # how an error names a budget option
         **(budgets or {}),
     )

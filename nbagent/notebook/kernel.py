@@ -156,6 +156,8 @@ class TurnIndex:
                     self.turns[-1] = replace(self.turns[-1], python_calls=self.turns[-1].python_calls + tuple(calls))
             elif self.turns and kind == ev.TOOL_RESULT and event.get("is_error"):
                 self.turns[-1] = replace(self.turns[-1], failed_calls=self.turns[-1].failed_calls | {event["tool_use_id"]})
+            elif kind == ev.NOTE and event.get("kind") == ev.NOTE_CELLS_INSERTED:
+                self._inserted(event)
             if self.turns and _settles_asking(event):
                 self.turns[-1] = replace(self.turns[-1], asking=event.get("decision") == "interrupted")
             if kind == ev.ASSISTANT_MSG:  # as the fold counts them (server compactions' tokens included)
@@ -170,6 +172,15 @@ class TurnIndex:
             self.seq = event["seq"]
         self._close()
         return self.turns
+
+    def _inserted(self, event: ev.Event) -> None:
+        """A turn's calls "Insert as cells" put into the notebook (or found there already): the turn that made each learns so."""
+        listed = [*(event.get("cells") or ()), *(event.get("skipped") or ())]
+        ids = {str(c.get("tool_use_id")) if isinstance(c, dict) else str(c) for c in listed}
+        for index, turn in enumerate(self.turns):
+            mine = ids & {call for call, _ in turn.python_calls}
+            if mine:
+                self.turns[index] = replace(turn, inserted_calls=turn.inserted_calls | mine)
 
     def _close(self) -> None:
         """The last turn ends at the last event read."""

@@ -12,7 +12,8 @@ from ..agent.session import Session
 from ..errors import Interrupted
 from ..record import events as ev
 from ..render.parts import Start
-from . import build, interpolate, mcp_servers, restart, restore, rewind
+from ..state.budget import BudgetReached
+from . import build, interpolate, mcp_servers, model_kind, outcomes, restart, restore, rewind
 from . import kernel as nbkernel
 from .agent_cells import AgentCells
 from .budget_settings import options as budget_options
@@ -44,6 +45,7 @@ class AgentMagics(Magics):
         self.cells = AgentCells(self.sessions, self.tracker)  # the turns' work as notebook cells (agent_cells.py)
         self.reopen = Reopen(self._transcript)  # finished turns written into a reopened page's cells (reopen_comm.py)
         self.cells.bridge.fills = self.reopen
+        self.cells.proposals.log = self.context.cells  # an applied edit fixes its cell's error: {Err} is the next one
 
     # Magics ---------------------------------------------------------------------------------------
     @agent_arguments
@@ -63,6 +65,7 @@ class AgentMagics(Magics):
         args = parse_options(self.agent, options, OPTIONS)
         if cell is not None:
             request = (request + "\n" + cell).strip()
+        self.cells.proposals.fixing = self.context.cells.last_error() if args.fix else None  # the error this --fix is about
         if args.fix:  # with the extension, the fix is proposed as an edit of the failing cell (docs/cells.md)
             request = interpolate.fix_request(request, propose=self.cells.bridge.present)
         check_agent_line(args, request)
@@ -80,14 +83,16 @@ class AgentMagics(Magics):
                             return
                     problem = build.problem(self.settings, args)  # no key, settings that do not fit: before anything is created
                     if problem is not None and unknown:
-                        problem = UsageError(f"{problem}\n\nnbagent: {unknown}")
+                        problem = type(problem)(f"{problem}\n\nnbagent: {unknown}")
                     prompt = interpolate.prepare(request, interpolate.of_magics(self), fix=args.fix)
                     session = self.sessions.for_cell(args, problem or prompt.problem)
                     # after a restart: a turn a rewind left out is shown, not asked again
                     if not rewind.show_rewound(self.sessions, session, args, request, self.tracker.cell_id, self._static_view):
                         self._serve(session, args, request, problem, prompt)
             except Interrupted:
-                pass  # the panel shows the interruption; the next %agent continues the session
+                pass  # the panel shows the interruption and the next step; running the cell again continues the session
+            except (outcomes.NoKey, BudgetReached) as outcome:  # not a mistake: said calmly, with how to go on
+                outcomes.say(self.shell, outcome)
 
     @line_magic
     @no_var_expand
@@ -95,9 +100,9 @@ class AgentMagics(Magics):
         """List this notebook's agent sessions (its log folder, or the database's index): name, turns, last activity, status, who wrote it, title."""
         place = self.sessions.place()
         notes = [f"nbagent: {unseen_line(run)}." for run in self.reopen.unseen(self.cells.bridge.running())]
-        print_sessions(
-            place, self.sessions.current_in(place), str(nbkernel.notebook_path(self.shell) or ""), self.sessions.sessions(), notes=notes
-        )
+        notebook = str(nbkernel.notebook_path(self.shell) or "")
+        html = getattr(self.shell, "kernel", None) is not None  # a notebook shows an HTML table; a terminal keeps the text
+        print_sessions(place, self.sessions.current_in(place), notebook, self.sessions.sessions(), notes=notes, html=html)
 
     @line_magic
     @no_var_expand  # a path or URL may hold $ or braces
@@ -118,12 +123,19 @@ class AgentMagics(Magics):
 
     # One cell ---------------------------------------------------------------------------------------
     def _serve(
-        self, session: Session, args: Any, request: str, problem: UsageError | None = None, prompt: interpolate.Expansion | None = None
+        self,
+        session: Session,
+        args: Any,
+        request: str,
+        problem: UsageError | None = None,
+        prompt: interpolate.Expansion | None = None,
+        switched: str = "",
     ) -> None:
         """Do what the restart rule plans for this cell: show, restore, finish, switch session, ask.
 
         ``problem``: why no model call can start; raised, with no panel, if the plan needs one. ``prompt``: the
-        request with its fields expanded (its problem is raised, with no panel, if the plan asks it).
+        request with its fields expanded (its problem is raised, with no panel, if the plan asks it). ``switched``:
+        the line to print if the request is asked here (it left a session the other kind of model wrote: model_kind.py).
         """
         prompt = prompt or interpolate.Expansion(request, request)
         path, key = session.path, session.where
@@ -157,8 +169,16 @@ class AgentMagics(Magics):
             raise problem  # before the claims, the panel and the restore: the cell can be run again as it is
         if plan.ask and prompt.problem is not None:
             raise prompt.problem  # an unknown {name}, no such cell: nothing sent or logged
+        if plan.ask and session.trusted and not switched:  # the demo model and a real one never share a session
+            named = bool(args.resume or args.session or rewind.asked(args))
+            other = model_kind.session_for(self.sessions, session, self.settings.demo, named=named)
+            if other is not None:  # planned again there: a Run All after a restart finds the cell's recorded turn
+                return self._serve(other[0], args, request, problem, prompt, switched=other[1])
+        if switched and plan.ask:
+            print(switched, flush=True)
         self.sessions.claim(key, plan.claims)
-        view = build.view(self.shell, request or session.state.title or path.stem, live=live, session=session)
+        title = interpolate.panel_title(request, self.cells.proposals.fixing if live else None)  # --fix: the user's words
+        view = build.view(self.shell, title or session.state.title or path.stem, live=live, session=session)
         if live and isinstance(view, CellOutput) and self.sessions.finder.note:  # the notebook's path is unknown: say so
             view.origin = self.sessions.finder.note
         if live and isinstance(view, CellOutput):  # a turn of this session another page ran and nobody saw: say so once
@@ -288,7 +308,7 @@ class AgentMagics(Magics):
     def _run(self, session: Session, prompt: Any, args: Any, view: View, *, meta: dict[str, Any] | None = None, note: str = "") -> None:
         """Run the loop with ``view`` subscribed; ``note``: a note to the model, which the fold puts before the request."""
         budgets = budget_options(self.settings, resume=prompt is None)  # a resume keeps its logged budgets unless set here
-        loop = build.loop(self.shell, self.settings, self.context, session, args, view, budgets=budgets)
+        loop = build.loop(self.shell, self.settings, self.context, session, args, view, budgets=budgets, request=prompt is not None)
         if note:  # a note event, not part of the request: every view shows it as a note, never as the user's words
             session.append(ev.NOTE, kind=ev.NOTE_KERNEL_RESTARTED, to_model=note)
         told = self.context.gather(self.settings, restarted=bool(note)) if prompt is not None else None

@@ -19,6 +19,7 @@ from ..state import providers
 from ..state.approval_rule import ApprovalRequest, Decision, Here
 from ..state.asides import Asides
 from ..state.fold import State
+from .next_step import after_interrupt
 from .reopen import metadata
 
 
@@ -35,6 +36,7 @@ class CellOutput:
         self.finished = False
         self.provider = ""  # where Claude ran, as the last model_call recorded it (the header names a cloud)
         self.session_name = ""  # the session's name: the final output's marker names it
+        self.next = ""  # what to do next, said at the end: a live panel's interruption (next_step.py)
         self._tool_names = ToolCalls()  # names and inputs: a result's row says what its call did
         self._asides = Asides()
 
@@ -51,6 +53,10 @@ class CellOutput:
             self.state.context_tokens, self.state.window = start.context  # the header's "context 143k / 200k" from the start
             self.state.usage.update(start.usage)  # and the session's tokens so far (render/parts.tokens_line), as every view shows them
             self.state.spend.update((key, list(counts)) for key, counts in start.spend)  # and its cost so far
+            usage, spend, replies = start.turn  # and those of a request it continues (a new request starts them again)
+            self.state.turn_usage.update(usage)
+            self.state.turn_spend.update((key, list(counts)) for key, counts in spend)
+            self.state.turn_replies = replies
 
     def recorded(self, then: str) -> None:
         """Say in the header that the events so far come from the log: when they were recorded, and ``then`` what."""
@@ -64,7 +70,12 @@ class CellOutput:
             self.provider = event["provider"]
         self._tool_names.learn(event)
         notes = self._asides.see(event)
-        return notes, status(event, follow(self.state, event))
+        now = status(event, follow(self.state, event))
+        if event.get("type") == ev.INTERRUPTED and getattr(self, "shows_questions", False):  # a re-rendered turn is not continued
+            self.next = after_interrupt(self.state)
+        elif event.get("type") != ev.NOTE:
+            self.next = ""  # the turn went on
+        return notes, now
 
     def status_line(self) -> str:
         """The header's status: the status and token figures, then the cloud Claude ran on ("on Amazon Bedrock"), if one."""
@@ -74,8 +85,10 @@ class CellOutput:
         """The finished output: the transcript as text/html and text/plain, and no widget (a saved notebook shows it as is)."""
         line = self.status_line()
         return {
-            "text/html": render.transcript_html(self.events, title=self.title, status=line, origin=self.origin, start=self.start),
-            "text/plain": transcript_text(self.events, title=self.title, status=line, start=self.start),
+            "text/html": render.transcript_html(
+                self.events, title=self.title, status=line, origin=self.origin, start=self.start, after=self.next
+            ),
+            "text/plain": transcript_text(self.events, title=self.title, status=line, start=self.start, after=self.next),
         }
 
     def final_metadata(self) -> dict[str, Any]:

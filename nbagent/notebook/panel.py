@@ -23,6 +23,7 @@ from ..agent import approval as approvals
 from ..record import events as ev
 from ..render import html as render
 from ..render.live_views import LIVE
+from ..render.parts import esc
 from ..render.style import STYLE
 from ..render.view import FINAL_STATUSES, stream_effect
 from ..state.approval_rule import DECLINED, ApprovalRequest, Decision, Here, who_can_answer
@@ -70,7 +71,7 @@ class Panel(CellOutput):
         self.session_name = session  # the session's name, and the cell running the turn: a question's address for the pages
         self.cell_id = cell_id
         self.pages: Pages | None = None  # the notebook pages on the kernel, where a question also waits (docs/cells.md)
-        self.explain: Callable[[ApprovalRequest], str] = lambda request: ""  # more for a question, e.g. a cell edit's diff (HTML)
+        self.describe: Callable[[ApprovalRequest], str] = lambda request: ""  # a question worded elsewhere (a cell edit's), else ''
         self.interval = interval
         self.clock = clock
         self.widget_updates = 0  # widget value changes made so far (measures batching)
@@ -298,9 +299,11 @@ class Panel(CellOutput):
         def reply(approved: bool) -> None:  # a click here, or an approval_answer from any page on the kernel
             choose(Decision(True, "panel") if approved else Decision(False, "panel", DECLINED))
 
-        claims = render.note_html(request.claims, label="it says") if request.claims else ""  # e.g. an MCP server's annotations
+        # a server's claims under its name (an MCP server's annotations), then nbagent's own words: never one label for both
+        about = f'<div class="nbagent-approval-about">{esc(request.about)}</div>' if request.about else ""
+        claims = (render.note_html(request.claims, label="the server says") if request.claims else "") + about
         question = widgets.HTML(
-            value=render.approval_html(request.tool_name, request.input, request.reason) + claims + self.explain(request)
+            value=self.describe(request) or render.approval_html(request.tool_name, request.input, request.reason) + claims
         )
         buttons: list[widgets.Button] = []
         asking = False  # the header says so, until the finally block

@@ -97,12 +97,20 @@ def unchecked_place_of(shell: Any, settings: Any) -> Place:
 
 
 def print_sessions(
-    place: Place, current: Path | None, notebook: str, held: Iterable[Session] = (), out: TextIO | None = None, *, notes: Iterable[str] = ()
+    place: Place,
+    current: Path | None,
+    notebook: str,
+    held: Iterable[Session] = (),
+    out: TextIO | None = None,
+    *,
+    notes: Iterable[str] = (),
+    html: bool = False,
 ) -> None:
     """``%agent_sessions``: the table of this notebook's sessions (``current`` starred) and where the live view is.
 
     ``held``: the sessions this kernel has open (a database's index learns their status when they close); ``notes``:
-    lines printed after the table (the turns that ended while no page showed them: reopen_comm.unseen_line).
+    lines printed after the table (the turns that ended while no page showed them: reopen_comm.unseen_line);
+    ``html``: the table is displayed as HTML with its text beside it (a notebook), else printed (a terminal).
     """
     out = out or sys.stdout
     states = {session.where: session.state for session in held if not session.closed}
@@ -111,8 +119,16 @@ def print_sessions(
     if not summaries:
         print(f"No agent sessions yet {place.describe()}.", file=out)
         return
-    print(f"Sessions {place.describe()} (* = current):", file=out)
-    history.write_table(summaries, out, current=place.name_of(current) if current else "")
+    caption, starred = f"Sessions {place.describe()} (* = current):", place.name_of(current) if current else ""
+    if html:
+        from IPython.display import display
+
+        from .session_table import SessionTable
+
+        display(SessionTable(caption, summaries, starred))
+    else:
+        print(caption, file=out)
+        history.write_table(summaries, out, current=starred)
     from ..render.page_links import where_to_open  # the live view on the Jupyter server (nbagent.server); a pure function
 
     shown = history.session_name(current) if current else summaries[-1].name

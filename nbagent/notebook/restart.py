@@ -22,6 +22,8 @@ AFTER_RECORDED = {
 # What the header adds when the shown turns' python code made variables the restart took (see after_recorded).
 VARIABLES_GONE = "the variables its python code made went with the old kernel: run `%agent --restore` to re-run that code and get them back"
 VARIABLES_RESTORED = "its python code is re-run to restore the variables it made"
+# ... when that code is in the notebook already, as cells "Insert as cells" put there: running them makes the variables.
+VARIABLES_IN_CELLS = "its python code is in the cells inserted from it below: running them makes its variables again"
 # The note to the model before the first request after a restart (its {restored} says what --restore re-ran).
 RESTART_NOTE = (
     "[nbagent note: the Jupyter kernel was restarted since the previous turn, so variables, imports and "
@@ -40,6 +42,7 @@ class Turn:
     kernel: str | None = None
     python_calls: tuple[tuple[str, str], ...] = ()  # (tool_use_id, code) of the python tool, in order: what --restore re-runs
     failed_calls: frozenset[str] = frozenset()
+    inserted_calls: frozenset[str] = frozenset()  # calls "Insert as cells" put into the notebook (a cells_inserted note)
     asking: bool = False  # its last approval question was interrupted before anyone answered (see ask_again)
 
 
@@ -140,10 +143,11 @@ def after_recorded(plan: Plan, turns: Sequence[Turn], kernel: str, restored: Set
     ``turns``: the session's turns; ``restored``: the seqs of the turns this kernel has already restored.
     """
     then = AFTER_RECORDED[(plan.ask, plan.unfinished == "continue")]
-    shown = plan.show or (tuple(turns) if plan.show_all else ())
-    made = [t for t in shown if t.kernel != kernel and any(call not in t.failed_calls for call, _ in t.python_calls)]
-    if not made:
-        return then
+    shown = [t for t in plan.show or (tuple(turns) if plan.show_all else ()) if t.kernel != kernel]
+    made = [t for t in shown if any(call not in t.failed_calls | t.inserted_calls for call, _ in t.python_calls)]
+    if not made:  # no code that made variables, or all of it is in the notebook's cells: no --restore to suggest
+        in_cells = any(call in t.inserted_calls and call not in t.failed_calls for t in shown for call, _ in t.python_calls)
+        return f"{then}; {VARIABLES_IN_CELLS}" if in_cells else then
     back = set(restored) | {t.seq for t in plan.restore}
     return f"{then}; {VARIABLES_RESTORED if all(t.seq in back for t in made) else VARIABLES_GONE}"
 

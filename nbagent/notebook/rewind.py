@@ -19,7 +19,7 @@ from IPython.core.error import UsageError
 from ..agent.session import Session
 from ..history.summary import notebook_key
 from ..record import events as ev
-from ..state.lineage import ForkPointError
+from ..state.lineage import ForkPointError, turn_span
 from . import kernel as nbkernel
 from . import restart
 from .cell_view import View
@@ -29,12 +29,19 @@ from .registry import SessionRegistry
 from .usage import usage_errors
 
 REWOUND_NOTE = (
-    "[nbagent note: the conversation was rewound to the end of turn {turn}; turns {first}-{last} are left out of it. "
-    "The Jupyter kernel was not rewound: it still holds the variables, imports and functions those turns made or changed. "
-    "Files changed in those turns were not restored, and cells inserted into the notebook then are still there (they are "
+    "[nbagent note: the conversation was rewound to the end of turn {turn}; {left} left out of it. "
+    "The Jupyter kernel was not rewound: it still holds the variables, imports and functions {those} made or changed. "
+    "Files changed in {those} were not restored, and cells inserted into the notebook then are still there (they are "
     "the user's cells now).]"
 )
-REWOUND_TEXT = "rewound to turn {turn}: the kernel, files and inserted cells of turns {first}-{last} are not rewound"
+REWOUND_TEXT = "rewound to turn {turn}: the kernel, files and inserted cells of {span} are not rewound"
+
+
+def rewound_words(kept: int, had: int) -> dict[str, str]:
+    """The words of a rewind that keeps ``kept`` of ``had`` turns, as people count them: ``turn 3 is``, ``turns 2–3 are``."""
+    span = turn_span(kept + 1, had)
+    one = kept + 1 == had
+    return {"turn": str(kept), "span": span, "left": f"{span} {'is' if one else 'are'}", "those": "that turn" if one else "those turns"}
 
 
 @dataclass(frozen=True)
@@ -126,16 +133,18 @@ def switch(sessions: SessionRegistry, args: Any, cell_id: str | None) -> None:
     except ForkPointError as exc:
         raise UsageError(f"Cannot fork {parent.path.stem} there: {exc}.") from None
     kept = child.state.turns
+    words = rewound_words(kept, had)
     if kept < had:
-        words = {"turn": kept, "first": kept + 1, "last": had}
         child.append(ev.NOTE, kind=ev.NOTE_REWOUND, text=REWOUND_TEXT.format(**words), to_model=REWOUND_NOTE.format(**words))
     sessions.add(place, child)
     sessions.make_current(place, child.path)
     claimed.add(str(child.path))
-    dropped = (
-        f"; turns {kept + 1}-{had} are left out (the kernel's variables, files and inserted cells are not rewound)" if kept < had else ""
+    dropped = f"; {words['left']} left out (the kernel's variables, files and inserted cells are not rewound)" if kept < had else ""
+    print(
+        f'nbagent: continuing in {child.path.stem}, "{child.state.title}", a fork of {parent.path.stem} keeping '
+        f"{turn_span(1, kept)}{dropped}.",
+        flush=True,
     )
-    print(f"nbagent: continuing in {child.path.stem}, a fork of {parent.path.stem} keeping turns 1-{kept}{dropped}.", flush=True)
 
 
 def show_rewound(

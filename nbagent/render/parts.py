@@ -155,7 +155,8 @@ class Start(NamedTuple):
 
     ``context``: the tokens the last reply's request and reply took, and the window (see :func:`context_text`);
     ``usage``: the session's summed usage counts so far, so that a view of one turn shows the session's tokens as every view does;
-    ``spend``: the session's tokens by price key so far (prices.py), for its cost.
+    ``spend``: the session's tokens by price key so far (prices.py), for its cost; ``turn``: the request under way's usage,
+    spend and replies (a view continuing it counts what it spent before).
     """
 
     names: ToolNames
@@ -163,17 +164,19 @@ class Start(NamedTuple):
     context: tuple[int, int] = (0, 0)
     usage: tuple[tuple[str, int], ...] = ()
     spend: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    turn: tuple[tuple[tuple[str, int], ...], tuple[tuple[str, tuple[int, ...]], ...], int] = ((), (), 0)
 
     @classmethod
     def of_state(cls, state: State) -> Start:
         """Where ``state`` stands (copied: the state goes on changing)."""
         usage = tuple(state.usage.items())
         spend = tuple((key, tuple(counts)) for key, counts in state.spend.items())
-        return cls(ToolNames.of_state(state), Asides.of_state(state), (state.context_tokens, state.window), usage, spend)
+        turn = (tuple(state.turn_usage.items()), tuple((k, tuple(c)) for k, c in state.turn_spend.items()), state.turn_replies)
+        return cls(ToolNames.of_state(state), Asides.of_state(state), (state.context_tokens, state.window), usage, spend, turn)
 
     def fresh(self) -> Start:
         """A copy to render with (renderers change what they are given as they go)."""
-        return Start(ToolNames(self.names), replace(self.asides, notes=list(self.asides.notes)), self.context, self.usage, self.spend)
+        return self._replace(names=ToolNames(self.names), asides=replace(self.asides, notes=list(self.asides.notes)))
 
 
 def tool_name(names: Mapping[str, str] | None, tool_use_id: Any) -> str:
@@ -269,19 +272,27 @@ def context_words(tokens: Tokens) -> str:
 
 
 def cost_words(tokens: Tokens) -> str:
-    """The dollars in words: '$0.42', '$0.05 this request, $0.42 in all', 'cost unknown (no price for x)' ('' if not known here)."""
-    if tokens.cost is None or not tokens.used:
+    """The dollars of these figures in words: '$0.42', 'cost unknown' ('' if not known here, or before any token)."""
+    if tokens.cost is None or not (tokens.used or tokens.cost.dollars):
         return ""
-    whole = tokens.cost.words()
-    turn = tokens.turn_cost
-    if turn is None or not tokens.cost.known:
-        return whole
-    return f"{turn.words()} this request, {whole} in all"
+    return tokens.cost.words()
+
+
+def _figures(tokens: Tokens) -> str:
+    """Tokens and dollars of one scope: '1,703 tokens in (1,666 from cache) · 12 out · $0.0005' ('' before any)."""
+    return " · ".join(part for part in (tokens_words(tokens), cost_words(tokens)) if part)
 
 
 def tokens_line(tokens: Tokens) -> str:
-    """Every figure in words: '12,892 tokens in (12,466 from cache) · 426 out · context 12.9k / 200k · $0.05' ('' before any)."""
-    return " · ".join(part for part in (tokens_words(tokens), context_words(tokens), cost_words(tokens)) if part)
+    """Every figure in words, each scope said: 'this request: 1,703 tokens in · 12 out · $0.0005; session: 3,369 tokens in ·
+    16 out · $0.0048; context 1.7k / 1M' (the session's part left out while the same); without ``tokens.turn`` (a view of the
+    whole session) the session's alone: '3,369 tokens in · 16 out · $0.0048 · context 1.7k / 1M' ('' before any)."""
+    context, whole = context_words(tokens), _figures(tokens)
+    if tokens.turn is None:
+        return " · ".join(part for part in (whole, context) if part)
+    mine = _figures(tokens.turn)
+    groups = [f"this request: {mine}" if mine else "", f"session: {whole}" if whole and whole != mine else "", context]
+    return "; ".join(group for group in groups if group)
 
 
 def usage_text(usage: Any) -> str:

@@ -332,11 +332,19 @@ def transcript(
 
 
 def transcript_text(
-    events: Iterable[ev.Event], *, title: str = "", status: str = "", result_limit: int = VIEW_LIMIT, start: Start | None = None
+    events: Iterable[ev.Event],
+    *,
+    title: str = "",
+    status: str = "",
+    result_limit: int = VIEW_LIMIT,
+    start: Start | None = None,
+    after: str = "",
 ) -> str:
-    """A whole transcript as plain text without times, under a title line (the text/plain of a cell's output)."""
+    """A whole transcript as plain text without times, under a title line (the text/plain of a cell's output); ``after``: what next."""
     buffer = io.StringIO()
     if title or status:
         terminal.wrap(buffer).write(f"{title} — {status}\n" if status else f"{title}\n")
     transcript(events, buffer, result_limit=result_limit, stamps=False, start=start)
+    if after:
+        terminal.wrap(buffer).write(f"next: {after}\n")
     return buffer.getvalue().rstrip("\n")

@@ -45,6 +45,20 @@ REPLAY_STYLE = (
 )
 
 
+def short_source(source: str, cwd: Path, home: Path) -> str:
+    """How a replay names its log: relative to the working folder (the notebook's) where it is inside it, else from ``~``.
+
+    A database session's name (``postgresql://...#<notebook>/<session>``) is shown as it is.
+    """
+    if not source or "://" in source:
+        return source
+    path = Path(source)
+    for base, prefix in ((cwd, ""), (home, "~/")):
+        if path.is_absolute() and path.is_relative_to(base) and path != base:
+            return prefix + path.relative_to(base).as_posix()
+    return source
+
+
 @dataclass
 class Item:
     """One entry of the transcript: an event's rendering, or a streamed answer built from deltas."""

@@ -59,13 +59,15 @@ class ApprovalRequest:
     input: dict[str, Any]
     effect: str
     reason: Reason
-    claims: str = ""  # what the tool's provider says of it (an MCP server's own annotations), shown with the question
+    claims: str = ""  # what the tool's provider says of it (an MCP server's own annotations): shown as the server's words
     asks_always: bool = False  # the call rewrites what the user wrote (a cell edit): "auto" does not answer it
+    about: str = ""  # nbagent's own words on the question (why a server's claims do not count), shown as nbagent's
 
     def describe(self) -> str:
-        """The question, one sentence (and the tool provider's claims, if any); the call's full arguments are :meth:`arguments`."""
+        """The question, one sentence, then the tool provider's claims and nbagent's words on them, if any; the arguments are :meth:`arguments`."""
         question = _QUESTIONS[self.reason].format(call=self.tool_name, effect=self.effect)
-        return f"{question} {self.claims}" if self.claims else question
+        claims = f" The server says: {self.claims}" if self.claims else ""
+        return question + claims + (f" {self.about}" if self.about else "")
 
     def arguments(self) -> str:
         """Every argument of the call, in full, as indented JSON (never shortened: the user must see what will run)."""

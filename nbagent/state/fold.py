@@ -46,6 +46,9 @@ def _session_start(state: State, event: ev.Event) -> None:
     state.session_id = event["session_id"]
     state.created = event.get("ts", 0.0)
     state.meta = dict(event.get("meta") or {})
+    forked = state.meta.get("fork")
+    if isinstance(forked, dict) and isinstance(forked.get("title"), str) and forked["title"].strip():
+        state.title = " ".join(forked["title"].split())[:200]  # a fork's own title (lineage.fork_title), not its parent's
 
 
 def _user_msg(state: State, event: ev.Event) -> None:
@@ -66,6 +69,7 @@ def _user_msg(state: State, event: ev.Event) -> None:
     state.stop_action, state.stop_note, state.asked_again = "", "", 0
     state.refused = ""
     state.turn_spend, state.turn_replies, state.budget_stopped = {}, 0, False  # budgets of one request start again
+    state.turn_usage = dict.fromkeys(ev.USAGE_KEYS, 0)  # and its tokens
 
 
 def _model_call(state: State, event: ev.Event) -> None:
@@ -84,6 +88,7 @@ def _assistant_msg(state: State, event: ev.Event) -> None:
     content = event["content"]
     for key, count in totals(event.get("usage")).items():  # server compactions' tokens included
         state.usage[key] += count
+        state.turn_usage[key] = state.turn_usage.get(key, 0) + count
     _spent(state, event)
     state.turn_replies += 1
     state.context_tokens = context_tokens(event.get("usage") or {}) or state.context_tokens

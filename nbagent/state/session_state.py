@@ -78,6 +78,7 @@ class State:
     # logged that one was reached here.
     spend: dict[str, list[int]] = field(default_factory=dict)
     turn_spend: dict[str, list[int]] = field(default_factory=dict)
+    turn_usage: dict[str, int] = field(default_factory=lambda: dict.fromkeys(USAGE_KEYS, 0))  # the request's tokens, as usage counts them
     turn_replies: int = 0
     budget: dict[str, Any] = field(default_factory=dict)
     budget_stopped: bool = False

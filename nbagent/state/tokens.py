@@ -15,7 +15,7 @@ top-level counts; the context in use stays the top-level counts alone (context.p
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..record.events import USAGE_KEYS
@@ -49,7 +49,8 @@ class Tokens:
     ``from_cache`` and ``to_cache``: the parts of ``input`` read from and written to the cache; ``output``: the
     replies' tokens; ``context``: what the conversation takes of the model's ``window`` after the last reply (that
     reply's whole input and the reply itself; 0 before any reply, or after a local compaction: ``compacted``);
-    ``cost`` and ``turn_cost``: the session's and the current request's dollars (prices.py; None: not shown).
+    ``cost`` and ``turn_cost``: the session's and the current request's dollars (prices.py; None: not shown);
+    ``turn``: the current request's own figures (None: a view of the whole session, or no request yet).
     """
 
     input: int = 0
@@ -61,6 +62,7 @@ class Tokens:
     compacted: bool = False
     cost: prices.Cost | None = None
     turn_cost: prices.Cost | None = None
+    turn: Tokens | None = None
 
     @classmethod
     def of(
@@ -72,6 +74,7 @@ class Tokens:
         compacted: bool = False,
         cost: prices.Cost | None = None,
         turn_cost: prices.Cost | None = None,
+        turn: Tokens | None = None,
     ) -> Tokens:
         """The figures from a ``usage`` (a reply's, or a session's summed counts), the context in use and the window (0: the default)."""
         counts = totals(usage)
@@ -86,19 +89,30 @@ class Tokens:
             compacted=compacted and not _count(context),
             cost=cost,
             turn_cost=turn_cost,
+            turn=turn,
         )
 
     @classmethod
     def of_state(cls, state: Any) -> Tokens:
-        """The figures of a folded session (fold.State): its summed usage, its context after the last reply, its window and cost."""
+        """The figures of a folded session (fold.State): its summed usage, its context after the last reply, its window and cost.
+
+        ``turn`` holds the current request's own tokens and cost (none before its first reply); :meth:`whole` leaves it out.
+        """
+        turn_cost = prices.cost(state.turn_spend) if state.turn_replies or state.turn_spend else None
+        turn = cls.of(state.turn_usage, cost=turn_cost)
         return cls.of(
             state.usage,
             context=state.context_tokens,
             window=state.window,
             compacted=bool(state.compactions),
             cost=prices.cost(state.spend),
-            turn_cost=prices.cost(state.turn_spend) if state.turn_replies or state.turn_spend else None,
+            turn_cost=turn_cost,
+            turn=turn,
         )
+
+    def whole(self) -> Tokens:
+        """The session's figures alone, for a view of the whole session (no request of its own)."""
+        return replace(self, turn=None, turn_cost=None)
 
     @property
     def total(self) -> int:

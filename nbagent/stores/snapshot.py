@@ -32,7 +32,7 @@ from ..state.fold import State
 from .writer import OS_FILES, FileOps
 
 KIND = "nbagent.stores.snapshot"
-VERSION = 7  # v7: State.awaiting and held (parallel calls); v6: State.images entries carry their base64 size; an older one is ignored once
+VERSION = 8  # v8: State.turn_usage (a request's own tokens); v7: State.awaiting and held (parallel calls); v6: State.images entries carry their base64 size; an older one is ignored once
 MAX_HEADER = 1 << 20  # a header is a few hundred bytes; a longer first line is not a snapshot
 _STATE_KEYS = frozenset(f.name for f in fields(State)) - {"messages"}
 

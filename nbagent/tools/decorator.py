@@ -41,6 +41,7 @@ class Tool:
     alone: bool = False
 
     claims: str = ""  # what the tool's provider says of it (an MCP server's annotations), shown in the approval question
+    about: str = ""  # nbagent's own words on those claims (what they count for), shown apart from them
     # Rewrites what the user wrote (propose_cell_edit): its calls are asked under approval "ask" and "auto" alike
     # (nbagent/state/approval_rule.py), never approved by a mode alone.
     asks_always: bool = False

@@ -1,8 +1,9 @@
-"""A new user's first cells, in JupyterLab and Notebook 7, with no API key: the error alone, nothing left behind.
+"""A new user's first cells, in JupyterLab and Notebook 7, with no API key: what to do, calmly, nothing left behind.
 
 The shared servers of conftest.py give their kernels a key (the fake API's); these servers are started from an
-environment without one, as a new user's Jupyter is. A no-key start must show the error alone (no panel, no
-"done"), create no log (not even the ``.nbagent`` folder), and a mistyped option must name the right one.
+environment without one, as a new user's Jupyter is. A no-key start must say what to do alone, as plain output and
+not as a red error block (nothing failed: issue 35 item 6; no panel, no "done"), create no log (not even the
+``.nbagent`` folder), and a mistyped option (a real mistake) must stay an error naming the right one.
 """
 
 from __future__ import annotations
@@ -55,7 +56,10 @@ def keyless(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         server.stop()
 
 
-def test_a_start_without_a_key_shows_the_error_alone_and_leaves_no_log(keyless: Jupyter) -> None:
+STDERR = '[data-mime-type="application/vnd.jupyter.stderr"]'  # how JupyterLab and Notebook 7 mark an error's red block
+
+
+def test_a_start_without_a_key_says_what_to_do_calmly_and_leaves_no_log(keyless: Jupyter) -> None:
     root: Path = keyless.server.root
     write_notebook(root / NOTEBOOK, CELLS)
     keyless.open(NOTEBOOK)
@@ -66,9 +70,11 @@ def test_a_start_without_a_key_shows_the_error_alone_and_leaves_no_log(keyless: 
     print(f"screenshot: {shot}")
     output = keyless.output(NOTEBOOK, 1)
     said = visible_text(output)
-    assert "UsageError: No Anthropic API key" in said and "getpass" in said, said
+    assert "nbagent: No Anthropic API key" in said and "getpass" in said and "UsageError" not in said, said
+    assert output.locator(STDERR).count() == 0 and output.locator('[data-mime-type="application/vnd.jupyter.stdout"]').count() >= 1
     assert "%env" not in said and "done" not in said, said
     assert output.locator(".nbagent, .jupyter-widgets").count() == 0  # no panel, live or static
     assert not (root / ".nbagent").exists(), sorted(p.name for p in root.iterdir())
     mistyped = visible_text(keyless.output(NOTEBOOK, 2))
     assert "unrecognized option --modle: did you mean --model?" in mistyped, mistyped
+    assert "UsageError" in mistyped and keyless.output(NOTEBOOK, 2).locator(STDERR).count() == 1  # a real mistake stays one

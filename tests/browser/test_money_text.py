@@ -22,7 +22,7 @@ DIME = {
 }  # $0.10 on the default model
 CELLS = ["%load_ext nbagent", "%config Agent.max_session_cost = 0.05", "%agent Say the area", "%agent Say more"]
 REPLY = "The area is $x^2$ square metres."
-COST = "$0.10 this request, $0.10 in all"
+COST = "this request: 50,000 tokens in · 0 out · $0.10"  # the request's tokens beside its own dollars (issue 35 item 4)
 STOP = "stopped: the session cost $0.10, its budget is $0.05 (max_session_cost)"
 # MathJax's typeset elements outside the model's Markdown (nbagent-text), and whether the model's own math was typeset
 OUTSIDE = (
@@ -51,5 +51,8 @@ def test_dollars_in_nbagents_lines_stay_text_while_the_models_math_is_typeset(
     assert COST in visible_text(panel), visible_text(panel)[-400:]
     assert STOP in visible_text(stop.locator(".nbagent")), visible_text(stop)[-400:]
     assert "— stopped at its budget" in visible_text(stop.locator(".nbagent-header")), visible_text(stop)[-400:]  # issue 35 item 4
+    # an outcome, not an error: how to go on, as plain output under the panel, and no red block (issue 35 item 6)
+    assert "set Agent.max_session_cost to a higher amount" in visible_text(stop) and "UsageError" not in visible_text(stop)
+    assert stop.locator('[data-mime-type="application/vnd.jupyter.stderr"]').count() == 0
     assert panel.evaluate(OUTSIDE) == [], "nbagent's own lines in the panel were typeset as math"
     assert stop.evaluate(OUTSIDE) == [], "the budget stop was typeset as math"

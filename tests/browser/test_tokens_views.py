@@ -48,3 +48,6 @@ def test_one_session_has_the_same_token_figures_in_the_panel_the_listing_and_the
         page.close()
     assert panel == listed == served, {"panel": panel, "%agent_sessions": listed, "server page": served}
     assert not panel.startswith("0 tokens in")  # replies read from the cache still count as input
+    # the second turn's panel says its own request's figures first, then the session's, each labelled (issue 35 item 4)
+    second = visible_text(lab.output(NOTEBOOK, 2))
+    assert f"session: {panel} · " in second and second.index("this request: ") < second.index("session: "), second[:400]

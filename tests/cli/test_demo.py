@@ -12,7 +12,7 @@ import pytest
 
 import nbagent
 from nbagent import history
-from nbagent.cli.demo import prepare
+from nbagent.cli.demo import prepare, where
 from tests.support.fake_anthropic import FakeAnthropic, error, text, tool_use
 
 NBAGENT = Path(sys.executable).with_name("nbagent")
@@ -55,6 +55,9 @@ def test_demo_offline_is_labelled_and_leaves_a_sound_log(tmp_path: Path) -> None
     done = run_demo(folder, clean_env())
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
+    # where it writes, said first (before the first turn, and before anything was written: see the test below)
+    said = f"Writing to {folder.absolute()}{os.sep} (a new folder; --folder DIR writes elsewhere)"
+    assert said in out.split("\n== 1.")[0], out[:600]
     assert "it is NOT Claude" in out and "Claude (" not in out
     assert "[offline demo model, not Claude]" in out  # the streamed replies carry the label too
     assert "child process exit: killed by SIGKILL" in out
@@ -72,6 +75,17 @@ def test_demo_offline_is_labelled_and_leaves_a_sound_log(tmp_path: Path) -> None
     assert (folder / "mine.txt").read_text() == "kept" and (folder / "data.csv").exists()
 
 
+def test_demo_says_where_it_writes_and_what_kind_of_folder_that_is(tmp_path: Path) -> None:
+    """Issue 35 item 6: the demo names the folder it writes to (absolute) before it writes anything there."""
+    new = tmp_path / "demo"
+    assert where(new).startswith(f"Writing to {new.absolute()}{os.sep} (a new folder; --folder DIR writes elsewhere)")
+    assert not new.exists()  # saying it writes nothing
+    new.mkdir()
+    assert "(an empty folder;" in where(new)
+    prepare(new, fresh=False)
+    assert "(an earlier demo's folder: this run adds a session;" in where(new)
+
+
 def test_demo_refuses_a_folder_it_did_not_make(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from nbagent.cli.main import main
 
@@ -79,8 +93,9 @@ def test_demo_refuses_a_folder_it_did_not_make(tmp_path: Path, capsys: pytest.Ca
     folder.mkdir()
     (folder / "thesis.tex").write_text("precious")
     assert main(["demo", "--folder", str(folder), "--fresh"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "already holds files that the demo did not make" in err
+    said = capsys.readouterr()
+    assert said.err.count("\n") == 1 and "already holds files that the demo did not make" in said.err
+    assert said.out == ""  # refused before it said it would write there
     assert [p.name for p in folder.iterdir()] == ["thesis.tex"]
 
 

@@ -188,20 +188,20 @@ def test_a_diff_shows_every_changed_line(old: str, new: str, changed: list[str])
 
 
 def test_the_diff_html_escapes_the_model_s_source() -> None:
-    shown = cell_edit.diff_html("a", "<script>alert(1)</script>", "c1")
+    shown = cell_edit.diff_html("a", "<script>alert(1)</script>")
     assert "<script>" not in shown and "&lt;script&gt;" in shown and 'class="nbagent-diff-add"' in shown
 
 
 def test_the_diff_shows_hidden_characters_escaped_and_marked() -> None:
     """Issue 33 item 9: a Trojan-Source edit (bidi controls, a zero-width space) reads as what it is in the diff."""
     new = 'access = "user\u202e \u2066# admin\u2069 \u2066"\nok\u200b = True'
-    shown = cell_edit.diff_html("access = 'user'", new, "c1")
+    shown = cell_edit.diff_html("access = 'user'", new)
     assert not any(c in shown for c in "\u202e\u2066\u2069\u200b")  # none passes raw
     for escape, name in (("\\u202e", "RIGHT-TO-LEFT OVERRIDE"), ("\\u2066", "LEFT-TO-RIGHT ISOLATE"), ("\\u200b", "ZERO WIDTH SPACE")):
         assert f'title="U+{escape[2:].upper()} {name}">{escape}</span>' in shown
         assert f"{escape} (U+{escape[2:].upper()} {name})" in shown  # the warning above the diff names it
     assert "hidden characters" in shown
-    assert "hidden characters" not in cell_edit.diff_html("a", "b", "c1")
+    assert "hidden characters" not in cell_edit.diff_html("a", "b")
 
 
 def test_the_live_document_names_ids_and_unsaved_cells_and_is_bounded() -> None:

@@ -79,7 +79,8 @@ def test_rewind_in_a_real_kernel_then_restart_and_run_all(kernels: Any, fake: An
         first.run(code, cell_id)
     assert len(fake.requests) == 4
     shown = first.run(cells[3][1], cells[3][0])
-    assert "a fork of" in shown and "keeping turns 1-1; turns 2-3 are left out" in shown
+    assert "a fork of" in shown and "keeping turn 1; turns 2–3 are left out" in shown
+    assert '"say one (fork after turn 1)"' in shown  # the fork's own title
     first.run(cells[4][1], cells[4][0])
     assert len(fake.requests) == 5
     sent = requests_text(fake)[-1]
@@ -109,7 +110,8 @@ def test_fork_in_the_shell_keeps_every_turn_and_later_cells_use_it(shell: Any, f
     folder = tmp_path / ".nbagent" / "untitled"
     [parent] = store.list_sessions(folder)
     assert shell.run_cell("%agent --fork").error_in_exec is None
-    assert "keeping turns 1-2." in capsys.readouterr().out  # nothing left out, so no rewind note
+    said = capsys.readouterr().out
+    assert "keeping turns 1–2." in said and '"say one (fork after turn 2)"' in said  # nothing left out, so no rewind note
     assert shell.run_cell("%agent say three").error_in_exec is None
     sent = requests_text(fake)[-1]
     assert "say one" in sent and "say two" in sent and "rewound" not in sent

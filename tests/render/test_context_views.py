@@ -163,9 +163,9 @@ def test_the_replay_shows_the_in_progress_line_until_the_compaction_lands() -> N
     assert STARTED_WORDS in timeline.transcript_at(started) and LOCAL_WORDS not in timeline.transcript_at(started)
     assert STARTED_WORDS not in timeline.transcript_at(done) and LOCAL_WORDS in timeline.transcript_at(done)
     assert timeline.statuses[started].startswith("compacting the context")
-    assert timeline.statuses[done - 2] == "done · 143,000 tokens in · 400 out · context 143k / 200k · cost unknown"
+    assert timeline.statuses[done - 2] == "done · this request: 143,000 tokens in · 400 out · cost unknown; context 143k / 200k"
     # known again at the next reply
-    assert timeline.statuses[done] == "done · 143,000 tokens in · 400 out · context compacted · cost unknown"
+    assert timeline.statuses[done] == "done · this request: 143,000 tokens in · 400 out · cost unknown; context compacted"
 
 
 @pytest.mark.parametrize(
@@ -206,7 +206,7 @@ def test_the_panel_header_and_its_static_transcript_show_context_use() -> None:
     panel(session_events()[2])
     assert "context 143k / 200k" in panel.header.value  # from where the session stood, before any reply
     panel(session_events()[3])
-    assert "· context 143k / 200k" in panel.header.value
+    assert "; context 143k / 200k" in panel.header.value
     bundle = panel.static_bundle()
     assert "context 143k / 200k" in bundle["text/html"] and "context 143k / 200k" in bundle["text/plain"]
     panel.close()

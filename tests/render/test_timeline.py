@@ -140,8 +140,9 @@ def test_statuses_follow_the_panel_and_add_the_tokens() -> None:
         "running tool add",
         "waiting for the model",
     ]
-    assert timeline.statuses[10] == "done · 0 tokens in · 7 out · context 7 / 200k · cost unknown"
-    assert timeline.statuses[-1] == "interrupted · 0 tokens in · 7 out · context 7 / 200k · cost unknown"
+    assert timeline.statuses[10] == "done · this request: 0 tokens in · 7 out · cost unknown; context 7 / 200k"
+    # interrupted before the second request's first reply: nothing of its own yet, the session's figures labelled
+    assert timeline.statuses[-1] == "interrupted · session: 0 tokens in · 7 out · cost unknown; context 7 / 200k"
     assert timeline.title == "add 2 and 3"
 
 

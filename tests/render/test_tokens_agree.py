@@ -108,20 +108,32 @@ def _shown(markup: str) -> str:
     return html.unescape(markup)
 
 
-def test_the_panels_and_static_transcripts_show_the_sessions_figures(recorded: Recorded, truth: Tokens) -> None:
+def test_the_panels_and_static_transcripts_show_the_requests_and_the_sessions_figures_each_labelled(
+    recorded: Recorded, truth: Tokens
+) -> None:
+    """Issue 35 item 4: a panel's tokens and dollars are of one scope each, said: this request's, then the session's."""
+    second = next(e["seq"] for e in recorded.events if e["type"] == "user_msg" and e["content"] == "and again?")
+    replies = [e["usage"] for e in recorded.events if e["type"] == "assistant_msg" and e["seq"] > second]
+    assert truth.turn is not None and truth.turn.input == sum(
+        u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"] for u in replies
+    )
+    assert 0 < truth.turn.input < truth.input and 0 < truth.turn.output < truth.output
+    mine, whole = tokens_words(truth.turn), tokens_words(truth)
     line = tokens_line(truth)
-    assert line.startswith(f"{truth.input:,} tokens in ({truth.from_cache:,} from cache) · {truth.output:,} out · context ")
-    last = recorded.panels[-1]  # the second turn's panel: the session's figures, not its own turn's
+    assert line == f"this request: {mine} · cost unknown; session: {whole} · cost unknown; context {context_figure(truth)}"
+    first = recorded.panels[0]  # the session's first request: its figures are the session's, said once
+    assert "session:" not in _shown(first.header.value) and "done · this request: " in _shown(first.header.value)
+    last = recorded.panels[-1]  # the second turn's panel: its own request's figures, and the session's, each labelled
     assert f"done · {line}" in _shown(last.header.value)
     bundle = last.bundle()
     assert f"done · {line}" in _shown(bundle["text/html"]) and f"done · {line}" in bundle["text/plain"]
     index = TurnIndex()
     with nbagent.Session.open(recorded.log) as session:
-        second = index.update(session)[-1]
+        again_turn = index.update(session)[-1]
     again = StaticPanel("and again?")  # the turn re-rendered (a restart, Run All): its events only, from where it began
-    again.begin(index.start(second.seq))
+    again.begin(index.start(again_turn.seq))
     for event in recorded.events:
-        if event["seq"] >= second.seq:
+        if event["seq"] >= again_turn.seq:
             again(event)
     assert f"done · {line}" in _shown(again.static_bundle()["text/html"])
 
@@ -153,11 +165,16 @@ def test_the_replay_and_the_exports_say_the_same(recorded: Recorded, truth: Toke
     line = tokens_line(truth)
     assert Timeline(recorded.events).statuses[-1] == f"done · {line}"
     assert f"done · {line}" in _shown(Replay(recorded.events, source=str(recorded.log)).static_bundle()["text/html"])
+    whole = tokens_line(truth.whole())  # an export is of the whole session: its figures alone, unlabelled
+    assert whole == f"{tokens_words(truth)} · cost unknown · context {context_figure(truth)}"
     written = export.export(recorded.events, tmp_path / "s.ipynb", source=recorded.log)
     header = nbformat.read(written, as_version=4).cells[0].source
-    assert f"2 turn(s): {line}." in header
+    assert f"2 turn(s): {whole}." in header
     markdown = export.export(recorded.events, tmp_path / "s.md", source=recorded.log).read_text()
-    assert f"2 turn(s): {line}." in markdown
+    assert f"2 turn(s): {whole}." in markdown
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["show", str(recorded.log)], out=out, err=err) == 0, err.getvalue()
+    assert f"\nin all: {whole}\n" in out.getvalue()  # nbagent show ends with the whole session's figures
 
 
 def test_the_servers_live_records_say_the_same(recorded: Recorded, truth: Tokens) -> None:

@@ -157,7 +157,7 @@ def test_max_cost_stops_and_a_new_request_starts_again(fake: FakeAnthropic, clie
         with pytest.raises(BudgetReached, match=r"this request cost \$0.30, its budget is \$0.25 \(max_cost\)"):
             nbagent.run(session, "look up", tools=[lookup], client=client, model=MODEL, approval="auto", max_cost=0.25)
         assert len(fake.requests) == 3  # $0.00, $0.10, $0.20 before each call: the third still went; $0.30 stopped the fourth
-        assert "$0.30 this request, $0.30 in all" in tokens_line(Tokens.of_state(session.state))
+        assert tokens_line(Tokens.of_state(session.state)).startswith("this request: 150,000 tokens in · 0 out · $0.30; context ")
         # a new request: its own budget starts again (the calls left open are settled, as for any new request)
         fake.clear_script()
         fake.script(text("fine", usage=DIME))

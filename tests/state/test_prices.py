@@ -166,7 +166,11 @@ def test_fold_prices_replies_and_summaries_by_request() -> None:
     assert tokens.cost == prices.Cost(5 + 1 + 2)  # Opus 4.6 and Haiku 4.5's summary in the first request, Sonnet 5.5 in the second
     assert tokens.turn_cost == prices.Cost(2)
     assert state.turn_replies == 1
-    assert tokens_line(tokens).endswith("$2.00 this request, $8.00 in all")
+    # each scope's tokens beside its own dollars (the summary's tokens are on its compaction entry; its dollars count)
+    assert (
+        tokens_line(tokens)
+        == "this request: 1,000,000 tokens in · 0 out · $2.00; session: 2,000,000 tokens in · 0 out · $8.00; context 1M / 200k"
+    )
 
 
 def test_the_overhead_benchmark_runs_at_a_tiny_size() -> None:
