@@ -8,6 +8,7 @@ in ``tests/browser/artifacts/`` (ignored by git); their paths are printed with t
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tests.browser.harness import ConsoleLog, Jupyter, JupyterServer, kernel_env, launch_chromium, screenshot_pages
+from tests.notebook.test_labextension import installed_extension
 from tests.support.fake_anthropic import FakeAnthropic
 
 if TYPE_CHECKING:
@@ -165,3 +167,19 @@ def lab_rtc(chromium: Browser, lab_rtc_server: JupyterServer, console: ConsoleLo
 def notebook7(chromium: Browser, notebook7_server: JupyterServer, console: ConsoleLog) -> Iterator[Jupyter]:
     """One Notebook 7 page for the module, loaded and ready."""
     yield from _app(chromium, notebook7_server, console, "Notebook 7")
+
+
+@pytest.fixture(scope="module")
+def extension_installed() -> None:
+    """Skip a module that needs nbagent's extension where it is not installed (a machine with no Node.js); fail under CI."""
+    if installed_extension() is None:
+        reason = "nbagent's JupyterLab extension is not installed (pip install -e . builds it when Node.js >= 20.19 is on PATH)"
+        if os.environ.get("CI", "").lower() in ("true", "1"):
+            pytest.fail(f"CI=true: {reason}", pytrace=False)
+        pytest.skip(reason)
+
+
+@pytest.fixture(params=["lab", "notebook7"], scope="module")
+def app(request: pytest.FixtureRequest) -> Iterator[Jupyter]:
+    """JupyterLab, then Notebook 7 (for the modules that ask for ``app``)."""
+    yield request.getfixturevalue(request.param)

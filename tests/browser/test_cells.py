@@ -10,8 +10,6 @@ the cell, Undo restores it; Decline leaves it. A foreign session's button insert
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +18,12 @@ import pytest
 
 from reliability.attacker import cloned_notebook_log
 from tests.browser.harness import PANEL_JS, Jupyter, visible_text, wait_until, write_notebook
-from tests.notebook.test_labextension import installed_extension
 from tests.security.test_security import as_another_user
 from tests.support.fake_anthropic import FakeAnthropic, text, tool_use
 
 MIME_TYPE = "application/vnd.nbagent.cells+json"
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.kernel]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.kernel, pytest.mark.usefixtures("extension_installed")]
 
 FIRST = "a = 6\nprint('a is', a)"
 SECOND = "b = a * 7\nprint('b is', b)"
@@ -44,22 +41,6 @@ CELLS_JS = f"""
   }});
 }}
 """
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _extension_installed() -> None:
-    """These tests need nbagent's extension installed: skip here without it (a machine with no Node.js), fail under CI."""
-    if installed_extension() is None:
-        reason = "nbagent's JupyterLab extension is not installed (pip install -e . builds it when Node.js >= 20.19 is on PATH)"
-        if os.environ.get("CI", "").lower() in ("true", "1"):
-            pytest.fail(f"CI=true: {reason}", pytrace=False)
-        pytest.skip(reason)
-
-
-@pytest.fixture(params=["lab", "notebook7"], scope="module")
-def app(request: pytest.FixtureRequest) -> Iterator[Jupyter]:
-    """JupyterLab, then Notebook 7."""
-    yield request.getfixturevalue(request.param)
 
 
 def cells(jupyter: Jupyter, path: str) -> list[dict[str, Any]]:

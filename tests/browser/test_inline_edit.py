@@ -10,7 +10,6 @@ the kernel's nbagent/notebook/cell_edit.py (docs/cells.md, "Proposed edits").
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,10 +19,9 @@ import pytest
 from tests.browser.harness import PANEL_JS, Jupyter, visible_text, wait_until, write_notebook
 from tests.browser.test_cells import cells, start
 from tests.browser.test_reopen_approval import decisions
-from tests.notebook.test_labextension import installed_extension
 from tests.support.fake_anthropic import FakeAnthropic, text, tool_use
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.kernel]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.kernel, pytest.mark.usefixtures("extension_installed")]
 
 FAILING = "print(totl)"
 FIXED = "total = 3  # fixed\u200b\nprint(total)"  # a zero-width space the user must see
@@ -34,22 +32,6 @@ BANDS_JS = """
 (node) => ['.nbagent-diff-add', '.nbagent-diff-del'].map(
   (s) => getComputedStyle(node.querySelector(s)).backgroundColor)
 """
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _extension_installed() -> None:
-    """These tests need nbagent's extension installed: skip here without it (a machine with no Node.js), fail under CI."""
-    if installed_extension() is None:
-        reason = "nbagent's JupyterLab extension is not installed (pip install -e . builds it when Node.js >= 20.19 is on PATH)"
-        if os.environ.get("CI", "").lower() in ("true", "1"):
-            pytest.fail(f"CI=true: {reason}", pytrace=False)
-        pytest.skip(reason)
-
-
-@pytest.fixture(params=["lab", "notebook7"], scope="module")
-def app(request: pytest.FixtureRequest) -> Iterator[Jupyter]:
-    """JupyterLab, then Notebook 7."""
-    yield request.getfixturevalue(request.param)
 
 
 @pytest.fixture

@@ -20,22 +20,11 @@ import pytest
 import nbagent
 from nbagent.record import events as ev
 from tests.browser.harness import PANEL_JS, STATE_JS, Jupyter, JupyterServer, visible_text, wait_until, write_notebook
-from tests.notebook.test_labextension import installed_extension
 from tests.support.fake_anthropic import FakeAnthropic, text, tool_use
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.kernel]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.kernel, pytest.mark.usefixtures("extension_installed")]
 FINAL = "The folder is tidy."
 OVERLAY = ".nbagent-overlay"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _extension_installed() -> None:
-    """These tests need nbagent's extension installed: skip here without it (a machine with no Node.js), fail under CI."""
-    if installed_extension() is None:
-        reason = "nbagent's JupyterLab extension is not installed (pip install -e . builds it when Node.js >= 20.19 is on PATH)"
-        if os.environ.get("CI", "").lower() in ("true", "1"):
-            pytest.fail(f"CI=true: {reason}", pytrace=False)
-        pytest.skip(reason)
 
 
 def another_page(lab: Jupyter, workspace: str) -> Jupyter:

@@ -17,7 +17,7 @@ import pytest
 from tests.notebook import test_kernel
 from tests.notebook.test_cells_kernel import SETUP, Browser
 from tests.support.fake_anthropic import text, tool_use
-from tests.support.kernels import Kernel, Message, button_id, click
+from tests.support.kernels import Kernel
 
 kernels = test_kernel.kernels  # the fixture: kernels on the fake API (JPY_SESSION_NAME = tmp_path/work.ipynb)
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
@@ -33,20 +33,7 @@ def propose(kernel: Kernel, fake: Any, mode: str) -> tuple[Browser, list[str]]:
     browser.open()
     fake.script(tool_use("propose_cell_edit", {"cell_id": "c1", "new_source": TROJAN}), text("Done."))
     cells = [{"id": "c1", "cell_type": "code", "source": OLD, "execution_count": 1, "outputs_text": "", "dirty": False}]
-    questions: list[str] = []
-
-    def browse(msg: Message) -> None:
-        data = browser.note(msg)
-        if data is not None and data.get("type") == "read_request":
-            browser.send({"v": 1, "type": "notebook", "id": data["id"], "path": "work.ipynb", "cells": cells})
-        elif data is not None and data.get("type") == "apply_edit":
-            browser.send({"v": 1, "type": "edit_result", "id": data["id"], "ok": data["old_source"] == cells[0]["source"]})
-        state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_open" else {}
-        if 'class="nbagent-code nbagent-diff"' in str(state.get("value", "")):  # a question's diff (the header's style names it too)
-            questions.append(state["value"])
-        button = button_id(msg, "Approve")
-        if button is not None:
-            click(kernel.kc, button)
+    browse, questions = browser.answering(kernel, cells, "Approve")
 
     kernel.execute("%agent tidy cell c1", cell_id="ask", on_message=browse)
     return browser, questions
@@ -91,20 +78,7 @@ def test_an_accepted_fix_is_shown_at_its_cell_offers_a_run_and_err_moves_on(kern
         {"id": "c1", "cell_type": "code", "source": SETUP, "execution_count": 1, "outputs_text": "", "dirty": False},
         {"id": "c2", "cell_type": "code", "source": FAILING, "execution_count": 2, "outputs_text": "NameError", "dirty": False},
     ]
-    questions: list[str] = []
-
-    def browse(msg: Message) -> None:
-        data = browser.note(msg)
-        if data is not None and data.get("type") == "read_request":
-            browser.send({"v": 1, "type": "notebook", "id": data["id"], "path": "work.ipynb", "cells": cells})
-        elif data is not None and data.get("type") == "apply_edit":
-            browser.send({"v": 1, "type": "edit_result", "id": data["id"], "ok": data["old_source"] == cells[1]["source"]})
-        state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_open" else {}
-        if 'class="nbagent-code nbagent-diff"' in str(state.get("value", "")):  # a question's diff (the header's style names it too)
-            questions.append(state["value"])
-        button = button_id(msg, "Approve")
-        if button is not None:
-            click(kernel.kc, button)
+    browse, questions = browser.answering(kernel, cells, "Approve")
 
     messages, _ = kernel.execute("%agent --fix", cell_id="ask", on_message=browse)
     [question] = questions

@@ -77,6 +77,27 @@ class Browser:
                 return data
         raise AssertionError(f"no {kind} message from the kernel; saw {[d.get('type') for d in self.seen]}")
 
+    def answering(self, kernel: Kernel, cells: list[dict[str, Any]], choice: str) -> tuple[Any, list[str]]:
+        """An ``on_message`` that plays a page holding ``cells`` (reads, edits checked against their source) and presses
+        ``choice`` on every question; and the list it fills with each question's diff as shown."""
+        questions: list[str] = []
+
+        def browse(msg: Message) -> None:
+            data = self.note(msg)
+            if data is not None and data.get("type") == "read_request":
+                self.send({"v": 1, "type": "notebook", "id": data["id"], "path": "work.ipynb", "cells": cells})
+            elif data is not None and data.get("type") == "apply_edit":
+                [target] = [c for c in cells if c["id"] == data["cell_id"]]
+                self.send({"v": 1, "type": "edit_result", "id": data["id"], "ok": data["old_source"] == target["source"]})
+            state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_open" else {}
+            if 'class="nbagent-code nbagent-diff"' in str(state.get("value", "")):  # a question's diff (the header's style names it too)
+                questions.append(state["value"])
+            button = button_id(msg, choice)
+            if button is not None:
+                click(kernel.kc, button)
+
+        return browse, questions
+
 
 def log_events(tmp_path: Path) -> list[ev.Event]:
     [path] = sorted((tmp_path / ".nbagent" / "work.ipynb").glob("*.jsonl"))
@@ -261,21 +282,7 @@ def test_a_proposed_edit_shows_its_diff_and_is_applied_only_when_approved(kernel
     browser.open()
     fake.script(tool_use("propose_cell_edit", {"cell_id": "c1", "new_source": "x = 2\ny = x + 1"}), text("Done."))
     cells = [{"id": "c1", "cell_type": "code", "source": "x = 1\ny = x + 1", "execution_count": 1, "outputs_text": "", "dirty": False}]
-    questions: list[str] = []
-
-    def browse(msg: Message) -> None:
-        data = browser.note(msg)
-        if data is not None and data.get("type") == "read_request":
-            browser.send({"v": 1, "type": "notebook", "id": data["id"], "path": "work.ipynb", "cells": cells})
-        elif data is not None and data.get("type") == "apply_edit":
-            ok = data["old_source"] == cells[0]["source"]
-            browser.send({"v": 1, "type": "edit_result", "id": data["id"], "ok": ok})
-        state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_open" else {}
-        if 'class="nbagent-code nbagent-diff"' in str(state.get("value", "")):  # a question's diff (the header's style names it too)
-            questions.append(state["value"])
-        button = button_id(msg, choice)
-        if button is not None:
-            click(kernel.kc, button)
+    browse, questions = browser.answering(kernel, cells, choice)
 
     status, _ = kernel.try_run("x = undefined_name", "c1")
     assert status == "error"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ from nbagent.notebook.model_kind import DEMO_NAME
 from nbagent.record import events as ev
 from nbagent.stores import folders as store
 from tests.support.fake_anthropic import FakeAnthropic, text
-from tests.support.kernels import Kernel
+from tests.support.kernels import Kernel, kernel_env
 
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 
@@ -26,12 +25,7 @@ CELLS = [
 
 
 def test_a_notebook_that_used_both_keeps_two_sessions_and_reruns_without_a_model_call(tmp_path: Path, fake: FakeAnthropic) -> None:
-    env = {
-        **os.environ,
-        "ANTHROPIC_BASE_URL": fake.base_url,
-        "ANTHROPIC_API_KEY": "test-key",
-        "JPY_SESSION_NAME": str(tmp_path / "mixed.ipynb"),
-    }
+    env = kernel_env(fake.base_url, JPY_SESSION_NAME=str(tmp_path / "mixed.ipynb"))
     fake.script(text("Claude's own answer"))
     with Kernel(tmp_path, env) as kernel:
         said = {cell: kernel.run(code, cell) for cell, code in CELLS}

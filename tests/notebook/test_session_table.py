@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ from nbagent.notebook.session_table import SessionTable
 from nbagent.state.lineage import Lineage
 from nbagent.stores import Listed
 from tests.support.fake_anthropic import FakeAnthropic, text
-from tests.support.kernels import Kernel
+from tests.support.kernels import Kernel, kernel_env
 
 HOSTILE = '<img src=x onerror="alert(1)"> & </td></table><script>alert(2)</script> costs $5 and $6'
 
@@ -56,12 +55,7 @@ def test_the_text_beside_it_is_the_terminals_table() -> None:
 @pytest.mark.kernel
 @pytest.mark.slow
 def test_agent_sessions_in_a_kernel_is_an_html_table_with_text_beside_it(tmp_path: Path, fake: FakeAnthropic) -> None:
-    env = {
-        **os.environ,
-        "ANTHROPIC_BASE_URL": fake.base_url,
-        "ANTHROPIC_API_KEY": "test-key",
-        "JPY_SESSION_NAME": str(tmp_path / "t.ipynb"),
-    }
+    env = kernel_env(fake.base_url, JPY_SESSION_NAME=str(tmp_path / "t.ipynb"))
     fake.script(text("Done."))
     with Kernel(tmp_path, env) as kernel:
         kernel.run("%load_ext nbagent")
