@@ -648,6 +648,19 @@ class Jupyter:
         )
         self.page.wait_for_timeout(500)  # the theme's stylesheet is swapped in; let layout and fonts settle
 
+    def shoot_themes(self, element: Locator, name: str) -> list[Path]:
+        """Screenshots of ``element`` in the light and the dark theme (ARTIFACTS/<name>-<theme>.png), printed; back to light."""
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        shots = []
+        for theme in ("light", "dark"):
+            self.change_theme(theme)
+            element.scroll_into_view_if_needed()
+            shots.append(ARTIFACTS / f"{name}-{theme}.png")
+            element.screenshot(path=str(shots[-1]))
+        self.change_theme("light")
+        print("\n" + "\n".join(f"screenshot: {shot}" for shot in shots))
+        return shots
+
 
 def wait_until(condition: Callable[[], Any], timeout: float, message: str | Callable[[], str], interval: float = 0.1) -> Any:
     """Poll ``condition`` until it returns something true (returned); on timeout fail with ``message``."""

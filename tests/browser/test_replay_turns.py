@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.harness import ARTIFACTS, Jupyter, JupyterServer, visible_text, wait_stable, wait_until, write_notebook
+from tests.browser.harness import Jupyter, JupyterServer, visible_text, wait_stable, wait_until, write_notebook
 from tests.support.fake_anthropic import FakeAnthropic, text
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.kernel]
@@ -112,13 +112,5 @@ def test_the_replay_opens_on_what_the_session_was_and_finds_words_in_context(
     header = " ".join(visible_text(output.locator(".widget-vbox .nbagent-header").first).split())
     assert f".nbagent/{NOTEBOOK}/" in header and str(lab_server.root) not in header, header
 
-    shots = []
-    for theme in ("light", "dark"):
-        lab.change_theme(theme)
-        output.scroll_into_view_if_needed()
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        shot = ARTIFACTS / f"replay-turns-{theme}.png"
-        output.screenshot(path=str(shot))
-        shots.append(shot)
-    lab.change_theme("light")
-    print("\n" + "\n".join(f"screenshot: {shot}" for shot in shots))
+    shots = lab.shoot_themes(output, "replay-turns")
+    assert shots[0].read_bytes() != shots[1].read_bytes(), "the dark theme drew the output as the light one did"
