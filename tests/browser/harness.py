@@ -208,7 +208,13 @@ class JupyterServer:
             self.log_path = self.root.parent / f"{self.kind}-server-{self.port}.log"
             with open(self.log_path, "wb") as log:
                 self.process = subprocess.Popen(
-                    self.command(), cwd=self.root, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                    self.command(),
+                    cwd=self.root,
+                    env=self.env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=hangup_ends_it,
                 )
             try:
                 self._wait_ready(timeout)
@@ -312,7 +318,13 @@ class JupyterServer:
         while True:  # the old server's socket may linger a moment
             with open(self.log_path, "wb") as log:
                 self.process = subprocess.Popen(
-                    self.command(), cwd=self.root, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                    self.command(),
+                    cwd=self.root,
+                    env=self.env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=hangup_ends_it,
                 )
             try:
                 self._wait_ready(max(1.0, deadline - time.monotonic()))
@@ -660,6 +672,11 @@ class Jupyter:
         self.change_theme("light")
         print("\n" + "\n".join(f"screenshot: {shot}" for shot in shots))
         return shots
+
+
+def hangup_ends_it() -> None:
+    """In a server's child process: SIGHUP ends it, as in a terminal, even when the tests run under ``nohup``."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def wait_until(condition: Callable[[], Any], timeout: float, message: str | Callable[[], str], interval: float = 0.1) -> Any:
