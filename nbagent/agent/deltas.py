@@ -115,6 +115,7 @@ class _Flusher:
         self._due: dict[DeltaWriter, float] = {}
         self._thread: threading.Thread | None = None
         self._stopping = False
+        self._wakes_at: float | None = None  # when the waiting thread wakes by itself; None: only when notified
 
     def schedule(self, writer: DeltaWriter, deadline: float) -> None:
         """Call ``writer.flush_due()`` at ``deadline`` (a ``time.monotonic()`` value)."""
@@ -122,7 +123,9 @@ class _Flusher:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="nbagent-delta-flusher", daemon=True)  # shared: no one context
                 self._thread.start()
-            if not self._due or deadline < min(self._due.values()):  # otherwise the thread wakes early enough
+            # Woken only if it would not wake in time by itself: back-to-back streams (a cancelled deadline is still
+            # the thread's) cost no thread switch each.
+            if self._wakes_at is None or deadline < self._wakes_at:
                 self._cond.notify()
             self._due[writer] = deadline
 
@@ -145,8 +148,10 @@ class _Flusher:
         while True:
             with self._cond:
                 while not self._due and not self._stopping:
+                    self._wakes_at = None
                     self._cond.wait()
                 if self._stopping:
+                    self._wakes_at = None
                     for writer in self._due:
                         writer.scheduled = False
                     self._due.clear()
@@ -154,8 +159,10 @@ class _Flusher:
                 writer, deadline = min(self._due.items(), key=lambda item: item[1])
                 wait = deadline - time.monotonic()
                 if wait > 0:
+                    self._wakes_at = deadline
                     self._cond.wait(wait)
                     continue
+                self._wakes_at = None  # flushing, not waiting: it looks at the deadlines again before it waits
                 del self._due[writer]
             try:
                 writer.context.run(writer.flush_due)

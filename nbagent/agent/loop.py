@@ -11,8 +11,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
-import anthropic
-
 from ..errors import Interrupted, ModelError, NbagentError, RefusedRequestError, UntrustedLogError
 from ..model.claude import DEFAULT_MODEL, AnthropicModel, Model, ModelRequest, Reply
 from ..model.retries import wait_for, waited_too_long
@@ -31,6 +29,7 @@ from .session import Session
 from .tool_calls import Calls, settle_abandoned
 
 if TYPE_CHECKING:
+    import anthropic
     from typing_extensions import Unpack  # typing's from Python 3.11 on
 
 
@@ -206,7 +205,8 @@ class Loop:
             output_config=thinking.output_config,
             betas=thinking.betas,
         )
-        if self._server():
+        # The beta endpoint only once the server could compact this request: the plain one is cheaper per request.
+        if self._server() and ctx.asks_compaction(self.context, state.messages, lambda: self._input_estimate(request)):
             request.context_management = ctx.context_management(self.context)
             request.betas = (ctx.COMPACT_BETA, *thinking.betas)
         else:  # a server compaction block is never sent where the beta is not asked for
@@ -311,6 +311,11 @@ class Loop:
             return ctx.estimate_tokens(list(state.messages), self.model.name)
         last = state.messages[-1]
         return state.context_tokens + (ctx.estimate_tokens(last, self.model.name) if last["role"] == "user" else 0)
+
+    def _input_estimate(self, request: ModelRequest) -> int:
+        """The request's input tokens for :func:`ctx.asks_compaction`: :meth:`_estimate`, plus its system prompt and tools before a reply counted them."""
+        known = self.session.state.context_tokens  # the last reply's usage counted them
+        return self._estimate() + (0 if known else ctx.estimate_tokens([request.system, request.tools], self.model.name))
 
     def compact(self, reason: str = "request") -> bool:
         """Summarise the oldest messages with model calls, each logged before the next request uses it (compaction.py).

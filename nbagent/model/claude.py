@@ -9,9 +9,8 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-import anthropic
+from functools import cache
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ModelError, NbagentError
 from ..record import redact
@@ -19,10 +18,8 @@ from ..state import api_versions, providers
 from . import clients
 from .retries import retry_after, should_retry
 
-try:  # the SDK's HTTP library; a connection dropped mid-stream surfaces as its error, unwrapped
-    from httpx2 import TransportError
-except ImportError:  # older SDKs
-    from httpx import TransportError  # type: ignore[no-redef,assignment,unused-ignore]
+if TYPE_CHECKING:
+    import anthropic
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 Reply = dict[str, Any]  # {"id", "model", "content": [blocks], "stop_reason", "usage"}
@@ -60,6 +57,8 @@ class AnthropicModel:
     """Claude through the official SDK: streaming, prompt caching; one attempt per call (the loop owns retries)."""
 
     def __init__(self, name: str = DEFAULT_MODEL, *, client: Any | None = None, provider: str | None = None) -> None:
+        import anthropic  # here, not at the top: %load_ext and a re-rendered cell never load the SDK (about 1.5 s)
+
         info = providers.lookup(provider)  # the cloud's own SDK client (clients.py): "anthropic" unless asked
         self.name = providers.table_name(info.name, name)  # the model table's name: its limits and thinking rules apply
         self.model_id = name if name != self.name else providers.model_id(info.name, name)  # what the request names
@@ -111,6 +110,8 @@ class AnthropicModel:
             params["betas"] = list(request.betas)
             if request.context_management:
                 params["context_management"] = request.context_management
+        import anthropic  # imported already, by __init__
+
         try:
             with messages.stream(**params) as stream:
                 for event in stream:
@@ -129,7 +130,7 @@ class AnthropicModel:
         except anthropic.APIConnectionError as exc:  # includes timeouts
             text = redact.text(f"could not reach {_where(self.info)}: {exc}")
             raise ModelError(text, kind="connection_error", retryable=True) from _scrubbed(exc)
-        except TransportError as exc:
+        except _transport_error() as exc:
             text = redact.text(f"the connection to {_where(self.info)} broke mid-reply: {exc}")
             raise ModelError(text, kind="connection_error", retryable=True) from _scrubbed(exc)
         except self.auth_errors as exc:  # empty for the Claude API
@@ -174,6 +175,16 @@ def _block(block: Any) -> dict[str, Any]:
 def _where(info: providers.ProviderInfo) -> str:
     """The endpoint a message names: "the Anthropic API", or the cloud ("Amazon Bedrock")."""
     return "the Anthropic API" if info.name == "anthropic" else info.label
+
+
+@cache
+def _transport_error() -> type[Exception]:
+    """The SDK's HTTP library's error: a connection dropped mid-stream surfaces as it, unwrapped."""
+    try:
+        from httpx2 import TransportError
+    except ImportError:  # older SDKs
+        from httpx import TransportError  # type: ignore[no-redef,assignment,unused-ignore]
+    return TransportError
 
 
 def _model_error(exc: anthropic.APIStatusError, info: providers.ProviderInfo = providers.INFO["anthropic"]) -> ModelError:

@@ -114,6 +114,26 @@ def context_management(settings: ContextSettings) -> dict[str, Any] | None:
     return {"edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": settings.threshold}}]}
 
 
+def asks_compaction(settings: ContextSettings, messages: Sequence[dict[str, Any]], estimate: Callable[[], int]) -> bool:
+    """Whether a request of a session the server compacts carries ``context_management`` (and so the beta endpoint).
+
+    The API compacts only a request whose input reaches the trigger ("Detects when input tokens exceed your
+    specified trigger threshold": https://platform.claude.com/docs/en/build-with-claude/compaction), so a request
+    under half of it asks for nothing and goes to the plain endpoint; half leaves room for ``estimate``'s error.
+    A history that starts at a server compaction block carries a beta content type: it always asks.
+    """
+    return starts_compacted(messages) or 2 * estimate() >= settings.threshold
+
+
+def starts_compacted(messages: Sequence[dict[str, Any]]) -> bool:
+    """Whether the history starts at a server compaction block (the fold starts it at the latest one)."""
+    first = messages[0] if messages else None
+    content = first.get("content") if first is not None else None
+    if not (first is not None and first.get("role") == "assistant" and isinstance(content, list) and content):
+        return False
+    return isinstance(content[0], dict) and content[0].get("type") == "compaction"
+
+
 def needs_compaction(settings: ContextSettings, server: bool, estimate: Callable[[], int]) -> bool:
     """Whether to compact locally before the next request (the server compacts by itself when it can).
 
@@ -151,12 +171,9 @@ def plain_history(messages: Sequence[dict[str, Any]]) -> Sequence[dict[str, Any]
     summary goes first as a user message (as a local compaction's does); what followed the block in that reply
     stays, less its thinking blocks, which were bound to the block's history. O(1) when there is no block.
     """
-    first = messages[0] if messages else None
-    content = first.get("content") if first is not None else None
-    if not (first is not None and first.get("role") == "assistant" and isinstance(content, list) and content):
+    if not starts_compacted(messages):
         return messages
-    if not (isinstance(content[0], dict) and content[0].get("type") == "compaction"):
-        return messages
+    content = messages[0]["content"]
     summary = {"type": "text", "text": SUMMARY_PREFIX + str(content[0].get("content") or "")}
     rest = [b for b in content[1:] if not (isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking"))]
     after = list(messages[1:])

@@ -18,11 +18,13 @@ import nbagent
 from nbagent.notebook.panel import Panel
 from nbagent.record import events as ev
 from nbagent.state.fold import SERVER_REFUSED
+from tests.support import fake_context
 from tests.support.fake_anthropic import FakeAnthropic, error, spend_limit, text, tool_use
 
 pytestmark = pytest.mark.sdk  # run again against the SDK floor in CI (.ci/run)
 
 MODEL = "claude-test"  # a model the table does not know: server compaction is asked for, the local fallback may take over
+SMALL = nbagent.ContextSettings(trigger=2_000)  # compaction is asked for from half the trigger on (context.asks_compaction)
 
 
 def of_type(session: nbagent.Session, kind: str) -> list[dict[str, Any]]:
@@ -43,12 +45,13 @@ def sigint_raises() -> Iterator[None]:
 def test_a_spend_limit_on_a_compaction_request_ends_the_run_with_the_api_s_message(
     fake: FakeAnthropic, client: anthropic.Anthropic, log_path: Path
 ) -> None:
-    fake.script(spend_limit(), text("never asked"))
+    fake.script(text("short"), spend_limit(), text("never asked"))
     with nbagent.Session.open(log_path) as session:
+        assert nbagent.run(session, "hi", client=client, model=MODEL, context=SMALL) == "short"  # under half the trigger: not asked
         with pytest.raises(nbagent.ModelError, match="You have reached your specified workspace API usage limits") as raised:
-            nbagent.run(session, "hi", client=client, model=MODEL)
+            nbagent.run(session, fake_context.past_half(SMALL.threshold), client=client, model=MODEL, context=SMALL)
         assert raised.value.status == 400 and not raised.value.retryable
-        assert len(fake.requests) == 1 and "context_management" in fake.requests[0].body  # it asked for compaction; sent once
+        assert [fake_context.asks(r) for r in fake.requests] == [False, True]  # it asked for compaction; sent once
         assert not session.state.server_refused  # still the server's to compact: a spend limit says nothing of it
         assert not [n for n in of_type(session, ev.NOTE) if n.get("kind") == SERVER_REFUSED]
         [failure] = of_type(session, ev.MODEL_ERROR)
@@ -57,13 +60,15 @@ def test_a_spend_limit_on_a_compaction_request_ends_the_run_with_the_api_s_messa
 
 def test_the_api_s_refusal_of_compaction_falls_back_once(fake: FakeAnthropic, client: anthropic.Anthropic, log_path: Path) -> None:
     fake.server_compaction = False  # the API's answer to a field it does not take: "context_management: Extra inputs ..."
-    fake.script(text("one"), text("two"))
+    fake.script(text("one"), text("two"), text("three"))
     with nbagent.Session.open(log_path) as session:
-        assert nbagent.run(session, "hi", client=client, model=MODEL) == "one"
-        assert nbagent.run(session, "again", client=client, model=MODEL) == "two"
+        assert nbagent.run(session, "hi", client=client, model=MODEL, context=SMALL) == "one"  # under half the trigger: not asked
+        assert nbagent.run(session, fake_context.past_half(SMALL.threshold), client=client, model=MODEL, context=SMALL) == "two"
+        assert nbagent.run(session, "again", client=client, model=MODEL, context=SMALL) == "three"
         notes = [n for n in of_type(session, ev.NOTE) if n.get("kind") == SERVER_REFUSED]
         assert len(notes) == 1 and "context_management" in notes[0]["text"] and session.state.server_refused
-    assert ["context_management" in r.body for r in fake.requests] == [True, False, False]  # never the same request twice
+    # The first request that asks is refused and sent again without it; never the same request twice.
+    assert ["context_management" in r.body for r in fake.requests] == [False, True, False, False]
 
 
 # Waiting what the API asks ----------------------------------------------------------------------------------------------

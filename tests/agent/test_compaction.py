@@ -47,8 +47,11 @@ def test_server_compaction_is_logged_verbatim_and_the_next_request_starts_at_it(
             nbagent.run(session, f"question {n}", client=client, model="claude-test", context=settings)
         compacted = [e for e in session.events() if e["type"] == ev.ASSISTANT_MSG and e["content"][0]["type"] == "compaction"]
     assert compacted, "the fake never compacted"
-    for request in fake.requests:
-        assert "compact-2026-01-12" in request.headers["anthropic-beta"]
+    asked = [fake_context.asks(r) for r in fake.requests]
+    first = asked.index(True)  # under half the trigger a request goes to the plain endpoint (context.asks_compaction)
+    assert first > 0 and asked == [False] * first + [True] * (len(asked) - first)
+    assert all(2 * fake_context.tokens(r.body) < 400 for r in fake.requests[:first])
+    for request in fake.requests[first:]:
         assert request.body["context_management"]["edits"] == [
             {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 400}}
         ]

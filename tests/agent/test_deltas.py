@@ -48,6 +48,26 @@ def test_the_flusher_writes_a_stalled_stream_after_the_interval(log_path: Path) 
         assert lines(session) == [(0, "stalled here ")]  # nothing twice
 
 
+def wait_for_lines(session: nbagent.Session, count: int) -> list[tuple[int, str]]:
+    deadline = time.monotonic() + 10
+    while len(lines(session)) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return lines(session)
+
+
+def test_a_stall_after_a_stream_that_ended_is_flushed_whichever_deadline_comes_first(tmp_path: Path) -> None:
+    """The flusher sleeps until the deadline of a stream that ended; a later stall is flushed by its own deadline all the same."""
+    for first, then in ((3600, 0.05), (0.05, 0.3)):  # woken for an earlier deadline; wakes by itself for a later one
+        with nbagent.Session.open(tmp_path / f"{first}.jsonl") as session:
+            ended = DeltaWriter(session, interval=first)
+            ended({"index": 0, "text": "ended "})
+            ended.close(complete=True)
+            stalled = DeltaWriter(session, interval=then)
+            stalled({"index": 1, "text": "stalled "})
+            assert wait_for_lines(session, 2) == [(0, "ended "), (1, "stalled ")]
+            stalled.close(complete=True)
+
+
 def test_a_closed_writer_is_not_flushed_later(log_path: Path) -> None:
     with nbagent.Session.open(log_path) as session:
         writer = DeltaWriter(session, interval=0.05)

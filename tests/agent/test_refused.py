@@ -10,6 +10,7 @@ import pytest
 import nbagent
 from nbagent.record import events as ev
 from nbagent.state.fold import DROP_THINKING, fold
+from tests.support import fake_context
 from tests.support.fake_anthropic import FakeAnthropic, error, text
 
 pytestmark = pytest.mark.sdk  # run again against the SDK floor in CI (.ci/run)
@@ -78,24 +79,26 @@ def test_a_malformed_request_is_not_sent_again_until_something_changes(
     fake: FakeAnthropic, client: anthropic.Anthropic, log_path: Any
 ) -> None:
     refusal = error(400, message="messages.0.content.0: something the API does not take")
-    fake.script(refusal)
+    small = nbagent.ContextSettings(trigger=2_000)  # compaction is asked for from half the trigger on (context.asks_compaction)
+    fake.script(text("short"), refusal)
     with nbagent.Session.open(log_path) as session:
+        nbagent.run(session, "hi", client=client, model=MODEL, context=small)
         with pytest.raises(nbagent.RefusedRequestError, match="does not send the same request again") as raised:
-            nbagent.run(session, "hi", client=client, model=MODEL)
+            nbagent.run(session, fake_context.past_half(small.threshold), client=client, model=MODEL, context=small)
         assert isinstance(raised.value, nbagent.ModelError) and raised.value.status == 400
         # A 400 to a request asking for server compaction that does not name compaction is not a refusal of compaction
         # (context.refuses_compaction): the request is not sent again without it.
-        assert "context_management" in fake.requests[0].body and len(fake.requests) == 1
+        assert [fake_context.asks(r) for r in fake.requests] == [False, True]
         for _ in range(2):  # a resume, then another: nothing is sent
             with pytest.raises(nbagent.RefusedRequestError, match="drop-thinking"):
-                nbagent.run(session, client=client, model=MODEL)
-        assert len(fake.requests) == 1
+                nbagent.run(session, client=client, model=MODEL, context=small)
+        assert len(fake.requests) == 2
     with nbagent.Session.open(log_path) as session:  # after a restart too: the rule is the fold's
         with pytest.raises(nbagent.RefusedRequestError):
-            nbagent.run(session, client=client, model=MODEL)
-        assert len(fake.requests) == 1
+            nbagent.run(session, client=client, model=MODEL, context=small)
+        assert len(fake.requests) == 2
         fake.script(text("better"))
-        assert nbagent.run(session, "try this instead", client=client, model=MODEL) == "better"  # a new request is another request
+        assert nbagent.run(session, "try this instead", client=client, model=MODEL, context=small) == "better"  # another request
     assert fake.requests[-1].body["messages"][-1]["content"][-1] == {"type": "text", "text": "try this instead"}
 
 

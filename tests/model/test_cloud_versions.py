@@ -23,7 +23,7 @@ from nbagent.state import api_versions, binding
 from nbagent.state import context as ctx
 from nbagent.state import model_table as models
 from tests.model.test_providers import ACCESS_KEY, BEDROCK_KEY, SECRET_KEY, SESSION_TOKEN, service_account
-from tests.support import fake_binding
+from tests.support import fake_binding, fake_context
 from tests.support.fake_anthropic import FakeAnthropic, RecordedRequest, text
 from tests.support.fake_clouds import FakeCloud
 
@@ -186,12 +186,16 @@ def test_the_messages_api_endpoint_is_signed_for_its_own_service(
 
 
 def test_server_compaction_and_the_binding_control_reach_bedrock(api: FakeAnthropic, tmp_path: Path, bedrock: FakeCloud) -> None:
-    api.script(text("ok"))
-    turn(tmp_path / "s.jsonl", "claude-sonnet-5-5", "bedrock", thinking="adaptive")  # both pages list Bedrock
-    (request,) = bedrock.requests
-    betas = request.headers.get("anthropic-beta", "")
-    assert ctx.COMPACT_BETA in betas and binding.BINDING_BETA in betas and request.body["context_management"]
-    assert request.body["thinking"]["block_binding"] == binding.DROP_BLOCK
+    api.script(text("ok"), text("ok"))
+    small = nbagent.ContextSettings(trigger=2_000)  # compaction is asked for from half the trigger on (context.asks_compaction)
+    with nbagent.Session.open(tmp_path / "s.jsonl") as session:  # both pages list Bedrock
+        for prompt in ("hi", fake_context.past_half(small.threshold)):
+            nbagent.run(session, prompt, model="claude-sonnet-5-5", provider="bedrock", thinking="adaptive", context=small)
+    short, long = bedrock.requests
+    assert short.headers.get("anthropic-beta", "").split(",") == [binding.BINDING_BETA] and "context_management" not in short.body
+    betas = long.headers.get("anthropic-beta", "")
+    assert ctx.COMPACT_BETA in betas and binding.BINDING_BETA in betas and long.body["context_management"]
+    assert long.body["thinking"]["block_binding"] == binding.DROP_BLOCK
 
 
 # The fake API's versions ---------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from nbagent.errors import NbagentError
 from nbagent.model import clients
 from nbagent.model.claude import AnthropicModel
 from nbagent.state import providers
+from tests.support import fake_context
 from tests.support.fake_anthropic import FakeAnthropic, stream_error, text, tool_use
 from tests.support.fake_clouds import FakeCloud
 
@@ -290,13 +291,16 @@ def test_bedrock_error_mid_stream_is_an_exception_frame_and_is_retried(api: Fake
 
 
 def test_server_compaction_asked_for_on_bedrock_goes_in_the_body(api: FakeAnthropic, tmp_path: Path, bedrock: FakeCloud) -> None:
-    api.script(text("ok"))
+    api.script(text("ok"), text("ok"))
+    settings = nbagent.ContextSettings(compact="server", trigger=2_000)  # asked for: tried, from half the trigger on
     with nbagent.Session.open(tmp_path / "s.jsonl") as session:
-        model = AnthropicModel("claude-opus-4-6", provider="bedrock")
-        nbagent.Loop(session, model=model, context=nbagent.ContextSettings(compact="server")).run("hi")  # asked for: tried
-    (request,) = bedrock.requests
+        loop = nbagent.Loop(session, model=AnthropicModel("claude-opus-4-6", provider="bedrock"), context=settings)
+        loop.run("hi")
+        loop.run(fake_context.past_half(settings.threshold))
+    short, long = bedrock.requests
+    assert "anthropic_beta" not in short.body and "context_management" not in short.body
     assert (
-        request.body["anthropic_beta"] == [nbagent.state.context.COMPACT_BETA] and request.body["context_management"]
+        long.body["anthropic_beta"] == [nbagent.state.context.COMPACT_BETA] and long.body["context_management"]
     )  # Bedrock reads betas from the body
 
 
@@ -448,7 +452,8 @@ def test_foundry_turn_with_a_key_streams_into_the_log(api: FakeAnthropic, tmp_pa
             (request,) = cloud.requests
             assert request.path.split("?")[0] == "/anthropic/v1/messages" and request.headers["x-api-key"] == key  # SDK 1.x: ?beta=true
             assert request.body["model"] == "claude-sonnet-5-5" and "cache_control" not in request.body
-            assert "compact-2026-01-12" in request.headers["anthropic-beta"]  # the compaction page lists Foundry
+            # Under half the compaction trigger: nothing asked of the server (test_a_long_session_on_a_cloud_asks_the_cloud_to_compact).
+            assert "compact-2026-01-12" not in request.headers.get("anthropic-beta", "") and "context_management" not in request.body
             assert [c["provider"] for c in model_calls(session)] == ["foundry"]
             assert key not in log_text(session)
 
@@ -484,11 +489,16 @@ def test_a_long_session_on_a_cloud_asks_the_cloud_to_compact(api: FakeAnthropic,
         monkeypatch.setenv("ANTHROPIC_FOUNDRY_BASE_URL", f"{cloud.base_url}/anthropic/")
         loop_model = AnthropicModel("claude-opus-4-6", provider="foundry")  # server compaction is documented for it
         with nbagent.Session.open(tmp_path / "s.jsonl") as session:
-            loop = nbagent.Loop(session, model=loop_model, context=nbagent.ContextSettings(compact="auto"))
+            settings = nbagent.ContextSettings(compact="auto", trigger=2_000)
+            loop = nbagent.Loop(session, model=loop_model, context=settings)
             assert loop._server() is True  # "auto" on a cloud the compaction page lists: the cloud compacts, as the API does
-            api.script(text("ok"))
+            api.script(text("ok"), text("ok"))
             loop.run("hi")
-            assert cloud.requests[0].body["context_management"]["edits"][0]["type"] == "compact_20260112"
+            loop.run(fake_context.past_half(settings.threshold))  # asked from half the trigger on (context.asks_compaction)
+            short, long = cloud.requests
+            assert "context_management" not in short.body and "compact-2026-01-12" not in short.headers.get("anthropic-beta", "")
+            assert long.body["context_management"]["edits"][0]["type"] == "compact_20260112"
+            assert "compact-2026-01-12" in long.headers["anthropic-beta"]
 
 
 def test_provider_on_loop_and_run_checks_its_arguments(tmp_path: Path) -> None:

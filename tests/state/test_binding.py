@@ -290,11 +290,14 @@ def test_a_model_known_to_compact_is_not_switched_to_local_by_a_400(
     fake: FakeAnthropic, client: anthropic.Anthropic, tmp_path: Path
 ) -> None:
     fake.server_compaction = False  # a gateway refusing context_management, on a model the table says compacts
+    fake.script(text("short"))
+    small = nbagent.ContextSettings(trigger=2_000)  # compaction is asked for from half the trigger on (context.asks_compaction)
     with nbagent.Session.open(tmp_path / "s.jsonl") as session:
+        nbagent.run(session, "hi", client=client, model="claude-opus-4-6", context=small)
         with pytest.raises(nbagent.RefusedRequestError):
-            nbagent.run(session, "hi", client=client, model="claude-opus-4-6")
+            nbagent.run(session, fake_context.past_half(small.threshold), client=client, model="claude-opus-4-6", context=small)
         notes = [e.get("kind") for e in session.events() if e["type"] == ev.NOTE]
-    assert fold.SERVER_REFUSED not in notes and len(fake.requests) == 1
+    assert fold.SERVER_REFUSED not in notes and [fake_context.asks(r) for r in fake.requests] == [False, True]
 
 
 def test_a_400_without_compaction_asked_never_switches(fake: FakeAnthropic, client: anthropic.Anthropic, tmp_path: Path) -> None:

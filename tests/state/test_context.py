@@ -143,6 +143,23 @@ def test_which_compaction(settings: ctx.ContextSettings, model: str, refused: bo
     assert ctx.uses_server(settings, model, refused) is server
 
 
+STARTS_COMPACTED = [{"role": "assistant", "content": [{"type": "compaction", "content": "S"}]}, {"role": "user", "content": "next"}]
+
+
+@pytest.mark.parametrize(
+    ("messages", "estimate", "asks"),
+    [
+        ([{"role": "user", "content": "hi"}], 2_499, False),  # under half the trigger (5,000): the plain endpoint
+        ([{"role": "user", "content": "hi"}], 2_500, True),  # at half: asked, well before the server would compact
+        ([{"role": "user", "content": "hi"}], 10**6, True),
+        (STARTS_COMPACTED, 0, True),  # a history starting at a compaction block needs the beta whatever its size
+    ],
+)
+def test_a_request_asks_for_server_compaction_from_half_the_trigger(messages: list[dict[str, Any]], estimate: int, asks: bool) -> None:
+    assert ctx.asks_compaction(ctx.ContextSettings(trigger=5_000), messages, lambda: estimate) is asks
+    assert ctx.starts_compacted(messages) is (messages is STARTS_COMPACTED)
+
+
 def test_the_default_trigger_is_a_margin_under_the_window() -> None:
     assert ctx.ContextSettings().threshold == 175_000
     assert ctx.ContextSettings(window=1_000_000).threshold == 875_000

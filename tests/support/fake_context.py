@@ -105,6 +105,16 @@ def tokens(body: dict[str, Any]) -> int:
     ) // CHARS_PER_TOKEN + images * fake_images.IMAGE_TOKENS
 
 
+def past_half(trigger: int) -> str:
+    """A prompt of about 0.6 ``trigger`` tokens: nbagent asks for server compaction from half the trigger on; the fake compacts past it."""
+    return "word " * (trigger * 3 // 5 * CHARS_PER_TOKEN // len("word "))
+
+
+def asks(request: Any) -> bool:
+    """Whether a recorded request asked for server compaction (its field and its beta; the beta endpoint)."""
+    return "context_management" in request.body and COMPACT_BETA in request.headers.get("anthropic-beta", "")
+
+
 def compaction_trigger(body: dict[str, Any], headers: dict[str, str]) -> int | None:
     """The input-token trigger of a server-side compaction the request asks for (None: it asks for none)."""
     if COMPACT_BETA not in headers.get("anthropic-beta", ""):
