@@ -338,8 +338,8 @@ def run(sizes: Sizes, workdir: Path, progress: bool = True) -> str:
     if all(n in by_cells for n in RERUN_TARGET):
         small, big = (by_cells[n] for n in RERUN_TARGET)
         out.append(
-            f"| re-running {big.cells} `%agent` cells after a restart takes ≤ 1.2x the `print()` notebook | {big.ratio:.2f}x "
-            f"({small.cells} cells: {small.ratio:.2f}x) | {_verdict(big.ratio <= 1.2)} |"
+            f"| re-running {big.cells} `%agent` cells after a restart takes ≤ 1.1x the `print()` notebook in each round "
+            f"| max {max(big.ratios):.2f}x, median {big.ratio:.2f}x ({small.cells} cells: {small.ratio:.2f}x) | {_verdict(max(big.ratios) <= 1.1)} |"
         )
         growth = big.per_cell_busy / small.per_cell_busy if small.per_cell_busy > 0 else float("inf")
         out.append(

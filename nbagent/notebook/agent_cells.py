@@ -6,6 +6,9 @@ The rules are elsewhere: which calls a turn made (:mod:`nbagent.state.turn_work`
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
+import itertools
 import logging
 from typing import Any
 
@@ -20,7 +23,7 @@ from .cell_edit import Proposals
 from .cell_view import View
 from .cells_comm import Bridge, Message
 from .foreign import calls_not_signed_by_user
-from .kernel import CellTracker
+from .kernel import CellTracker, TurnIndex
 from .registry import SessionRegistry
 
 logger = logging.getLogger("nbagent")
@@ -148,10 +151,9 @@ class AgentCells:
         if mode == "off" or getattr(self.shell, "kernel", None) is None or not session.trusted:
             return  # terminal IPython: no outputs to draw in; a foreign session: never inserted
         seen = [e["seq"] for e in view.events if e.get("type") == ev.USER_MSG]
-        found = turns(session.events())
         # A live cell's own request is the last it saw (--resume shows the session's earlier turns first).
         mine = seen[-1] if live and seen else seen[0] if seen else None
-        work = next((t for t in found if t.seq == mine), found[-1] if found and live else None)
+        work = turn_of(self.sessions.index(session), session, mine, live=live)
         if work is None or not work.done:
             return
         bundle = insert.button(work, session.path.stem)
@@ -198,3 +200,21 @@ class AgentCells:
             return self._session(name)
         except ValueError as exc:
             raise UsageError(f"nbagent: {exc}.") from None
+
+
+def turn_of(index: TurnIndex, session: Session, seq: int | None, *, live: bool) -> TurnWork | None:
+    """The turn whose request is ``seq`` (None: a live cell's, the session's last), read from its own events only.
+
+    ``index`` (the session's, brought up to date here) says where the turn is and whether it called python at all: a
+    re-run cell's turn without python calls reads nothing, and none reads the turns before it (a Run All stays O(N)).
+    """
+    listed = index.update(session)  # reads only the events appended since it last looked
+    if seq is None and not (live and listed):
+        return None
+    at = len(listed) - 1 if seq is None else bisect.bisect_left(listed, seq, key=lambda t: t.seq)
+    if at >= len(listed) or (seq is not None and listed[at].seq != seq) or not listed[at].python_calls:
+        return None
+    end = listed[at + 1].seq if at + 1 < len(listed) else None
+    events = itertools.takewhile(lambda e: end is None or e["seq"] < end, session.events(since=listed[at].seq - 1))
+    found = turns(events)
+    return dataclasses.replace(found[0], number=at + 1) if found else None

@@ -10,12 +10,10 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 
 from ..agent import approval as approvals
-from ..agent.loop import Loop
 from ..agent.session import Session
 from ..errors import NbagentError
 from ..model import clients
 from ..model.claude import AnthropicModel, DemoModel, Model, has_api_key
-from ..tools import builtin as toolkit
 from ..tools.decorator import Tool
 from . import kernel as nbkernel
 from . import mcp_servers
@@ -27,6 +25,7 @@ from .settings import Agent, context_settings, thinking_setting
 from .usage import usage_errors
 
 if TYPE_CHECKING:
+    from ..agent.loop import Loop
     from .notebook_context import NotebookContext
 
 
@@ -121,6 +120,8 @@ def loop(
 
     ``request``: the run logs a new request first; a question about a project's .mcp.json waits for it (drawn under "You:").
     """
+    from ..agent.loop import Loop  # the loop and the built-in tools are loaded by the first real run: a re-rendered cell needs neither
+
     chosen = model(settings, args)
     turns = session.state.turns
     ready = (lambda: session.state.turns > turns) if request else None
@@ -148,6 +149,8 @@ def tools(shell: Any, settings: Agent, context: NotebookContext | None = None) -
     The notebook tools (notebook_history, inspect_variable, read_notebook) read the magics' notebook ``context``: its
     ``CellLog`` and ``VariableWatch`` (notebook_context.NotebookContext); without one they are not offered.
     """
+    from ..tools import builtin as toolkit  # its tools are made at import, each through the SDK
+
     wanted = set(settings.tools)  # known names only: Agent checks them when they are set
     chosen: dict[str, Tool] = {}
     if pytool.NAME in wanted:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from anthropic.lib.tools import ToolError
-
 from ..record import redact
 from ..render.html import approval_html
 from ..render.parts import esc
@@ -100,6 +98,8 @@ class Proposals:
 
     def current(self, cell_id: str) -> tuple[int, str]:
         """The cell's position (from 1) and source in the browser now; a ToolError if the browser did not answer or has no such cell."""
+        from anthropic.lib.tools import ToolError  # here: the SDK is loaded by the run that asks (%load_ext never loads it)
+
         reply = self.bridge.request({"type": "read_request"}, REPLY_TIMEOUT)
         if reply is None or reply.get("type") != "notebook":
             raise ToolError("The cell could not be read from the browser just now, so nothing was changed.")
@@ -112,6 +112,8 @@ class Proposals:
         """The whole question of a proposed edit: the cell by position and first line, one coloured diff ('' for other tools)."""
         if request.tool_name != NAME:
             return ""
+        from anthropic.lib.tools import ToolError
+
         cell_id, new = str(request.input.get("cell_id", "")), str(request.input.get("new_source", ""))
         try:
             position, old = self.current(cell_id)
@@ -128,6 +130,8 @@ class Proposals:
 
     def apply(self, cell_id: str, new_source: str) -> str:
         """Send the approved edit; what the model is told."""
+        from anthropic.lib.tools import ToolError
+
         shown = self._shown.pop((cell_id, new_source), None)
         position, old = shown if shown is not None else self.current(cell_id)  # approved unseen: asked as text, or by a function
         where = f"cell {position} (id {cell_id})"

@@ -19,8 +19,8 @@ from IPython.core.error import UsageError
 from ..errors import NbagentError
 from ..record import events as ev
 from ..record.log_reader import read_events
+from ..record.request import request_text
 from ..stores import folders as store
-from .kernel import request_text
 from .restart import request_key
 
 NOTEBOOK_SUFFIX = ".ipynb"

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..agent.session import Session
 from ..record import events as ev
+from ..record.request import request_text
 from ..render.parts import Start, ToolNames
 from ..state import prices
 from ..state.asides import Asides
@@ -103,17 +104,6 @@ def _parent_cell_id(shell: Any) -> str | None:
         return None
     cell_id = (parent.get("metadata") or {}).get("cellId")
     return str(cell_id) if cell_id else None
-
-
-def request_text(event: ev.Event) -> str:
-    """The user's request in a user_msg (without any note nbagent prepended)."""
-    meta = event.get("meta") or {}
-    if isinstance(meta.get("request"), str):
-        return meta["request"]
-    content = event.get("content")
-    if isinstance(content, str):
-        return content
-    return "".join(b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text")
 
 
 class TurnIndex:

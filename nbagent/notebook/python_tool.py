@@ -19,7 +19,6 @@ from collections.abc import Callable
 from contextlib import redirect_stderr, redirect_stdout
 from typing import Any, cast
 
-from anthropic.lib.tools import ToolError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
@@ -134,6 +133,8 @@ def python_tool(shell: InteractiveShell) -> Tool:
         Args:
             code: The code to run, as in a notebook cell; the value of its last line is returned.
         """
+        from anthropic.lib.tools import ToolError  # here: the SDK is loaded by the run that calls this (%load_ext never loads it)
+
         blocks, error = run_code(shell, code)
         if error is not None:
             raise ToolError(cast(Any, blocks))  # plain dicts of the shape of the SDK's block TypedDicts

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import html
 import re
+from functools import cache
 from typing import Any
 
 import nh3
-from markdown_it import MarkdownIt
 
 from .code import TOKEN_CLASSES, highlight_block
 from .hosts import local_link
@@ -87,10 +87,16 @@ def _aligned_cells(state: Any) -> None:
                 token.attrs["class"] = align
 
 
-_markdown = MarkdownIt("commonmark", {"html": False, "highlight": highlight_block}).enable(["table", "strikethrough"])
-_markdown.add_render_rule("image", _image_as_link)
-_markdown.core.ruler.push("nbagent_local_links", _inert_local_links)
-_markdown.core.ruler.push("nbagent_aligned_cells", _aligned_cells)
+@cache
+def _markdown() -> Any:
+    """The parser, made at its first use: a re-run cell's one-line answer never needs it (markdown-it is ~60 modules)."""
+    from markdown_it import MarkdownIt
+
+    parser = MarkdownIt("commonmark", {"html": False, "highlight": highlight_block}).enable(["table", "strikethrough"])
+    parser.add_render_rule("image", _image_as_link)
+    parser.core.ruler.push("nbagent_local_links", _inert_local_links)
+    parser.core.ruler.push("nbagent_aligned_cells", _aligned_cells)
+    return parser
 
 
 def sanitize(fragment: str) -> str:
@@ -107,4 +113,4 @@ def markdown_html(text: str) -> str:
     """Markdown (from the model) to sanitized HTML."""
     if _PROSE_LINE.fullmatch(text):
         return sanitize(f"<p>{text}</p>\n")  # what markdown-it makes of it, without parsing it (a re-run cell's short answer)
-    return sanitize(_markdown.render(text))
+    return sanitize(_markdown().render(text))

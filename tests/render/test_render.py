@@ -271,14 +271,14 @@ NOT_PROSE = ["1. a list", "- item", "two\nlines", "  indented", "a *word*", "a_b
 @pytest.mark.parametrize("text", PROSE + NOT_PROSE)
 def test_prose_is_rendered_as_markdown_it_renders_it(text: str) -> None:
     """The plain-prose shortcut gives markdown-it's own output, and is taken only for prose."""
-    assert safe_html.markdown_html(text) == safe_html.sanitize(safe_html._markdown.render(text))
+    assert safe_html.markdown_html(text) == safe_html.sanitize(safe_html._markdown().render(text))
     assert bool(safe_html._PROSE_LINE.fullmatch(text)) == (text in PROSE)
 
 
 @settings(max_examples=400, deadline=None)
 @given(st.from_regex(safe_html._PROSE_LINE, fullmatch=True))
 def test_any_line_the_shortcut_takes_is_one_markdown_it_paragraph(text: str) -> None:
-    assert safe_html._markdown.render(text) == f"<p>{text}</p>\n"
+    assert safe_html._markdown().render(text) == f"<p>{text}</p>\n"
 
 
 TROJAN = 'if access != "user\u202e \u2066# admin\u2069 \u2066":\u200b'  # Trojan Source: reads as a comment, runs as code
