@@ -11,20 +11,17 @@
 
 import type { Cell, ICodeCellModel } from '@jupyterlab/cells';
 import type { NotebookPanel } from '@jupyterlab/notebook';
-import { MimeModel } from '@jupyterlab/rendermime';
 import { Panel, PanelLayout, Widget } from '@lumino/widgets';
 
+import { AnswerRow, idMaker, sanitizedHtml } from './answer';
 import { InlineEdits } from './inline';
-import * as outgoing from './outgoing';
 import { decisionWords, drawOverlay } from './pagerules';
 import type { ApprovalDecided, ApprovalWaiting, JSONObject } from './protocol';
 
 /** A live panel's activity mark ("working…", "waiting for your approval ↓"): only a panel whose turn runs has one. */
 export const ACTIVITY = '.nbagent-activity';
 
-let counter = 0;
-const newId = (): string =>
-  `a-${Date.now().toString(36)}-${(++counter).toString(36)}`;
+const newId = idMaker('a');
 
 /** One question's overlay: the question (sanitized HTML), Approve, Decline and a line saying how it stands. */
 export class ApprovalOverlay extends Panel {
@@ -36,39 +33,16 @@ export class ApprovalOverlay extends Panel {
     super();
     this.addClass('nbagent-overlay');
     this.node.dataset.toolUseId = message.tool_use_id;
-    const renderer = panel.content.rendermime.createRenderer('text/html');
-    // Untrusted: JupyterLab's sanitizer keeps the markup and drops any script, style or handler.
-    void renderer.renderModel(
-      new MimeModel({
-        data: { 'text/html': message.question_html },
-        trusted: false
-      })
+    this.addWidget(sanitizedHtml(panel, message.question_html));
+    this._row = new AnswerRow(
+      message,
+      send,
+      newId,
+      ['Approve', 'nbagent-overlay-approve'],
+      ['Decline', 'nbagent-overlay-decline'],
+      'waiting for your approval'
     );
-    this.addWidget(renderer);
-    const row = new Widget();
-    row.addClass('nbagent-overlay-buttons');
-    this._approve = this._button(row, 'Approve', 'nbagent-overlay-approve');
-    this._decline = this._button(row, 'Decline', 'nbagent-overlay-decline');
-    this._note = document.createElement('span');
-    this._note.className = 'nbagent-overlay-note';
-    this._note.setAttribute('role', 'status');
-    this._note.textContent = 'waiting for your approval';
-    row.node.appendChild(this._note);
-    this.addWidget(row);
-    const answer = (approved: boolean) => {
-      this._approve.disabled = this._decline.disabled = true;
-      this._note.textContent = 'sent; waiting for the kernel…';
-      send(
-        outgoing.approvalAnswer(
-          newId(),
-          message.session,
-          message.tool_use_id,
-          approved
-        )
-      );
-    };
-    this._approve.addEventListener('click', () => answer(true));
-    this._decline.addEventListener('click', () => answer(false));
+    this.addWidget(this._row);
   }
 
   /** Whether the question still waits (its buttons live). */
@@ -79,37 +53,23 @@ export class ApprovalOverlay extends Panel {
   /** The question ended: no more answers here, and the line says how. */
   end(words: string): void {
     this._ended = true;
-    this._approve.disabled = this._decline.disabled = true;
-    this._note.textContent = words;
+    this._row.end(words);
     this.addClass('nbagent-overlay-ended');
   }
 
-  private _button(
-    row: Widget,
-    label: string,
-    className: string
-  ): HTMLButtonElement {
-    const button = document.createElement('button');
-    button.className = `nbagent-overlay-button ${className}`;
-    button.textContent = label;
-    row.node.appendChild(button);
-    return button;
-  }
-
-  private _approve: HTMLButtonElement;
-  private _decline: HTMLButtonElement;
-  private _note: HTMLSpanElement;
+  private _row: AnswerRow;
   private _ended = false;
 }
 
 /**
  * Put a widget under a cell, after its outputs (before the cell's footer): in the cell's view, not its model. It
- * goes when the cell's outputs change (the cell ran again) if `stale()` says it may.
+ * goes when the cell's outputs change (the cell ran again) if `stale(change)` says it may (`change.type`: `set` is
+ * an output updated in place, as a live panel ending as its transcript; a run first removes them).
  */
 export function placeUnder(
   cell: Cell,
   widget: Widget,
-  stale: () => boolean = () => true
+  stale: (change: { type: string }) => boolean = () => true
 ): void {
   const layout = cell.layout as PanelLayout;
   layout.insertWidget(Math.max(0, layout.widgets.length - 1), widget);
@@ -117,8 +77,8 @@ export function placeUnder(
   if (!outputs) {
     return;
   }
-  const drop = () => {
-    if (stale()) {
+  const drop = (_: unknown, change: { type: string }) => {
+    if (stale(change)) {
       widget.dispose();
     }
   };

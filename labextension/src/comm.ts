@@ -42,8 +42,12 @@ export class CellsBridge {
     readonly version: string
   ) {
     this.approvals = new Approvals(panel, message => this._send(message));
-    this.transcripts = new TranscriptFills(panel, m => this._send(m));
     this.live = new LiveTurns(panel); // a running turn this page cannot ask the kernel about (live.ts)
+    this.transcripts = new TranscriptFills(
+      panel,
+      m => this._send(m),
+      cells => this.live.settled(cells)
+    );
     new KernelWatch(panel, this.approvals);
     const session = panel.sessionContext;
     session.kernelChanged.connect(this._onKernel, this);

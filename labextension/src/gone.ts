@@ -5,20 +5,30 @@
  * of the notebook (its activity line hidden, a notice under the cell); a kernel gone also ends every question still
  * open on the page. A connection that comes back within the grace time changes nothing; one that comes back later
  * takes the "connection lost" notice away (the turn may still be running). A notice goes when the cell runs again.
+ *
+ * A server stopped with SIGTERM (Ctrl+C, `kill`) interrupts each kernel before shutting it down, so the panel has
+ * already ended as an interrupted transcript when the kernel goes: a turn whose final output says it was cut off
+ * (`unfinished`, pagerules.ts `cutTurn`) is marked as a live panel is, as long as the kernel ran nothing after it.
  */
 
+import type { Cell, ICodeCellModel } from '@jupyterlab/cells';
 import type { NotebookPanel } from '@jupyterlab/notebook';
+import type { KernelMessage } from '@jupyterlab/services';
 import { Widget } from '@lumino/widgets';
 
 import { ACTIVITY, Approvals, placeUnder } from './approvals';
+import { IMarker, markersOf } from './fillrules';
 import {
+  cutTurn,
   GRACE_MS,
   goneStatus,
   LOST,
+  markerKey,
   reaction,
   Reaction,
   STOPPED
 } from './pagerules';
+import type { JSONObject } from './protocol';
 
 const STATUS = '.nbagent-header > .nbagent-dim'; // the header's status ("— streaming · …"), beside the activity line
 
@@ -44,6 +54,7 @@ export class KernelWatch {
         })
       )
     );
+    session.iopubMessage.connect((_, msg) => this._kernelSaid(msg));
     panel.disposed.connect(() => this._cancel());
   }
 
@@ -70,13 +81,16 @@ export class KernelWatch {
     }
   }
 
-  /** Every live panel of the notebook: its activity line hidden, `words` under its cell; every open question ended. */
+  /**
+   * Every live panel of the notebook, and every turn cut off since the kernel last ran a cell: its activity line
+   * hidden, `words` under its cell; every open question ended.
+   */
   mark(words: string): void {
     for (const cell of this.panel.content.widgets) {
       const marks = Array.from(
         cell.node.querySelectorAll<HTMLElement>(ACTIVITY)
       );
-      if (!marks.length) {
+      if (!marks.length && !this._wasCut(cell)) {
         continue;
       }
       for (const node of marks) {
@@ -94,11 +108,12 @@ export class KernelWatch {
         notice.addClass('nbagent-gone');
         notice.node.setAttribute('role', 'status');
         this._notices.set(cell.model.id, notice);
-        placeUnder(cell, notice);
+        placeUnder(cell, notice, change => change.type !== 'set'); // kept as the panel ends (a restart interrupts it)
       }
       notice.node.textContent = words;
     }
     if (words === STOPPED) {
+      this._cut.clear(); // said: a later kernel's stop is not this turn's
       this.approvals.endAll(words); // a lost connection may come back: its questions stay open
     }
   }
@@ -129,6 +144,28 @@ export class KernelWatch {
     }
   }
 
+  /** A kernel message: a turn that ended cut off is remembered until the kernel runs a cell again. */
+  private _kernelSaid(msg: KernelMessage.IMessage): void {
+    if (msg.header.msg_type === 'execute_input') {
+      this._cut.clear(); // the kernel went on: a stop now is not what cut those turns
+      return;
+    }
+    const cut = cutTurn(msg.header.msg_type, msg.content);
+    if (cut) {
+      this._cut.set(markerKey(cut), cut);
+    }
+  }
+
+  /** Whether this cell shows a turn cut off since the kernel last ran a cell. */
+  private _wasCut(cell: Cell): boolean {
+    const outputs = (cell.model as Partial<ICodeCellModel>).outputs;
+    if (!this._cut.size || !outputs) {
+      return false;
+    }
+    const shown = markersOf(outputs.toJSON() as unknown as JSONObject[]);
+    return shown.some(marker => this._cut.has(markerKey(marker)));
+  }
+
   private _cancel(): void {
     if (this._timer !== null) {
       clearTimeout(this._timer);
@@ -138,4 +175,5 @@ export class KernelWatch {
 
   private _timer: ReturnType<typeof setTimeout> | null = null;
   private _notices = new Map<string, Widget>();
+  private _cut = new Map<string, IMarker>(); // turns cut off since the kernel last ran a cell, by marker
 }

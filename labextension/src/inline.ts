@@ -11,17 +11,14 @@
 
 import type { Cell, ICodeCellModel } from '@jupyterlab/cells';
 import type { NotebookPanel } from '@jupyterlab/notebook';
-import { MimeModel } from '@jupyterlab/rendermime';
 import { Panel, PanelLayout, Widget } from '@lumino/widgets';
 
-import * as outgoing from './outgoing';
+import { AnswerRow, button, idMaker, sanitizedHtml } from './answer';
 import { EDIT_NOTE, RUN_NOTE } from './pagerules';
 import type { ApprovalDecided, ApprovalWaiting, JSONObject } from './protocol';
 import { runCell } from './runcell';
 
-let counter = 0;
-const newId = (): string =>
-  `e-${Date.now().toString(36)}-${(++counter).toString(36)}`;
+const newId = idMaker('e');
 
 /** Put a widget right under a cell's code (before its outputs): in the cell's view, not its model. */
 export function placeAtInput(cell: Cell, widget: Widget): void {
@@ -32,15 +29,6 @@ export function placeAtInput(cell: Cell, widget: Widget): void {
     at >= 0 ? at + 1 : Math.max(0, layout.widgets.length - 1),
     widget
   );
-}
-
-/** A button of the views here. */
-function button(row: HTMLElement, label: string, className: string) {
-  const made = document.createElement('button');
-  made.className = `nbagent-overlay-button ${className}`;
-  made.textContent = label;
-  row.appendChild(made);
-  return made;
 }
 
 /** One proposed edit at its cell: what it is, the diff (sanitized HTML), Accept, Reject and a line saying how it stands. */
@@ -60,39 +48,17 @@ export class InlineEdit extends Panel {
     label.textContent = 'proposed change to this cell';
     head.node.append(label, ' ', EDIT_NOTE);
     this.addWidget(head);
-    const renderer = panel.content.rendermime.createRenderer('text/html');
-    // Untrusted: JupyterLab's sanitizer keeps the markup and classes and drops any script, style or handler.
-    void renderer.renderModel(
-      new MimeModel({
-        data: { 'text/html': message.edit?.diff_html ?? '' },
-        trusted: false
-      })
+    this.addWidget(sanitizedHtml(panel, message.edit?.diff_html ?? ''));
+    this.addWidget(
+      new AnswerRow(
+        message,
+        send,
+        newId,
+        ['Accept', 'nbagent-inline-accept'],
+        ['Reject', 'nbagent-inline-reject'],
+        'waiting for your answer'
+      )
     );
-    this.addWidget(renderer);
-    const row = new Widget();
-    row.addClass('nbagent-overlay-buttons');
-    const accept = button(row.node, 'Accept', 'nbagent-inline-accept');
-    const reject = button(row.node, 'Reject', 'nbagent-inline-reject');
-    const note = document.createElement('span');
-    note.className = 'nbagent-overlay-note';
-    note.setAttribute('role', 'status');
-    note.textContent = 'waiting for your answer';
-    row.node.appendChild(note);
-    this.addWidget(row);
-    const answer = (approved: boolean) => {
-      accept.disabled = reject.disabled = true;
-      note.textContent = 'sent; waiting for the kernel…';
-      send(
-        outgoing.approvalAnswer(
-          newId(),
-          message.session,
-          message.tool_use_id,
-          approved
-        )
-      );
-    };
-    accept.addEventListener('click', () => answer(true));
-    reject.addEventListener('click', () => answer(false));
   }
 }
 

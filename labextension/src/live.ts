@@ -5,16 +5,18 @@
  * a moment, it asks the Jupyter server's nbagent API for the notebook's sessions (`open_turn`, docs/server.md) and
  * shows each running turn under its cell: an overlay (no part of the notebook model) fed by the session's event
  * stream, each event's HTML (sanitized by the server, nh3) rendered by the notebook's own `text/html` renderer,
- * untrusted, streamed text set as text only. It goes when the stream says the turn ended, or the kernel finished
- * a cell; transcripts.ts then writes (or shows) the transcript as for any finished turn.
+ * untrusted, streamed text set as text only. When the stream says the turn ended, or the kernel finished a cell, it
+ * stops following and stays until the turn's transcript is in its place: written into the cell (its outputs change),
+ * shown read-only under it, or not sent for it by the kernel (transcripts.ts: `settled`), so the cell is never empty
+ * in between.
  */
 
 import type { Cell } from '@jupyterlab/cells';
 import type { NotebookPanel } from '@jupyterlab/notebook';
-import { MimeModel } from '@jupyterlab/rendermime';
 import { ServerConnection } from '@jupyterlab/services';
 import { Panel, Widget } from '@lumino/widgets';
 
+import { sanitizedHtml } from './answer';
 import { ACTIVITY, placeUnder } from './approvals';
 import {
   ILiveCell,
@@ -27,6 +29,8 @@ import {
 
 export const LIVE_NOTE =
   'live, read-only: this turn runs in the kernel; its transcript is written here when it ends';
+export const ENDED_NOTE =
+  'read-only: this turn ended; its transcript takes this place as soon as the kernel sends it';
 export const HELLO_WAIT = 2000; // ms a page waits for the kernel's hello before it asks the server
 
 /** One running turn under its cell, fed by the session's stream; read-only (no button, nothing in the model). */
@@ -40,10 +44,10 @@ export class LiveOverlay extends Panel {
     this.addClass('nbagent-live-overlay');
     this.node.dataset.session = turn.session;
     this.node.setAttribute('aria-live', 'polite');
-    const note = new Widget();
-    note.addClass('nbagent-live-note');
-    note.node.textContent = LIVE_NOTE;
-    this.addWidget(note);
+    this._note = new Widget();
+    this._note.addClass('nbagent-live-note');
+    this._note.node.textContent = LIVE_NOTE;
+    this.addWidget(this._note);
     this._source = new EventSource(url, { withCredentials: true });
     this._source.onmessage = message => this._received(message.data);
     this._source.onerror = () => {
@@ -51,6 +55,22 @@ export class LiveOverlay extends Panel {
         this.dispose(); // an HTTP error (the session gone, the server refused): nothing more comes
       }
     };
+  }
+
+  /** Whether the turn ended (the overlay waits for its transcript). */
+  get ended(): boolean {
+    return this._ended;
+  }
+
+  /** The turn ended: stop following it, keep what it showed until its transcript takes its place. */
+  end(): void {
+    if (this._ended || this.isDisposed) {
+      return;
+    }
+    this._ended = true;
+    this._source.close();
+    this._note.node.textContent = ENDED_NOTE;
+    this.addClass('nbagent-live-ended');
   }
 
   /** Close the stream with the overlay. */
@@ -82,14 +102,15 @@ export class LiveOverlay extends Panel {
         this._streamed.node.textContent += next.text;
         return;
       case 'html':
+      case 'end':
         if (next.endsStream) {
           this._streamed?.dispose();
           this._streamed = null;
         }
         this._html(next.html);
-        return;
-      case 'end':
-        this.dispose(); // transcripts.ts writes (or shows) the finished turn once the kernel answers
+        if (next.kind === 'end') {
+          this.end(); // transcripts.ts writes (or shows) the finished turn once the kernel answers
+        }
         return;
     }
   }
@@ -98,11 +119,7 @@ export class LiveOverlay extends Panel {
     if (!html) {
       return;
     }
-    const renderer = this._panel.content.rendermime.createRenderer('text/html');
-    // Untrusted: JupyterLab's sanitizer keeps the markup and drops any script, style or handler (nh3 did already).
-    void renderer.renderModel(
-      new MimeModel({ data: { 'text/html': html }, trusted: false })
-    );
+    const renderer = sanitizedHtml(this._panel, html); // sanitized again (nh3 did already)
     const at = this._streamed
       ? this.widgets.indexOf(this._streamed)
       : this.widgets.length;
@@ -110,7 +127,9 @@ export class LiveOverlay extends Panel {
   }
 
   private _source: EventSource;
+  private _note: Widget;
   private _streamed: Widget | null = null;
+  private _ended = false;
 }
 
 /** One notebook page's live views of running turns. */
@@ -134,10 +153,21 @@ export class LiveTurns {
     }, HELLO_WAIT);
   }
 
-  /** The kernel finished a cell: the turns shown here have ended, or will be asked about again. */
+  /** The kernel finished a cell: the turns shown here have ended (each waits for its transcript), or will be asked about again. */
   kernelRan(): void {
     clearTimeout(this._timer);
-    this.stopAll();
+    for (const overlay of this._overlays.values()) {
+      overlay.end();
+    }
+  }
+
+  /** The kernel answered which transcripts these cells lack, and they were written or shown: their ended views go. */
+  settled(cellIds: ReadonlySet<string>): void {
+    for (const overlay of [...this._overlays.values()]) {
+      if (overlay.ended && cellIds.has(overlay.turn.cellId)) {
+        overlay.dispose();
+      }
+    }
   }
 
   /** Ask the server for the notebook's running turns and show those this page can place. */

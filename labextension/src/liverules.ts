@@ -27,7 +27,7 @@ export type LiveStep =
   | { kind: 'skip' } // before the turn, or a record this view does not show
   | { kind: 'text'; text: string } // streamed text, shown as text only
   | { kind: 'html'; html: string; endsStream: boolean } // sanitized HTML (nh3), after ending the streamed text if asked
-  | { kind: 'end'; html: string }; // the turn ended (what its last record shows first, if any)
+  | { kind: 'end'; html: string; endsStream: boolean }; // the turn ended (what its last record shows, if any)
 
 type JSONRecord = { [key: string]: unknown };
 
@@ -143,12 +143,12 @@ export function step(record: unknown, seq: number): LiveStep {
     return { kind: 'skip' };
   }
   if (record.type === 'user_msg' && record.seq > seq) {
-    return { kind: 'end', html: '' }; // a next turn began: this one is over
+    return { kind: 'end', html: '', endsStream: false }; // a next turn began: this one is over
   }
   const html = typeof record.html === 'string' ? record.html : '';
   const session = isObject(record.session) ? record.session : undefined;
   if (session && typeof session.status === 'string' && ended(session.status)) {
-    return { kind: 'end', html };
+    return { kind: 'end', html, endsStream: Boolean(record.stream) };
   }
   if (typeof record.text === 'string') {
     return { kind: 'text', text: record.text };

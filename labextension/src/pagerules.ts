@@ -5,7 +5,8 @@
 
 import type { Kernel } from '@jupyterlab/services';
 
-import type { ApprovalDecided } from './protocol';
+import { IMarker, markerOf } from './fillrules';
+import type { ApprovalDecided, JSONObject } from './protocol';
 
 /** What an overlay says once its question ended. */
 export function decisionWords(
@@ -81,4 +82,28 @@ export function goneStatus(shown: string, words: string): string {
   const rest = shown.slice(dash.length).split(' · ').slice(1);
   const now = words === STOPPED ? STATUS_STOPPED : STATUS_LOST;
   return dash + [now, ...rest].join(' · ');
+}
+
+/**
+ * The turn a kernel message shows ended cut off, as its marker: a panel's final output (`display_data` or its
+ * `update_display_data`) whose metadata says `unfinished` (interrupted with work left, nbagent/notebook/output.py).
+ * A server stopped with SIGTERM interrupts its kernels before it shuts them down: the live panel ends so before the
+ * kernel goes, and the page then marks that cell as it marks a live panel.
+ */
+export function cutTurn(msgType: string, content: unknown): IMarker | null {
+  if (msgType !== 'update_display_data' && msgType !== 'display_data') {
+    return null;
+  }
+  const metadata = (content as JSONObject | null)?.metadata as
+    JSONObject | undefined;
+  const nbagent = metadata?.nbagent as JSONObject | undefined;
+  if (nbagent?.unfinished !== true) {
+    return null;
+  }
+  return markerOf({ metadata } as JSONObject);
+}
+
+/** A marker as one string (a map key). */
+export function markerKey(marker: IMarker): string {
+  return `${marker.session}\n${marker.from}\n${marker.to}`;
 }

@@ -9,9 +9,9 @@
 
 import type { ISharedCodeCell } from '@jupyter/ydoc';
 import type { NotebookPanel } from '@jupyterlab/notebook';
-import { MimeModel } from '@jupyterlab/rendermime';
 import { Panel, Widget } from '@lumino/widgets';
 
+import { idMaker, sanitizedHtml } from './answer';
 import { placeUnder } from './approvals';
 import {
   cleanOutputs,
@@ -28,9 +28,7 @@ export const READ_ONLY =
 
 type Transcripts = Extract<KernelMessage, { type: 'transcripts' }>;
 
-let counter = 0;
-const newId = (): string =>
-  `t-${Date.now().toString(36)}-${(++counter).toString(36)}`;
+const newId = idMaker('t');
 
 /** A finished turn shown read-only under its cell (never in the model). */
 export class TranscriptOverlay extends Panel {
@@ -51,14 +49,7 @@ export class TranscriptOverlay extends Panel {
       if (typeof data['text/html'] !== 'string') {
         continue;
       }
-      const renderer = panel.content.rendermime.createRenderer('text/html');
-      void renderer.renderModel(
-        new MimeModel({
-          data: { 'text/html': data['text/html'] },
-          trusted: false
-        })
-      );
-      this.addWidget(renderer);
+      this.addWidget(sanitizedHtml(panel, data['text/html']));
     }
   }
 }
@@ -67,7 +58,8 @@ export class TranscriptOverlay extends Panel {
 export class TranscriptFills {
   constructor(
     readonly panel: NotebookPanel,
-    private readonly _send: (message: JSONObject) => void
+    private readonly _send: (message: JSONObject) => void,
+    private readonly _settled: (cellIds: ReadonlySet<string>) => void = () => {}
   ) {}
 
   /** Ask soon (once for a burst of cells run, as Run All makes). */
@@ -113,6 +105,7 @@ export class TranscriptFills {
     if (!message.write) {
       this._showReadOnly(message.cells, sent);
       this._answered(`shown ${message.cells.length}`);
+      this._settled(new Set(sent.keys())); // after the transcripts are in place: a live view of these cells may go
       return;
     }
     const written: string[] = [];
@@ -144,6 +137,7 @@ export class TranscriptFills {
     }
     this._send(outgoing.transcriptsWritten(message.id, written, skipped));
     this._answered(`written ${written.length}`);
+    this._settled(new Set(sent.keys()));
   }
 
   /** Say on the panel's element what the last answer did (for people inspecting the page, and the browser tests). */

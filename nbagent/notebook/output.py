@@ -92,10 +92,18 @@ class CellOutput:
         }
 
     def final_metadata(self) -> dict[str, Any]:
-        """The final output's display metadata: the marker of the events it shows (a reopened page reads it), else {}."""
+        """The final output's display metadata: the marker of the events it shows (a reopened page reads it), else {}.
+
+        An interrupted turn with work left (:attr:`next`) says so (``unfinished``): when the kernel stops before
+        running anything else, as a server stopped with SIGTERM does right after interrupting it, the page says under
+        the cell to run it to continue (labextension/src/gone.ts).
+        """
         if not self.session_name or not self.events:
             return {}
-        return metadata((self.session_name, int(self.events[0]["seq"]), int(self.events[-1]["seq"])))
+        found = metadata((self.session_name, int(self.events[0]["seq"]), int(self.events[-1]["seq"])))
+        if self.next:
+            found["nbagent"]["unfinished"] = True
+        return found
 
 
 class StaticPanel(CellOutput):

@@ -31,7 +31,7 @@ from tornado.iostream import StreamClosedError
 from ..errors import LogError
 from ..history.summary import json_row, summarize
 from ..record import redact, trust
-from .open_turn import open_turn
+from .open_turn import open_turn, stored_open_turn
 from .paging import Page, read_page, read_stored_page
 from .paths import Refused, Roots, Stored, Unavailable
 from .pool import Pool
@@ -131,12 +131,12 @@ class SessionsHandler(Handler):
             row["links"] = session_links(self.base_url, notebook, row["name"])
             row["open_turn"] = open_turn(summary, log)
             rows.append(row)
-        if roots.store is not None:  # from the database's index: no event is read (trust: who signed the first line)
+        if roots.store is not None:  # from the database's index (trust: who signed the first line); events only of an open turn
             for summary in roots.stored_under(api_path, limit):
                 row = json_row(summary)
                 row["store"] = roots.store.url
                 row["links"] = session_links(self.base_url, summary.notebook, summary.name)
-                row["open_turn"] = None  # not read here: an index row says no more than whether it was closed
+                row["open_turn"] = stored_open_turn(summary, roots.store, Stored(roots.store, summary.notebook, summary.name).path)
                 rows.append(row)
             if not rows and not files:
                 raise Refused(

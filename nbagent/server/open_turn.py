@@ -1,8 +1,12 @@
 """A session's running turn, as a notebook page needs it to show the turn live under its cell (docs/server.md).
 
-The listing's summary (the fold) says whether the last turn is unfinished; only then is the log read once more,
-with the server's one reader (:class:`~.source.FileSource`, a bounded chunk at a time, keeping nothing but the
-last request), for the turn's first event: the fold's state keeps no event's seq or metadata.
+A log file: its listing summary (a fold) says whether the last turn is unfinished; only then is the log read once
+more, with the server's one reader (:class:`~.source.FileSource`, a bounded chunk at a time, keeping nothing but
+the last request), for the turn's first event: the fold's state keeps no event's seq or metadata.
+
+A database session: its index row knows whether the turn ended only once the session was closed; a session its
+kernel holds open ("open, or not closed cleanly") is read through the store and folded as it is read (the bounded
+:class:`~.viewfold.ViewFold`), so it gets the same answer as the same events in a log file.
 """
 
 from __future__ import annotations
@@ -11,25 +15,16 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..errors import LogError
+from ..history.summary import from_state
 from ..record import events as ev
+from ..record.request import request_text
 from ..stores import Listed
 from .source import FileSource
+from .viewfold import ViewFold
 
 # An unfinished session whose last turn still ended: nothing runs there (the listing's words, history/summary.py).
 ENDED = ("no request yet", "interrupted", "stopped at its budget", "damaged log", "written by a newer nbagent", "not an nbagent log")
-
-
-def request_of(event: ev.Event) -> str:
-    """The user's request in a ``user_msg`` (without any note nbagent prepended): the kernel's rule (notebook/kernel.py)."""
-    meta = event.get("meta") or {}
-    if isinstance(meta, dict) and isinstance(meta.get("request"), str):
-        return str(meta["request"])
-    content = event.get("content")
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "".join(b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str))
 
 
 def last_request(events: Iterable[ev.Event]) -> dict[str, Any] | None:
@@ -40,7 +35,7 @@ def last_request(events: Iterable[ev.Event]) -> dict[str, Any] | None:
             continue
         meta = event.get("meta") or {}
         cell = meta.get("cell_id") if isinstance(meta, dict) else None
-        found = {"seq": int(event["seq"]), "cell_id": cell if isinstance(cell, str) and cell else None, "request": request_of(event)}
+        found = {"seq": int(event["seq"]), "cell_id": cell if isinstance(cell, str) and cell else None, "request": request_text(event)}
     return found
 
 
@@ -64,3 +59,22 @@ def open_turn(summary: Listed, log: Path) -> dict[str, Any] | None:
         if not batch.more or batch.problem:
             break
     return found
+
+
+def stored_open_turn(summary: Listed, store: Any, path: Path) -> dict[str, Any] | None:
+    """The unfinished last turn of a database session (its index row ``summary``, its key ``path``), as :func:`open_turn` (blocking)."""
+    if not runs(summary):  # a closed session's index row says how its last turn stands
+        return None
+    fold, found = ViewFold(), None
+    try:
+        for event in store.read(path):
+            fold.apply(event)
+            found = last_request([event]) or found
+    except LogError:  # damaged, or the database cannot be read now: no live view (the row says what the index knows)
+        return None
+    folded = Listed(summary.name, summary.path)
+    try:
+        from_state(folded, fold.state)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return found if runs(folded) else None

@@ -17,11 +17,10 @@ import nbformat
 import pytest
 
 from tests.browser.harness import PANEL_JS, Jupyter, JupyterServer, visible_text, wait_until, write_notebook
-from tests.browser.test_reopen_approval import _extension_installed, another_page
+from tests.browser.test_reopen_approval import another_page
 from tests.support.fake_anthropic import FakeAnthropic, text
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.kernel]
-__all__ = ["_extension_installed"]  # the module fixture: skip without the extension (fail under CI)
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.kernel, pytest.mark.usefixtures("extension_installed")]
 ANSWER = "The transcript came back although nobody watched the stream finish."
 ANSWERS = f'(path) => ({PANEL_JS})(path).node.dataset.nbagentTranscripts || ""'
 OUTPUTS = f"(path) => ({PANEL_JS})(path).content.model.sharedModel.cells[1].toJSON().outputs"

@@ -17,12 +17,11 @@ from collections.abc import Iterator
 import pytest
 
 from tests.browser.harness import PANEL_JS, Jupyter, visible_text, wait_until, write_notebook
-from tests.browser.test_reopen_approval import _extension_installed, another_page
+from tests.browser.test_reopen_approval import another_page
 from tests.browser.test_reopen_finished import ANSWER, ANSWERS, OUTPUTS, complete, saved_outputs
 from tests.support.fake_anthropic import FakeAnthropic, text
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.kernel]
-__all__ = ["_extension_installed"]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.kernel, pytest.mark.usefixtures("extension_installed")]
 COLLABORATIVE = f"(path) => ({PANEL_JS})(path).context.model.collaborative === true"
 
 

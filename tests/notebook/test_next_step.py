@@ -89,3 +89,18 @@ def test_a_rerendered_interrupted_turn_says_no_next_step_nor_one_the_turn_went_p
         panel(event)
     panel.finish()
     assert "run this cell again" not in panel.bundle()["text/plain"]
+
+
+def test_an_interrupted_panel_with_work_left_marks_its_final_output_unfinished() -> None:
+    """The page reads ``unfinished`` to say "run this cell to continue" if the kernel stops next (labextension/src/gone.ts)."""
+    marks = {}
+    for case, later in {"cut": (STARTED_WRITE, INTERRUPTED), "went on": (STARTED_WRITE, INTERRUPTED, PYTHON_DONE), "done": ()}.items():
+        panel = Panel("second")
+        panel.session_name = "s"
+        for event in events(*later):
+            panel(event)
+        panel.finish()
+        marks[case] = panel.final_metadata()["nbagent"]
+    assert marks["cut"] == {"final": {"session": "s", "from": 1, "to": 7}, "unfinished": True}
+    assert marks["went on"] == {"final": {"session": "s", "from": 1, "to": 8}}
+    assert marks["done"] == {"final": {"session": "s", "from": 1, "to": 5}}

@@ -1,8 +1,9 @@
 """The server extension on a PostgreSQL store: a real ``jupyter server`` with ``NBAGENT_STORE`` set, and a real cluster.
 
-Listing from the index, events as the store reads them, a stream that follows another process's
-appends through LISTEN/NOTIFY (no polling) and resumes with Last-Event-ID, read-only (no advisory
-lock, no secret), bad input, and the database going away and coming back.
+Listing from the index (the events of an unfinished turn read for its ``open_turn``, as a file's are), events
+as the store reads them, a stream that follows another process's appends through LISTEN/NOTIFY (no polling) and
+resumes with Last-Event-ID, read-only (no advisory lock, no secret), bad input, and the database going away and
+coming back.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 
 from nbagent.history import json_row, store_summaries, summarize
+from nbagent.server.open_turn import open_turn
 from nbagent.stores import get_store, locate
 from tests.support import pg_harness
 from tests.support.server_harness import NbServer, session_api, write_turns
@@ -113,7 +115,7 @@ def tail_of(server: NbServer, session_url: str) -> dict[str, Any]:
     return next(t for t in server.get("nbagent/api/tails").body["tails"] if t["log"] == session_url)
 
 
-def test_the_listing_comes_from_the_index_with_the_cli_shape(server: NbServer, url: str) -> None:
+def test_the_listing_comes_from_the_index_with_the_cli_shape(server: NbServer, url: str, tmp_path: Path) -> None:
     team = str(server.root / "team.ipynb")
     everything = rows(server)
     assert sorted((r["notebook"], r["name"], r.get("store")) for r in everything) == sorted(
@@ -126,7 +128,12 @@ def test_the_listing_comes_from_the_index_with_the_cli_shape(server: NbServer, u
     row = next(r for r in everything if r["name"] == "s1")
     (expected,) = [json_row(s) for s in store_summaries(get_store(url)) if s.name == "s1"]  # `nbagent sessions --store URL --json`
     assert set(row) == set(expected) | {"store", "links", "open_turn"}
-    assert row["open_turn"] is None  # an index row: its events are not read
+    store, path = locate(name(url, team, "s1"))
+    as_file = tmp_path / "s1.jsonl"
+    as_file.write_bytes(store.read_bytes(path))  # type: ignore[union-attr]  # the same bytes as a log file
+    assert (
+        row["open_turn"] == open_turn(summarize(as_file), as_file) == {"seq": 14, "cell_id": None, "request": "request 13: say something"}
+    )
     assert {k: row[k] for k in expected if k != "trust"} == {k: v for k, v in expected.items() if k != "trust"}
     assert expected["trust"] == row["trust"] == "unchecked"  # the index cannot vouch: the stream's notice is checked
     assert row["path"] == name(url, team, "s1") and row["turns"] == 3
@@ -360,3 +367,41 @@ def test_the_store_setting_defaults_to_nbagent_store(monkeypatch: pytest.MonkeyP
     assert NbagentServer().store == "" and NbagentServer().database() is None  # files only
     with pytest.raises(NbagentError, match="must be a postgresql:// URL"):
         NbagentServer(store="mysql://nope").database()
+
+
+def _turns(session: Any, last: str) -> None:
+    """A finished turn, then a second one left as ``last`` says: ``runs`` (a reply streaming), ``stopped`` or ``ended``."""
+    session.append("user_msg", content="first", meta={"cell_id": "c-1", "request": "first"})
+    session.append("assistant_msg", message_id="m1", model="fake", content=[{"type": "text", "text": "done"}], stop_reason="end_turn")
+    session.append("user_msg", content=[{"type": "text", "text": "a note\n\nsecond"}], meta={"cell_id": "c-2", "request": "second"})
+    session.append("model_call", model="fake", attempt=1)
+    if last == "runs":
+        session.append("delta", index=0, text="half an ans")
+    elif last == "stopped":
+        session.append("interrupted", during="model")
+    else:
+        session.append("assistant_msg", message_id="m2", model="fake", content=[{"type": "text", "text": "ok"}], stop_reason="end_turn")
+
+
+def test_a_running_turn_of_a_database_session_is_listed_as_a_file_s_is(server: NbServer, url: str) -> None:
+    """``open_turn`` of a database session: the same as the same events in a log file get, while its kernel holds it open."""
+    from contextlib import ExitStack
+
+    from nbagent import Session
+
+    stored, files = str(server.root / "db-live.ipynb"), server.root / "file-live.ipynb"
+    (server.root / "db-live.ipynb").write_text("{}")
+    files.write_text("{}")
+    with ExitStack() as held:  # open, as a kernel holds its session: the index says no more than "open, or not closed cleanly"
+        for last in ("runs", "stopped", "ended"):
+            _turns(held.enter_context(Session.open(name(url, stored, last))), last)  # type: ignore[arg-type]
+            _turns(held.enter_context(Session.open(server.root / ".nbagent/file-live.ipynb" / f"{last}.jsonl")), last)
+        from_db = {r["name"]: r for r in rows(server, "db-live.ipynb")}
+        from_files = {r["name"]: r for r in rows(server, "file-live.ipynb")}
+    assert {n: r["open_turn"] for n, r in from_files.items()} == {
+        "runs": {"seq": 4, "cell_id": "c-2", "request": "second"},
+        "stopped": None,
+        "ended": None,
+    }
+    assert {n: r["open_turn"] for n, r in from_db.items()} == {n: r["open_turn"] for n, r in from_files.items()}
+    assert from_db["runs"]["store"] == url

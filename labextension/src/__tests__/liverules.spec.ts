@@ -196,7 +196,7 @@ describe('step', () => {
         stream: 'replace',
         session: { status: 'complete' }
       },
-      { kind: 'end', html: '<p>B</p>' }
+      { kind: 'end', html: '<p>B</p>', endsStream: true }
     ],
     [
       'the turn is interrupted',
@@ -206,12 +206,12 @@ describe('step', () => {
         html: '',
         session: { status: 'unfinished: interrupted' }
       },
-      { kind: 'end', html: '' }
+      { kind: 'end', html: '', endsStream: false }
     ],
     [
       'a next turn begins',
       { seq: 30, type: 'user_msg', html: '<p>next</p>', session: running },
-      { kind: 'end', html: '' }
+      { kind: 'end', html: '', endsStream: false }
     ],
     [
       'nothing to show',

@@ -3,6 +3,7 @@
  */
 
 import {
+  cutTurn,
   decisionWords,
   drawOverlay,
   goneStatus,
@@ -100,5 +101,52 @@ describe("what a marked live panel's header status says", () => {
     ['empty', '', LOST, 'connection lost']
   ])('%s', (_, shown, words, expected) => {
     expect(goneStatus(shown, words)).toBe(expected);
+  });
+});
+
+describe('which kernel message ends a turn cut off (a server stopped with SIGTERM)', () => {
+  const FINAL = { session: 's1', from: 4, to: 9 };
+  it.each<[string, string, unknown, typeof FINAL | null]>([
+    [
+      'the panel ends, interrupted with work left',
+      'update_display_data',
+      { data: {}, metadata: { nbagent: { final: FINAL, unfinished: true } } },
+      FINAL
+    ],
+    [
+      'a final output shown at once',
+      'display_data',
+      { data: {}, metadata: { nbagent: { final: FINAL, unfinished: true } } },
+      FINAL
+    ],
+    [
+      'the panel ends, done',
+      'update_display_data',
+      { data: {}, metadata: { nbagent: { final: FINAL } } },
+      null
+    ],
+    [
+      'not true but truthy',
+      'update_display_data',
+      { metadata: { nbagent: { final: FINAL, unfinished: 'yes' } } },
+      null
+    ],
+    [
+      'no marker',
+      'update_display_data',
+      { metadata: { nbagent: { unfinished: true } } },
+      null
+    ],
+    [
+      'another message',
+      'execute_result',
+      { metadata: { nbagent: { final: FINAL, unfinished: true } } },
+      null
+    ],
+    ['no metadata', 'display_data', { data: {} }, null],
+    ['metadata not an object', 'display_data', { metadata: 'x' }, null],
+    ['no content', 'display_data', null, null]
+  ])('%s', (_, type, content, expected) => {
+    expect(cutTurn(type, content)).toEqual(expected);
   });
 });
