@@ -2,8 +2,9 @@
 
 What a user's turn costs: N turns through ``nbagent.run`` (defaults: snapshots on, fsync "turn") on a
 database session, minus the same turns on the file store with fsync "never" (the engine and SDK alone),
-is the store's work per turn.  Its floor: the same rows inserted with plain psycopg, one committed
-transaction each, ``synchronous_commit`` on.  Resume: opening a database session of 10,000 and
+is the store's work per turn.  Two floors: the same rows inserted with plain psycopg in a tight loop, one
+committed transaction each, ``synchronous_commit`` on (the issue's); and the same INSERTs made at the
+same points of the same loop by a minimal store (:mod:`.postgres_floor_store`), minus the file store.  Resume: opening a database session of 10,000 and
 100,000 events (in this process, and in a fresh one) against a bare connection and one query.
 Each measurement runs in a child process importing nbagent from a tree: ``--base`` (a commit,
 unpacked with ``git archive``) and the working tree, in turns, against one throwaway cluster
@@ -42,13 +43,15 @@ with FakeAnthropic() as fake:
 """
 
 _TURNS = r"""
-import json, sys, tempfile, time
+import json, os, sys, tempfile, time
 from pathlib import Path
-sys.path.insert(0, sys.argv[1])
+sys.path[:0] = [sys.argv[1], sys.argv[5]]  # nbagent from the tree measured, the floor store from this repo
 import anthropic, psycopg
 import nbagent
 from nbagent import stores
+from benchmarks.postgres_floor_store import FloorStore
 url, base_url, turns = sys.argv[2], sys.argv[3], int(sys.argv[4])
+load = os.getloadavg()[0]
 
 @nbagent.tool(effect="read")
 def lookup(month: str) -> str:
@@ -58,16 +61,29 @@ def lookup(month: str) -> str:
 client = anthropic.Anthropic(base_url=base_url, api_key="bench-key", max_retries=0)
 folder = Path(tempfile.mkdtemp())
 
-def run(store, fsync, name):
-    path = folder / name / "s.jsonl"
-    with nbagent.Session.open(path, store=store, fsync=fsync) as session:
+def ask(session, n):
+    nbagent.run(session, f"request {n}: what was the total of month {n}?", tools=[lookup], client=client, model="claude-test")
+
+def interleaved(stores_by_name):  # turns in blocks of BLOCK, the stores in a rotating order: each block beside the others in time
+    opened = {name: nbagent.Session.open(folder / name / "s.jsonl", store=store, fsync=fsync) for name, (store, fsync) in stores_by_name.items()}
+    blocks = {name: [] for name in opened}
+    cpu = {name: 0.0 for name in opened}
+    try:
         for n in range(3):  # warm: imports, prepared statements
-            nbagent.run(session, f"warm {n}", tools=[lookup], client=client, model="claude-test")
-        began = time.perf_counter()
-        for n in range(turns):
-            nbagent.run(session, f"request {n}: what was the total of month {n}?", tools=[lookup], client=client, model="claude-test")
-        elapsed = time.perf_counter() - began
-    return elapsed / turns * 1000, path
+            for session in opened.values():
+                ask(session, -1 - n)
+        names = list(opened)
+        for b in range(turns // BLOCK):
+            for name in names[b % len(names):] + names[: b % len(names)]:
+                began, began_cpu = time.perf_counter(), time.process_time()
+                for n in range(b * BLOCK, (b + 1) * BLOCK):
+                    ask(opened[name], n)
+                blocks[name].append((time.perf_counter() - began) / BLOCK * 1000)
+                cpu[name] += time.process_time() - began_cpu
+    finally:
+        for session in opened.values():
+            session.close()
+    return blocks, {name: spent / (len(blocks[name]) * BLOCK) * 1000 for name, spent in cpu.items()}
 
 def floor(lines):
     with psycopg.connect(url, autocommit=True) as conn:
@@ -80,12 +96,17 @@ def floor(lines):
         conn.execute(f"DROP TABLE {table}")
     return elapsed
 
-files_ms, path = run(stores.FILES, "never", "files")
-db_ms, _ = run(stores.get_store(url), "turn", "db")
-lines = path.read_bytes().decode("ascii").splitlines()
-rows_per_turn = len(lines) / (turns + 3)
+BLOCK = 5
+blocks, cpu = interleaved({"files": (stores.FILES, "never"), "floor": (FloorStore(url, Path(tempfile.mkdtemp())), "turn"), "db": (stores.get_store(url), "turn")})
+lines = (folder / "files" / "s.jsonl").read_bytes().decode("ascii").splitlines()
+rows_per_turn = len(lines) / (len(blocks["files"]) * BLOCK + 3)
 floor_ms = floor(lines) / len(lines) * rows_per_turn * 1000
-print(json.dumps({"files_ms": files_ms, "db_ms": db_ms, "floor_ms": floor_ms, "rows_per_turn": rows_per_turn}))
+mean = lambda name: sum(blocks[name]) / len(blocks[name])
+work = sorted(d - f for d, f in zip(blocks["db"], blocks["files"]))
+loop_floor = sorted(d - f for d, f in zip(blocks["floor"], blocks["files"]))
+print(json.dumps({"files_ms": mean("files"), "db_ms": mean("db"), "floor_store_ms": mean("floor"), "floor_ms": floor_ms,
+                  "work_ms": work[len(work) // 2], "loop_floor_ms": loop_floor[len(loop_floor) // 2],
+                  "cpu_ms": cpu, "rows_per_turn": rows_per_turn, "load": (load + os.getloadavg()[0]) / 2}))
 """
 
 _OPEN = r"""
@@ -177,9 +198,10 @@ def compare(url: str, trees: dict[str, Path], turns: int, rounds: int, sizes: tu
         order = list(trees.items())
         for index in range(rounds):
             for name, tree in order if index % 2 == 0 else order[::-1]:
-                results[name]["turn"].append(_child(_TURNS, str(tree), url, base_url, str(turns)))
+                results[name]["turn"].append(_child(_TURNS, str(tree), url, base_url, str(turns), str(REPO)))
+                print(name, json.dumps(results[name]["turn"][-1]), file=sys.stderr, flush=True)  # progress
         with tempfile.TemporaryDirectory() as scratch:
-            for size in sizes:
+            for size in sizes:  # none with --turns-only
                 for name, tree in trees.items():
                     target = build_session(url, tree, Path(scratch) / name, size)
                     runs = [_child(_OPEN, str(tree), url, str(target), "session") for _ in range(rounds)]
@@ -195,19 +217,36 @@ def compare(url: str, trees: dict[str, Path], turns: int, rounds: int, sizes: tu
 
 def report(results: dict[str, Any], turns: int) -> str:
     """The Markdown tables."""
-    out = [f"{turns} turns through `nbagent.run` each round (a request, a tool call, its result, the answer); medians.\n"]
+    out = [
+        f"{turns} turns through `nbagent.run` per store each round (a request, a tool call, its result, the answer), in blocks "
+        "of 5 rotating over the three stores in one child; ms per turn, medians over rounds.\n"
+    ]
     out.append(
-        "| tree | file store, fsync never (ms/turn) | database, defaults (ms/turn) | store work (ms/turn) | floor (ms/turn) | store / floor |"
+        "| tree | files, fsync never | database, defaults | floor store | store work | in-loop floor | tight-loop floor "
+        "| work / in-loop floor | work / tight-loop floor | client CPU: files / database / floor store | load avg |"
     )
-    out.append("|---|---:|---:|---:|---:|---:|")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    med = statistics.median
     for name, found in results.items():
         rows = found["turn"]
-        files = statistics.median(r["files_ms"] for r in rows)
-        db = statistics.median(r["db_ms"] for r in rows)
-        work = statistics.median(r["db_ms"] - r["files_ms"] for r in rows)
-        floor = statistics.median(r["floor_ms"] for r in rows)
-        ratio = statistics.median((r["db_ms"] - r["files_ms"]) / r["floor_ms"] for r in rows)
-        out.append(f"| {name} | {files:.1f} | {db:.1f} | {work:.1f} | {floor:.1f} | {ratio:.2f}x |")
+        files, db, floor_store = (med(r[key] for r in rows) for key in ("files_ms", "db_ms", "floor_store_ms"))
+        work, in_loop, floor = (med(r[key] for r in rows) for key in ("work_ms", "loop_floor_ms", "floor_ms"))
+        ratio_loop = med(r["work_ms"] / r["loop_floor_ms"] for r in rows)
+        ratio = med(r["work_ms"] / r["floor_ms"] for r in rows)
+        cpu = " / ".join(f"{med(r['cpu_ms'][key] for r in rows):.1f}" for key in ("files", "db", "floor"))
+        loads = [r.get("load", 0.0) for r in rows]
+        out.append(
+            f"| {name} | {files:.1f} | {db:.1f} | {floor_store:.1f} | {work:.1f} | {in_loop:.1f} | {floor:.1f} | {ratio_loop:.2f}x "
+            f"| {ratio:.2f}x | {cpu} | {min(loads):.1f}–{max(loads):.1f} |"
+        )
+    out.append(
+        "\n(store work: database minus files, the median over a round's blocks of each block's difference from the files block "
+        "beside it; in-loop floor: the same for the floor store; tight-loop floor: the session's rows inserted in a loop; "
+        "ratios: medians of per-round ratios.)"
+    )
+    for name, found in results.items():
+        per_round = ", ".join(f"{r['work_ms'] / r['loop_floor_ms']:.2f}x" for r in found["turn"])
+        out.append(f"\n{name}: work / in-loop floor per round: {per_round}.")
     out.append(
         "\n| tree | events | open, in process (ms) | bare connection + 1 query (ms) | ratio | open, fresh process (ms) | bare, fresh (ms) | ratio |"
     )
@@ -237,16 +276,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--base", default="HEAD", help="the commit to compare the working tree with (default HEAD)")
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds per tree (medians are reported)")
+    parser.add_argument("--turns-only", action="store_true", help="measure turns only, not resumes")
+    parser.add_argument("--no-fsync", action="store_true", help="the cluster with fsync off: the statements' cost, not the disk's")
+    parser.add_argument("--turns", type=int, default=150, help="turns per store per round")
     args = parser.parse_args(argv)
-    turns, rounds, sizes = (20, 1, (1_000, 3_000)) if args.quick else (150, args.rounds, (10_000, 100_000))
-    cluster = Cluster(fsync=True)
+    turns, rounds, sizes = (20, 1, (1_000, 3_000)) if args.quick else (args.turns, args.rounds, (10_000, 100_000))
+    sizes = () if args.turns_only else sizes
+    cluster = Cluster(fsync=not args.no_fsync)
     try:
         with tempfile.TemporaryDirectory() as scratch:
             trees = {f"before ({args.base})": unpack(args.base, Path(scratch) / "base"), "after (working tree)": REPO}
             results = compare(cluster.new_database(socket=True), trees, turns, rounds, sizes)
     finally:
         cluster.destroy()
-    print(f"PostgreSQL {cluster.bindir.parent.name} over its Unix socket, fsync on.\n")
+    print(f"PostgreSQL {cluster.bindir.parent.name} over its Unix socket, fsync {'off' if args.no_fsync else 'on'}.\n")
     print(report(results, turns))
 
 

@@ -66,6 +66,16 @@ def listen(conn: Any, name: str) -> None:
     conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(name)))
 
 
+def lock_holder_state(conn: Any, key: int, session: int) -> str | None:
+    """The state (``pg_stat_activity``) of the backend holding a session's advisory lock; None if unknown or released."""
+    row = conn.execute(
+        "SELECT a.state FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' "
+        "AND l.granted AND l.classid = %s::integer::oid AND l.objid = %s::integer::oid AND l.objsubid = 2",
+        (key, session),
+    ).fetchone()
+    return None if row is None else row[0]
+
+
 def log_bytes(lines: Iterable[str]) -> bytes:
     """Rows' lines as the log's bytes, each with its newline.
 
@@ -120,3 +130,30 @@ def write_private(path: Path, data: bytes) -> None:
             view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
+
+
+def disk_full(exc: Any) -> bool:
+    """Whether a database error is the server's disk (or a tablespace's volume) being full."""
+    return getattr(exc, "sqlstate", None) == "53100" or "No space left on device" in str(exc)
+
+
+def cause_of(exc: Any) -> str:
+    """A database error in words; a full disk says so first (PostgreSQL's own text names only a file)."""
+    if disk_full(exc):
+        return f"the database server is out of disk space ({message_of(exc)})"
+    return message_of(exc)
+
+
+def todo_of(exc: Any) -> str:
+    """What to do first about a database error before reopening (a full disk: free space)."""
+    return "Free space on the database server (its data folder or the tablespace's volume). " if disk_full(exc) else ""
+
+
+def duplicate_of(exc: Any, event: dict[str, Any]) -> str:
+    """What a unique key refused, in words."""
+    name = getattr(getattr(exc, "diag", None), "constraint_name", "") or ""
+    if name == "nbagent_tool_started_once":
+        return f"tool call {event.get('tool_use_id')} attempt {event.get('attempt')} was already started (dispatch is exactly-once)"
+    if name == "nbagent_tool_result_once":
+        return f"tool call {event.get('tool_use_id')} already has its result (a result is recorded once)"
+    return f"the database already has this event ({name or 'a unique key'}): a second writer?"

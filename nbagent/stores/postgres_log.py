@@ -3,6 +3,8 @@
 Each event is one transaction: one statement checks that it is the session's next event,
 inserts it, updates the session's index row and sends NOTIFY; an event the file store would
 fsync commits with ``synchronous_commit`` on, the others with it off (see :mod:`.postgres`).
+The index row's ``last_ts`` (indexed, for listings) moves on durable events only, so the
+update a delta makes changes no indexed column and stays a heap-only (HOT) update.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,19 +24,34 @@ from ..record.log_reader import Scan, scan
 from ..state.fold import State
 from ..state.lineage import of_meta
 from . import snapshot
-from .postgres_db import db_errors, key_of, log_bytes, message_of, need_psycopg, scratch_folder
+from .postgres_db import (
+    cause_of,
+    db_errors,
+    disk_full,
+    duplicate_of,
+    key_of,
+    lock_holder_state,
+    log_bytes,
+    message_of,
+    need_psycopg,
+    scratch_folder,
+    todo_of,
+)
 from .writer import FSYNC_POLICIES, LOCKED, FsyncPolicy, Repair
 
 if TYPE_CHECKING:
     from .postgres import PostgresStore
 
 LOCK_CLASS = 0x6E62_6167  # 'nbag': the first key of every session's advisory lock (the second is its row id)
+LOCK_WAIT = 2.0  # seconds an open retries a lock whose backend is busy (a killed writer finishing its commit)
+LOCK_POLL = 0.05  # seconds between its tries
+CACHE_BOUND = 8 << 20  # the log's last bytes a writer keeps in memory (at most twice this between trims)
 REQUESTS_LIMIT = 1 << 16  # the request text kept per session for searching listings
 
 APPEND = """
 WITH upd AS (
     UPDATE nbagent_sessions SET
-        last_seq = %(seq)s, last_ts = %(ts)s, size = %(end)s, turns = turns + %(turn)s,
+        last_seq = %(seq)s, last_ts = CASE WHEN %(durable)s THEN %(ts)s ELSE last_ts END, size = %(end)s, turns = turns + %(turn)s,
         session_id = CASE WHEN %(type)s = 'session_start' THEN %(session_id)s ELSE session_id END,
         signer = CASE WHEN %(type)s = 'session_start' THEN %(signer)s ELSE signer END,
         created = CASE WHEN %(type)s = 'session_start' THEN %(ts)s ELSE created END,
@@ -96,7 +114,7 @@ class PostgresLog:
             self._open(store, pg)
         except pg.Error as exc:
             self._conn.close()
-            raise LogError(f"opening {self.where} failed: {_cause(exc)}") from None
+            raise LogError(f"opening {self.where} failed: {cause_of(exc)}") from None
         except BaseException:
             self._conn.close()
             raise
@@ -104,22 +122,28 @@ class PostgresLog:
     def _open(self, store: PostgresStore, pg: Any) -> None:
         """Find (or make) the session's row and take its lock, then read its tail, first bytes and snapshot head: one round trip."""
         notebook, name = key_of(self.path)
-        for attempt in range(2):
+        created, deadline, idle = False, time.monotonic() + LOCK_WAIT, 0
+        while True:
             with self._conn.pipeline():
                 # The lock first; the reads after it are statements of their own, so they see every commit made before it.
                 found = self._conn.execute(OPEN_LOCK, (LOCK_CLASS, notebook, name))
                 rows = self._conn.execute(OPEN_ROWS, {"notebook": notebook, "name": name, "head": HEAD_BYTES})
                 snap = self._conn.execute(OPEN_SNAPSHOT, {"notebook": notebook, "name": name, "size": SNAPSHOT_HEAD})
             row = found.fetchone()
-            if row is not None:
+            if row is None:
+                if created:
+                    raise LogError(f"{self.where} exists but belongs to another database role; open a session of another name")
+                store.session_id(self._conn, self.path, create=True)
+                created = True
+            elif row[2]:
                 break
-            if attempt:
-                raise LogError(f"{self.where} exists but belongs to another database role; open a session of another name")
-            store.session_id(self._conn, self.path, create=True)
+            else:  # a killed writer's backend may still be finishing its commit (busy); a live writer's waits for it (idle)
+                idle = idle + 1 if lock_holder_state(self._conn, LOCK_CLASS, int(row[0])) == "idle" else 0
+                if idle >= 2 or time.monotonic() >= deadline:
+                    raise LogLockedError(LOCKED.format(where=self.where))
+                time.sleep(LOCK_POLL)
         self._id: int = int(row[0])
         self._channel = str(row[1])
-        if not row[2]:
-            raise LogLockedError(LOCKED.format(where=self.where))
         lines = rows.fetchall()
         tail = lines.pop() if lines and lines[-1][0] == "tail" else None
         self._head = log_bytes(line for _kind, _start, line in lines)
@@ -168,6 +192,7 @@ class PostgresLog:
             )
         with self._lock:
             self._cache_start, self._cache = start, bytearray(data)
+            self._trim()
         result.end += start
         result.last_start += start
         return result
@@ -177,8 +202,8 @@ class PostgresLog:
         pg = need_psycopg()
         if self._failed is not None:
             raise LogWriteError(
-                f"{self.where} refused a write because an earlier one failed ({_cause(self._failed)}). "
-                f"{_todo(self._failed)}Close and reopen the session: it resumes from the last committed event."
+                f"{self.where} refused a write because an earlier one failed ({cause_of(self._failed)}). "
+                f"{todo_of(self._failed)}Close and reopen the session: it resumes from the last committed event."
             )
         event = json.loads(line)
         sig = event.get("sig")
@@ -203,20 +228,21 @@ class PostgresLog:
             "line": line.rstrip(b"\n").decode("ascii"),
             "channel": self._channel,
             "sync": "on" if sync else "off",
+            "durable": durable,
         }
         with self._lock:
             try:
-                row = self._conn.execute(APPEND, params).fetchone()
+                row = self._conn.execute(APPEND, params, prepare=True).fetchone()
             except pg.errors.UniqueViolation as exc:
                 raise LogWriteError(
-                    f"{self.where} refused event {event['seq']} ({event['type']}): {_duplicate(exc, event)}; nothing was written"
+                    f"{self.where} refused event {event['seq']} ({event['type']}): {duplicate_of(exc, event)}; nothing was written"
                 ) from None
             except pg.Error as exc:
                 self._failed = exc
-                if _disk_full(exc):
+                if disk_full(exc):
                     raise LogWriteError(
-                        f"writing {self.where} failed: {_cause(exc)}. Event {event['seq']} ({event['type']}) was not written; "
-                        f"every event before it is committed. {_todo(exc)}Then reopen the session: it resumes from the last "
+                        f"writing {self.where} failed: {cause_of(exc)}. Event {event['seq']} ({event['type']}) was not written; "
+                        f"every event before it is committed. {todo_of(exc)}Then reopen the session: it resumes from the last "
                         "committed event."
                     ) from exc
                 raise LogWriteError(
@@ -232,6 +258,15 @@ class PostgresLog:
             self._cache += line
             self.size += len(line)
             self._unsynced = self._unsynced or not sync
+            if len(self._cache) > 2 * CACHE_BOUND:
+                self._trim()
+
+    def _trim(self) -> None:
+        """Keep only the log's last CACHE_BOUND bytes in memory (older ones are read from the table when asked for)."""
+        cut = len(self._cache) - CACHE_BOUND
+        if cut > 0:
+            del self._cache[:cut]
+            self._cache_start += cut
 
     def refresh(self) -> None:
         """Learn the size again from the table (after an append was cut short in memory)."""
@@ -248,7 +283,7 @@ class PostgresLog:
                     self._conn.execute("SELECT pg_current_xact_id()")  # an xid, so its commit is flushed, and the WAL before it
                 except pg.Error as exc:
                     self._failed = exc
-                    raise LogWriteError(f"syncing {self.where} failed: {_cause(exc)}; reopen the session") from exc
+                    raise LogWriteError(f"syncing {self.where} failed: {cause_of(exc)}; reopen the session") from exc
                 self._unsynced = False
 
     def close(self) -> None:
@@ -317,7 +352,7 @@ class PostgresLog:
                     (self._id, state.seq, data, json.dumps(summary)),
                 )
             except pg.Error as exc:
-                raise OSError(f"storing the snapshot of {self.where} failed: {_cause(exc)}") from exc
+                raise OSError(f"storing the snapshot of {self.where} failed: {cause_of(exc)}") from exc
         return self.where + " (snapshot)"
 
     def _scratch_log(self) -> Path:
@@ -354,33 +389,6 @@ def _read_range(conn: Any, session: int, start: int, stop: int) -> bytes:
     data = log_bytes(line for _start, line in rows)
     first = int(rows[0][0])
     return data[start - first : stop - first]
-
-
-def _disk_full(exc: Any) -> bool:
-    """Whether a database error is the server's disk (or a tablespace's volume) being full."""
-    return getattr(exc, "sqlstate", None) == "53100" or "No space left on device" in str(exc)
-
-
-def _cause(exc: Any) -> str:
-    """A database error in words; a full disk says so first (PostgreSQL's own text names only a file)."""
-    if _disk_full(exc):
-        return f"the database server is out of disk space ({message_of(exc)})"
-    return message_of(exc)
-
-
-def _todo(exc: Any) -> str:
-    """What to do first about a database error before reopening (a full disk: free space)."""
-    return "Free space on the database server (its data folder or the tablespace's volume). " if _disk_full(exc) else ""
-
-
-def _duplicate(exc: Any, event: dict[str, Any]) -> str:
-    """What a unique key refused, in words."""
-    name = getattr(getattr(exc, "diag", None), "constraint_name", "") or ""
-    if name == "nbagent_tool_started_once":
-        return f"tool call {event.get('tool_use_id')} attempt {event.get('attempt')} was already started (dispatch is exactly-once)"
-    if name == "nbagent_tool_result_once":
-        return f"tool call {event.get('tool_use_id')} already has its result (a result is recorded once)"
-    return f"the database already has this event ({name or 'a unique key'}): a second writer?"
 
 
 def _fork_title(event: dict[str, Any]) -> str:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from nbagent.agent.session import Session
+from nbagent.errors import LogLockedError
 from nbagent.record import events as ev
 from nbagent.state import fold
 from nbagent.stores import get_store
-from nbagent.stores.postgres_log import SNAPSHOT_HEAD
+from nbagent.stores.postgres_log import LOCK_CLASS, SNAPSHOT_HEAD
 from tests.support.store_fixtures import database
 
 pytestmark = pytest.mark.postgres
@@ -69,3 +71,56 @@ def test_opening_a_new_session_and_reopening_it_find_the_same_row(tmp_path: Path
     with Session.open(path, store=url) as session:
         assert session.seq == first["seq"]
         assert [e["type"] for e in get_store(url).read(path)] == [ev.SESSION_START, ev.USER_MSG]
+
+
+def _hold_lock(url: str, path: Path) -> psycopg.Connection:
+    """Another connection holding the session's advisory lock (a killed writer's backend still finishing its commit)."""
+    conn = psycopg.connect(url, autocommit=True)
+    row = conn.execute("SELECT id FROM nbagent_sessions WHERE name = %s", (path.stem,)).fetchone()
+    assert row is not None
+    assert conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS, row[0])).fetchone() == (True,)
+    return conn
+
+
+def test_opening_waits_briefly_for_a_lock_that_is_released(tmp_path: Path) -> None:
+    url = database("open-wait")
+    path = tmp_path / "s.jsonl"
+    with Session.open(path, store=url) as session:
+        first = session.append(ev.USER_MSG, content="hello")
+    holder = _hold_lock(url, path)
+    busy = threading.Thread(target=_busy_then_close, args=(holder, 0.5))  # closing the connection releases its lock
+    busy.start()
+    try:
+        with Session.open(path, store=url) as session:
+            assert session.seq == first["seq"]
+    finally:
+        busy.join()
+
+
+def _busy_then_close(conn: psycopg.Connection, seconds: float) -> None:
+    """The holder's backend busy for ``seconds`` (like one finishing a killed writer's commit), then gone."""
+    with conn:
+        conn.execute("SELECT pg_sleep(%s)", (seconds,))
+
+
+def test_opening_a_session_locked_throughout_still_says_so(tmp_path: Path) -> None:
+    url = database("open-locked")
+    path = tmp_path / "s.jsonl"
+    with Session.open(path, store=url) as session:
+        session.append(ev.USER_MSG, content="hello")
+    with _hold_lock(url, path), pytest.raises(LogLockedError, match="is open for writing in another process or session"):
+        Session.open(path, store=url)
+
+
+def test_opening_a_session_whose_lock_stays_busy_says_so_after_a_bounded_wait(tmp_path: Path) -> None:
+    url = database("open-busy")
+    path = tmp_path / "s.jsonl"
+    with Session.open(path, store=url) as session:
+        session.append(ev.USER_MSG, content="hello")
+    busy = threading.Thread(target=_busy_then_close, args=(_hold_lock(url, path), 6))
+    busy.start()
+    try:
+        with pytest.raises(LogLockedError, match="is open for writing in another process or session"):
+            Session.open(path, store=url)
+    finally:
+        busy.join()
