@@ -8,7 +8,6 @@ in ``tests/browser/artifacts/`` (ignored by git); their paths are printed with t
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tests.browser.harness import ConsoleLog, Jupyter, JupyterServer, kernel_env, launch_chromium, screenshot_pages
-from tests.notebook.test_labextension import installed_extension
+from tests.notebook.test_labextension import need_extension
 from tests.support.fake_anthropic import FakeAnthropic
 
 if TYPE_CHECKING:
@@ -172,11 +171,7 @@ def notebook7(chromium: Browser, notebook7_server: JupyterServer, console: Conso
 @pytest.fixture(scope="module")
 def extension_installed() -> None:
     """Skip a module that needs nbagent's extension where it is not installed (a machine with no Node.js); fail under CI."""
-    if installed_extension() is None:
-        reason = "nbagent's JupyterLab extension is not installed (pip install -e . builds it when Node.js >= 20.19 is on PATH)"
-        if os.environ.get("CI", "").lower() in ("true", "1"):
-            pytest.fail(f"CI=true: {reason}", pytrace=False)
-        pytest.skip(reason)
+    need_extension()
 
 
 @pytest.fixture(params=["lab", "notebook7"], scope="module")

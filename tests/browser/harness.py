@@ -25,7 +25,7 @@ import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import nbformat
 
@@ -200,6 +200,18 @@ class JupyterServer:
             args.append("--allow-root")  # CI runs as root
         return args
 
+    def _spawn(self, log: IO[bytes]) -> subprocess.Popen[bytes]:
+        """The server's process, in a session of its own, its output to ``log``; SIGHUP ends it as in a terminal."""
+        return subprocess.Popen(
+            self.command(),
+            cwd=self.root,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=hangup_ends_it,
+        )
+
     def start(self, timeout: float = STARTUP_TIMEOUT) -> JupyterServer:
         """Start the server and wait until /api/status answers (retrying once on a port taken meanwhile)."""
         self.root.mkdir(parents=True, exist_ok=True)
@@ -207,15 +219,7 @@ class JupyterServer:
             self.port = free_port()
             self.log_path = self.root.parent / f"{self.kind}-server-{self.port}.log"
             with open(self.log_path, "wb") as log:
-                self.process = subprocess.Popen(
-                    self.command(),
-                    cwd=self.root,
-                    env=self.env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    preexec_fn=hangup_ends_it,
-                )
+                self.process = self._spawn(log)
             try:
                 self._wait_ready(timeout)
                 return self
@@ -317,15 +321,7 @@ class JupyterServer:
         deadline = time.monotonic() + timeout
         while True:  # the old server's socket may linger a moment
             with open(self.log_path, "wb") as log:
-                self.process = subprocess.Popen(
-                    self.command(),
-                    cwd=self.root,
-                    env=self.env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    preexec_fn=hangup_ends_it,
-                )
+                self.process = self._spawn(log)
             try:
                 self._wait_ready(max(1.0, deadline - time.monotonic()))
                 return self
