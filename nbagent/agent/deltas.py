@@ -43,7 +43,7 @@ class DeltaWriter:
     def __init__(self, session: Session, interval: float = DELTA_INTERVAL) -> None:
         self.session = session
         self.interval = interval
-        self.pending: dict[tuple[int, str], str] = {}
+        self.pending: dict[tuple[int, str], list[str]] = {}  # pieces not written yet, joined when written
         self.block = 0  # index of the content block being streamed
         self.since: float | None = None  # when the oldest unwritten delta arrived
         self.scheduled = False
@@ -57,17 +57,24 @@ class DeltaWriter:
             if index != self.block:  # the previous block has ended: write it whole
                 self._write(lambda key: key[0] != index)
                 self.block = index
+            pending = self.pending
             for kind, piece in delta.items():
                 if kind in self.KINDS:
-                    self.pending[(index, kind)] = self.pending.get((index, kind), "") + piece
+                    pieces = pending.get((index, kind))
+                    if pieces is None:
+                        pending[(index, kind)] = [piece]
+                    else:
+                        pieces.append(piece)  # a list: joining every piece into a string was quadratic in the block
             now = time.monotonic()
-            if self.since is None:
-                self.since = now
-            if now - self.since >= self.interval:
+            since = self.since
+            if since is None:
+                self.since = since = now
+            if now - since >= self.interval:
                 self._write()
-            elif not self.scheduled:
+                return
+            if not self.scheduled:
                 self.scheduled = True
-                FLUSHER.schedule(self, self.since + self.interval)
+                FLUSHER.schedule(self, since + self.interval)
 
     def flush_due(self) -> None:
         """Write what has waited an interval (called by the flusher when the stream stalls)."""
@@ -93,14 +100,15 @@ class DeltaWriter:
     def _write(self, whole: Callable[[tuple[int, str]], bool] = lambda key: False) -> None:
         """Append a delta line per block and kind; keep back an unfinished key-alphabet run unless ``whole(key)``."""
         self.since = None
-        for key, text in list(self.pending.items()):
+        for key, pieces in list(self.pending.items()):
+            text = "".join(pieces)
             cut = len(text) if whole(key) else self._OPEN_RUN.search(text).start()  # type: ignore[union-attr]
             if cut:
                 self.session.append(ev.DELTA, index=key[0], **{key[1]: text[:cut]})
             if cut == len(text):
                 del self.pending[key]
             else:
-                self.pending[key] = text[cut:]
+                self.pending[key] = [text[cut:]]
 
 
 class _Flusher:
