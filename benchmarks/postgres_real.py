@@ -4,7 +4,11 @@ What a user's turn costs: N turns through ``nbagent.run`` (defaults: snapshots o
 database session, minus the same turns on the file store with fsync "never" (the engine and SDK alone),
 is the store's work per turn.  Two floors: the same rows inserted with plain psycopg in a tight loop, one
 committed transaction each, ``synchronous_commit`` on (the issue's); and the same INSERTs made at the
-same points of the same loop by a minimal store (:mod:`.postgres_floor_store`), minus the file store.  Resume: opening a database session of 10,000 and
+same points of the same loop by a minimal store (:mod:`.postgres_floor_store`), minus the file store.
+The three stores run in one child, in blocks of 5 turns in a rotating order; besides whole turns, the wall
+time inside each store's calls (append, sync, write_snapshot, read) is summed, which leaves the engine's
+and the SDK's time (and their noise) out.  ``--no-fsync`` runs the cluster with fsync off: the
+statements' and round trips' cost without the disk's.  Resume: opening a database session of 10,000 and
 100,000 events (in this process, and in a fresh one) against a bare connection and one query.
 Each measurement runs in a child process importing nbagent from a tree: ``--base`` (a commit,
 unpacked with ``git archive``) and the working tree, in turns, against one throwaway cluster
@@ -64,15 +68,35 @@ folder = Path(tempfile.mkdtemp())
 def ask(session, n):
     nbagent.run(session, f"request {n}: what was the total of month {n}?", tools=[lookup], client=client, model="claude-test")
 
+counting, depth = [False], [0]
+
+def timed(call, inside, name):  # a store call's wall time, counted once when calls nest (a snapshot reads the log)
+    def wrapper(*args, **kwargs):
+        began = time.perf_counter()
+        depth[0] += 1
+        try:
+            return call(*args, **kwargs)
+        finally:
+            depth[0] -= 1
+            if counting[0] and depth[0] == 0:
+                inside[name] += time.perf_counter() - began
+    return wrapper
+
 def interleaved(stores_by_name):  # turns in blocks of BLOCK, the stores in a rotating order: each block beside the others in time
     opened = {name: nbagent.Session.open(folder / name / "s.jsonl", store=store, fsync=fsync) for name, (store, fsync) in stores_by_name.items()}
     blocks = {name: [] for name in opened}
     cpu = {name: 0.0 for name in opened}
+    inside = {name: 0.0 for name in opened}  # wall time inside the store's calls, the engine's noise left out
+    for name, session in opened.items():
+        log = session._log
+        for method in ("append", "sync", "write_snapshot", "read"):
+            setattr(log, method, timed(getattr(log, method), inside, name))
     try:
         for n in range(3):  # warm: imports, prepared statements
             for session in opened.values():
                 ask(session, -1 - n)
         names = list(opened)
+        counting[0] = True
         for b in range(turns // BLOCK):
             for name in names[b % len(names):] + names[: b % len(names)]:
                 began, began_cpu = time.perf_counter(), time.process_time()
@@ -83,7 +107,8 @@ def interleaved(stores_by_name):  # turns in blocks of BLOCK, the stores in a ro
     finally:
         for session in opened.values():
             session.close()
-    return blocks, {name: spent / (len(blocks[name]) * BLOCK) * 1000 for name, spent in cpu.items()}
+    per_turn = lambda spent: {name: value / (len(blocks[name]) * BLOCK) * 1000 for name, value in spent.items()}
+    return blocks, per_turn(cpu), per_turn(inside)
 
 def floor(lines):
     with psycopg.connect(url, autocommit=True) as conn:
@@ -97,7 +122,7 @@ def floor(lines):
     return elapsed
 
 BLOCK = 5
-blocks, cpu = interleaved({"files": (stores.FILES, "never"), "floor": (FloorStore(url, Path(tempfile.mkdtemp())), "turn"), "db": (stores.get_store(url), "turn")})
+blocks, cpu, inside = interleaved({"files": (stores.FILES, "never"), "floor": (FloorStore(url, Path(tempfile.mkdtemp())), "turn"), "db": (stores.get_store(url), "turn")})
 lines = (folder / "files" / "s.jsonl").read_bytes().decode("ascii").splitlines()
 rows_per_turn = len(lines) / (len(blocks["files"]) * BLOCK + 3)
 floor_ms = floor(lines) / len(lines) * rows_per_turn * 1000
@@ -106,7 +131,7 @@ work = sorted(d - f for d, f in zip(blocks["db"], blocks["files"]))
 loop_floor = sorted(d - f for d, f in zip(blocks["floor"], blocks["files"]))
 print(json.dumps({"files_ms": mean("files"), "db_ms": mean("db"), "floor_store_ms": mean("floor"), "floor_ms": floor_ms,
                   "work_ms": work[len(work) // 2], "loop_floor_ms": loop_floor[len(loop_floor) // 2],
-                  "cpu_ms": cpu, "rows_per_turn": rows_per_turn, "load": (load + os.getloadavg()[0]) / 2}))
+                  "cpu_ms": cpu, "inside_ms": inside, "rows_per_turn": rows_per_turn, "load": (load + os.getloadavg()[0]) / 2}))
 """
 
 _OPEN = r"""
@@ -244,6 +269,26 @@ def report(results: dict[str, Any], turns: int) -> str:
         "beside it; in-loop floor: the same for the floor store; tight-loop floor: the session's rows inserted in a loop; "
         "ratios: medians of per-round ratios.)"
     )
+    out.append(
+        "\nInside the store's calls (append, sync, write_snapshot, read; wall time, so a round trip's scheduling counts, the "
+        "engine's and the SDK's time does not):\n"
+    )
+    out.append(
+        "| tree | files, fsync never | database | floor store | store work | in-loop floor | work / in-loop floor "
+        "| work / tight-loop floor | per round: work / in-loop floor |"
+    )
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for name, found in results.items():
+        rows = found["turn"]
+        inside = {key: med(r["inside_ms"][key] for r in rows) for key in ("files", "db", "floor")}
+        works = [
+            (r["inside_ms"]["db"] - r["inside_ms"]["files"], r["inside_ms"]["floor"] - r["inside_ms"]["files"], r["floor_ms"]) for r in rows
+        ]
+        rounds = ", ".join(f"{w / f:.2f}x" for w, f, _ in works)
+        out.append(
+            f"| {name} | {inside['files']:.2f} | {inside['db']:.2f} | {inside['floor']:.2f} | {med(w for w, _, _ in works):.2f} "
+            f"| {med(f for _, f, _ in works):.2f} | {med(w / f for w, f, _ in works):.2f}x | {med(w / t for w, _, t in works):.2f}x | {rounds} |"
+        )
     for name, found in results.items():
         per_round = ", ".join(f"{r['work_ms'] / r['loop_floor_ms']:.2f}x" for r in found["turn"])
         out.append(f"\n{name}: work / in-loop floor per round: {per_round}.")
