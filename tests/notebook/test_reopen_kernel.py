@@ -13,7 +13,7 @@ import pytest
 from tests.notebook import test_kernel
 from tests.notebook.test_pages_kernel import Page, client
 from tests.support.fake_anthropic import text
-from tests.support.kernels import run_cell, stdout
+from tests.support.kernels import run_cell, stdout, wait_for
 
 kernels = test_kernel.kernels  # the fixture: kernels on the fake API (JPY_SESSION_NAME = tmp_path/work.ipynb)
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
@@ -89,7 +89,9 @@ def test_one_page_writes_and_the_others_show_it_read_only_while_the_writer_is_op
     b.send({"v": 1, "type": "transcripts_written", "id": "q1", "written": ["agent-cell"], "skipped": []})
     assert catch_up(c)["write"] is False  # B wrote it into the notebook: C shows it read-only while B is open
     b.kc.shell_channel.send(b.kc.session.msg("comm_close", {"comm_id": b.comm_id, "data": {}}))
-    assert catch_up(c)["write"] is True  # B closed (its model with it): C's own model lacks it, C writes it
+    # B closed (its model with it): C's own model lacks it, C writes it. The close comes on B's channel and the ask on
+    # C's, so the kernel may see the ask first: ask until it has seen the close.
+    wait_for(lambda: catch_up(c)["write"] is True, timeout=30)
     said = stdout(run_cell(b.kc, "%agent_sessions", cell_id="list")[0])
     assert "while no page showed it" not in said  # a page wrote it
 
