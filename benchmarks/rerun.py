@@ -17,9 +17,7 @@ import compileall
 import datetime
 import os
 import statistics
-import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from dataclasses import dataclass
@@ -29,6 +27,7 @@ from typing import Any
 import nbformat
 
 import nbagent
+from benchmarks.postgres_real import unpack
 
 ANSWER = "Done: the column sums to 42."
 TIMEOUT = 600  # seconds per cell; a re-run cell takes milliseconds
@@ -214,15 +213,9 @@ class TreeResult:
 FLOOR = "floor: `display()` of the same output"
 
 
-def unpack(rev: str, into: Path) -> Path:
-    """The nbagent package and tests/support of commit ``rev``, unpacked with ``git archive`` (no worktree is made), compiled."""
-    into.mkdir(parents=True)
-    archive = into / "tree.tar"
-    with archive.open("wb") as out:
-        subprocess.run(["git", "-C", str(REPO), "archive", rev, "nbagent", "tests/support", "tests/__init__.py"], stdout=out, check=True)
-    with tarfile.open(archive) as tar:
-        tar.extractall(into, filter="data")
-    archive.unlink()
+def unpack_compiled(rev: str, into: Path) -> Path:
+    """Commit ``rev`` unpacked as the other benchmarks unpack it, its bytecode compiled (as an install does)."""
+    unpack(rev, into)
     compileall.compile_dir(into / "nbagent", quiet=1)
     return into
 
@@ -309,7 +302,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="nbagent-rerun-") as scratch:
         work = Path(scratch)
         compileall.compile_dir(Path(nbagent.__file__).parent, quiet=1)
-        trees = {f"before ({args.base})": unpack(args.base, work / "base"), "after (working tree)": REPO}
+        trees = {f"before ({args.base})": unpack_compiled(args.base, work / "base"), "after (working tree)": REPO}
         load = os.getloadavg()
         print(
             f"{args.cells} cells, {args.rounds} rounds on {os.cpu_count()} cores; load average {load[0]:.2f} {load[1]:.2f}", file=sys.stderr
