@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.support.fake_anthropic import text
-from tests.support.kernels import Kernel
+from tests.support.kernels import Kernel, kernel_env
 
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 
@@ -23,12 +22,7 @@ REQUEST = "%agent Summarize table 1 in one line"
 
 @pytest.fixture
 def kernels(tmp_path: Path, fake: Any) -> Iterator[Any]:
-    env = {
-        **os.environ,
-        "ANTHROPIC_BASE_URL": fake.base_url,
-        "ANTHROPIC_API_KEY": "test-key",
-        "JPY_SESSION_NAME": str(tmp_path / "work.ipynb"),
-    }
+    env = kernel_env(fake.base_url, JPY_SESSION_NAME=str(tmp_path / "work.ipynb"))
     env.pop("ANTHROPIC_AUTH_TOKEN", None)
     started: list[Kernel] = []
 
