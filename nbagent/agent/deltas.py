@@ -1,4 +1,8 @@
-"""Stream deltas in the log: coalesced to a line per block at most every interval, with a flusher thread for stalled streams."""
+"""Stream deltas in the log: coalesced to a line per block at most every interval, with a flusher thread for stalled streams.
+
+A reply that ends within the interval of its first delta writes no delta line: nothing of it was
+streamed, so its ``assistant_msg`` alone says all of it (and views show that message whole).
+"""
 
 from __future__ import annotations
 
@@ -28,9 +32,10 @@ class DeltaWriter:
     A model streams a few characters at a time; a log line for each would make
     deltas most of the log and most of a turn's cost.  Deltas are gathered and
     written together ``interval`` after the first of them arrived (by the next
-    delta, or by the background flusher if the stream stalls), when the next
-    content block starts, and at the end: a view following the log sees text at
-    most ``interval`` late.
+    delta, or by the background flusher if the stream stalls), and at the end if
+    any of the reply was written before: a view following the log sees text at
+    most ``interval`` late.  A reply that ended sooner is left to its
+    ``assistant_msg``, a line the loop writes next anyway.
 
     Redaction works on whole lines, so a secret streamed in pieces could slip past
     it if it were written piecewise.  Every secret shape nbagent redacts is a run
@@ -45,6 +50,8 @@ class DeltaWriter:
         self.interval = interval
         self.pending: dict[tuple[int, str], list[str]] = {}  # pieces not written yet, joined when written
         self.block = 0  # index of the content block being streamed
+        self.ended: set[int] = set()  # blocks that have ended: written whole, no run held back
+        self.wrote = False  # a delta line of this reply is in the log (views have streamed it)
         self.since: float | None = None  # when the oldest unwritten delta arrived
         self.scheduled = False
         self.closed = False
@@ -54,8 +61,8 @@ class DeltaWriter:
     def __call__(self, delta: dict[str, Any]) -> None:
         index = delta.get("index", 0)
         with self._lock:
-            if index != self.block:  # the previous block has ended: write it whole
-                self._write(lambda key: key[0] != index)
+            if index != self.block:  # the previous block has ended: written whole with the next line
+                self.ended.add(self.block)
                 self.block = index
             pending = self.pending
             for kind, piece in delta.items():
@@ -89,21 +96,26 @@ class DeltaWriter:
                 FLUSHER.schedule(self, self.since + self.interval)
 
     def close(self, *, complete: bool) -> None:
-        """Write what is left; ``complete`` (the reply ended) writes held runs too, otherwise they are dropped."""
+        """Write what is left; ``complete`` (the reply ended) writes held runs too, otherwise they are dropped.
+
+        A complete reply none of which was written leaves it all to its ``assistant_msg``.
+        """
         with self._lock:
             if not self.closed:
                 self.closed = True
                 FLUSHER.cancel(self)
-                self._write(lambda key: complete)
+                if self.wrote or not complete:
+                    self._write(lambda key: complete)
                 self.pending.clear()
 
     def _write(self, whole: Callable[[tuple[int, str]], bool] = lambda key: False) -> None:
-        """Append a delta line per block and kind; keep back an unfinished key-alphabet run unless ``whole(key)``."""
+        """Append a delta line per block and kind; keep back an unfinished key-alphabet run unless its block ended or ``whole(key)``."""
         self.since = None
         for key, pieces in list(self.pending.items()):
             text = "".join(pieces)
-            cut = len(text) if whole(key) else self._OPEN_RUN.search(text).start()  # type: ignore[union-attr]
+            cut = len(text) if key[0] in self.ended or whole(key) else self._OPEN_RUN.search(text).start()  # type: ignore[union-attr]
             if cut:
+                self.wrote = True
                 self.session.append(ev.DELTA, index=key[0], **{key[1]: text[:cut]})
             if cut == len(text):
                 del self.pending[key]

@@ -16,15 +16,34 @@ def lines(session: nbagent.Session) -> list[tuple[int, str]]:
 
 def test_pieces_within_the_interval_become_one_line_per_block(log_path: Path) -> None:
     with nbagent.Session.open(log_path) as session:
+        writer = DeltaWriter(session, interval=0.05)
+        for piece in ("Hello ", "there, ", "friend-"):
+            writer({"index": 0, "text": piece})
+        writer({"index": 1, "partial_json": '{"a": '})  # block 0 has ended: its run is no longer held back
+        # The flusher writes them an interval after the first piece: a line per block.
+        assert wait_for_lines(session, 2) == [(0, "Hello there, friend-"), (1, '{"a": ')]
+        writer({"index": 1, "partial_json": "1}"})
+        writer.close(complete=True)  # some of the reply was streamed: the rest follows it
+        assert lines(session) == [(0, "Hello there, friend-"), (1, '{"a": '), (1, "1}")]
+
+
+def test_a_reply_that_ends_within_the_interval_is_left_to_its_assistant_msg(log_path: Path) -> None:
+    with nbagent.Session.open(log_path) as session:
         writer = DeltaWriter(session, interval=3600)
         for piece in ("Hello ", "there, ", "friend."):
             writer({"index": 0, "text": piece})
-        assert lines(session) == []  # nothing yet: the interval has not passed
-        writer({"index": 1, "partial_json": '{"a": '})  # block 0 has ended: written whole
-        assert lines(session) == [(0, "Hello there, friend.")]
-        writer({"index": 1, "partial_json": "1}"})
-        writer.close(complete=True)
-        assert lines(session) == [(0, "Hello there, friend."), (1, '{"a": 1}')]
+        writer({"index": 1, "partial_json": '{"a": 1}'})
+        writer.close(complete=True)  # nothing of it streamed: the assistant_msg the loop writes next says it all
+        assert lines(session) == []
+
+
+def test_a_reply_cut_within_the_interval_keeps_what_came(log_path: Path) -> None:
+    with nbagent.Session.open(log_path) as session:
+        writer = DeltaWriter(session, interval=3600)
+        writer({"index": 0, "text": "Half an "})
+        writer({"index": 0, "text": "answer"})
+        writer.close(complete=False)  # no assistant_msg will say it: the log keeps the text, less a held run
+        assert lines(session) == [(0, "Half an ")]
 
 
 def test_a_broken_stream_drops_an_unfinished_key_alphabet_run(log_path: Path) -> None:
@@ -61,10 +80,10 @@ def test_a_stall_after_a_stream_that_ended_is_flushed_whichever_deadline_comes_f
         with nbagent.Session.open(tmp_path / f"{first}.jsonl") as session:
             ended = DeltaWriter(session, interval=first)
             ended({"index": 0, "text": "ended "})
-            ended.close(complete=True)
+            ended.close(complete=True)  # within its interval: no line (its assistant_msg would say it)
             stalled = DeltaWriter(session, interval=then)
             stalled({"index": 1, "text": "stalled "})
-            assert wait_for_lines(session, 2) == [(0, "ended "), (1, "stalled ")]
+            assert wait_for_lines(session, 1) == [(1, "stalled ")]
             stalled.close(complete=True)
 
 
@@ -72,6 +91,7 @@ def test_a_closed_writer_is_not_flushed_later(log_path: Path) -> None:
     with nbagent.Session.open(log_path) as session:
         writer = DeltaWriter(session, interval=0.05)
         writer({"index": 0, "text": "done "})
-        writer.close(complete=True)
+        writer.close(complete=False)  # cut off: what came is written now
+        assert lines(session) == [(0, "done ")]
         time.sleep(0.2)  # past the deadline the flusher had for it
         assert lines(session) == [(0, "done ")]

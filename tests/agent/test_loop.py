@@ -133,7 +133,7 @@ def test_plain_text_turn(fake: FakeAnthropic, client: anthropic.Anthropic, sessi
     kinds = [e["type"] for e in session.events()]
     # the first turn records the context settings the fold clips tool results by
     assert kinds[:4] == ["session_start", "context", "user_msg", "model_call"] and kinds[-1] == "assistant_msg"
-    assert "".join(e["text"] for e in of_type(session, ev.DELTA)) == "Hello there, how can I help?"
+    assert of_type(session, ev.DELTA) == []  # streamed within the delta interval: its assistant_msg alone says it
     assert session.state.frontier == "done" and session.state.status == "done"
 
 
@@ -619,7 +619,7 @@ def test_interrupt_while_the_reply_streams_is_logged_and_the_call_is_made_again(
     unsubscribe = session.subscribe(ctrl_c_on_first_delta, since=session.seq)
     fake.script(text("a reply that is cut short by the user", chunks=5))
     with pytest.raises(nbagent.Interrupted):
-        go(session, client, "hi")
+        go(session, client, "hi", delta_interval=0)  # a line per delta: the first one reaches the subscriber mid-stream
     unsubscribe()
     assert of_type(session, ev.INTERRUPTED)[0]["during"] == "model"
     assert of_type(session, ev.ASSISTANT_MSG) == [] and session.state.frontier == "model"
@@ -719,16 +719,27 @@ def delta_texts(session: nbagent.Session) -> list[tuple[int, str]]:
     return [(e["index"], e.get("text", e.get("partial_json", ""))) for e in of_type(session, ev.DELTA)]
 
 
-def test_a_fast_stream_is_logged_as_one_delta_line_per_block(
+def test_a_reply_streamed_within_the_interval_is_logged_as_its_assistant_msg_alone(
     fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session
 ) -> None:
     words = " ".join(f"word{n}" for n in range(40))  # 39 text deltas of 8 characters
     fake.script(tool_use("lookup", {"name": "pi"}, id="toolu_a", text=words), text("done"))
-    # An hour-long interval: only the end of a block writes.
     loop_with(session, client, tools=[], approval="deny", delta_interval=3600).run("hi")
+    assert delta_texts(session) == []  # no view could have been shown any of it: nothing repeats the replies
+    assert [e["content"][0]["text"] for e in of_type(session, ev.ASSISTANT_MSG)] == [words, "done"]
+
+
+def test_a_reply_slower_than_the_interval_streams_into_the_log_and_ends_whole(
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session
+) -> None:
+    fake.script(tool_use("lookup", {"name": "pi"}, id="toolu_a", text="Let me look it up.", delay=0.03), text("done"))
+    loop_with(session, client, tools=[], approval="deny", delta_interval=0.01).run("hi")
     lines = delta_texts(session)
-    assert [index for index, _ in lines] == [0, 1, 0]
-    assert lines[0] == (0, words) and json.loads(lines[1][1]) == {"name": "pi"} and lines[2] == (0, "done")
+    assert len(lines) >= 2 and {index for index, _ in lines} == {0, 1}  # written as it came, both blocks
+    assert "".join(t for i, t in lines if i == 0) == "Let me look it up."
+    assert json.loads("".join(t for i, t in lines if i == 1)) == {"name": "pi"}
+    first_reply = of_type(session, ev.ASSISTANT_MSG)[0]
+    assert all(e["seq"] < first_reply["seq"] for e in of_type(session, ev.DELTA))  # the quick "done" wrote none
 
 
 def test_a_zero_interval_logs_every_delta_as_it_comes(fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session) -> None:

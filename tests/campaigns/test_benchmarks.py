@@ -20,10 +20,11 @@ def test_naive_loop_and_engine_write_the_same_transcript(tmp_path: Path) -> None
     naive_messages = naive.rebuild_messages(naive.load_events(tmp_path / "naive.jsonl"))
     with nbagent.Session.open(tmp_path / "engine-turn.jsonl") as session:
         engine_messages = session.messages
+    with nbagent.Session.open(tmp_path / "engine-per-delta.jsonl") as session:
         events = list(session.events())
     assert len(naive_messages) == 8 and engine_messages[:8] == naive_messages
     assert len(engine_messages) == 12 and engine_messages[-1]["role"] == "assistant"
-    # Every reply was streamed: its text deltas add up to the recorded message (however the engine chunks them).
+    # With a line per delta every reply was streamed: its text deltas add up to the recorded message.
     streamed, replies = [], []
     for event in events:
         if event["type"] == "model_call":

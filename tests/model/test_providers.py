@@ -230,7 +230,7 @@ def test_bedrock_turn_is_signed_with_sigv4_and_streams_into_the_log(
             return a + b
 
         with nbagent.Session.open(tmp_path / "s.jsonl") as session:
-            answer = nbagent.run(session, "What is 2 + 3?", tools=[add], model="claude-sonnet-4-5", provider="bedrock")
+            answer = nbagent.run(session, "What is 2 + 3?", tools=[add], model="claude-sonnet-4-5", provider="bedrock", delta_interval=0)
             assert answer == "The sum is 5."
             first, second = cloud.requests
             assert first.path == "/model/anthropic.claude-sonnet-4-5-20250929-v1:0/invoke-with-response-stream"

@@ -164,7 +164,7 @@ def test_text_view_streams_plain_text(fake: FakeAnthropic, client: anthropic.Ant
     out = io.StringIO()
     with nbagent.Session.open(log_path) as session:
         session.subscribe(TextView(out))
-        nbagent.run(session, "1+1?", tools=[add], client=client, model="claude-test")
+        nbagent.run(session, "1+1?", tools=[add], client=client, model="claude-test", delta_interval=0)  # as a slow stream writes
     shown = re.sub(r"[\d,]+ tokens in( \([\d,]+ from cache\))? · [\d,]+ out", "TOKENS", out.getvalue())
     assert shown == (
         f"session {session.id} started\n"

@@ -14,6 +14,8 @@ import pytest
 from tests.agent.test_deltas import (  # noqa: F401 - collected here, once per store
     test_a_broken_stream_drops_an_unfinished_key_alphabet_run,
     test_a_closed_writer_is_not_flushed_later,
+    test_a_reply_cut_within_the_interval_keeps_what_came,
+    test_a_reply_that_ends_within_the_interval_is_left_to_its_assistant_msg,
     test_pieces_within_the_interval_become_one_line_per_block,
     test_the_flusher_writes_a_stalled_stream_after_the_interval,
 )
