@@ -75,6 +75,10 @@ class Feed:
 
     def events(self, since: int) -> Iterator[ev.Event]:
         """Events with ``seq > since`` up to the log's end now (taken under the lock), read and parsed as they are iterated."""
+        return (event for event, _ in self.sized_events(since))
+
+    def sized_events(self, since: int) -> Iterator[tuple[ev.Event, int]]:
+        """:meth:`events`, each with the length of its line in bytes."""
         with self._lock:
             marks, first, start = self._start_of(since + 1)
             end = self._log.size
@@ -87,8 +91,8 @@ class Feed:
             self.marks, first, start = Marks(), 1, 0
         return self.marks, first, start
 
-    def _read(self, marks: Marks, *, since: int, first: int, start: int, end: int) -> Iterator[ev.Event]:
-        """Events with ``seq > since`` in the log's whole lines from ``start`` (the line of ``first``) to ``end``, noting where lines start.
+    def _read(self, marks: Marks, *, since: int, first: int, start: int, end: int) -> Iterator[tuple[ev.Event, int]]:
+        """Events with ``seq > since`` (each with its line's length) in the log's whole lines from ``start`` (the line of ``first``) to ``end``, noting where lines start.
 
         The bytes are read in growing chunks as the events are taken, so a caller that stops
         after a few events (one turn of a long log) does not read the rest.
@@ -102,7 +106,7 @@ class Feed:
                 seq = event["seq"]
                 if _marked(seq, event["type"]):
                     marks.note(seq, reader.last_start)
-                yield event
+                yield event, reader.offset - reader.last_start
             if reader.offset == before and stop == end:
                 return  # no whole line before ``end`` (only a cut could leave that): the reader has said why
             chunk *= 2
@@ -115,7 +119,7 @@ class Feed:
         last = since
         try:
             # Catch up outside the lock so a long history does not stall the writer ...
-            for event in self._read(marks, since=last, first=first, start=start, end=end):
+            for event, _ in self._read(marks, since=last, first=first, start=start, end=end):
                 callback(event)
                 last = event["seq"]
             # ... then take the few events appended meanwhile and go live, atomically.

@@ -364,10 +364,15 @@ class Session:
     # Reading and watching -------------------------------------------------------------------
     def events(self, since: int = 0) -> Iterator[ev.Event]:
         """Events with ``seq > since``, read from the log (from the nearest known line at or before ``since + 1``)."""
+        for event, _ in self.sized_events(since):
+            yield event
+
+    def sized_events(self, since: int = 0) -> Iterator[tuple[ev.Event, int]]:
+        """:meth:`events`, each with the length of its line in bytes (for a reader that keeps some of them, to bound what it keeps)."""
         with self._lock:
             if since >= self._seq and not self._dirty:
                 return  # nothing after the last line this session wrote or read (it holds the writer's lock)
-            read = self._feed.events(since)
+            read = self._feed.sized_events(since)
         yield from read
 
     def subscribe(self, callback: Subscriber, since: int = 0) -> Callable[[], None]:

@@ -215,6 +215,7 @@ def turn_of(index: TurnIndex, session: Session, seq: int | None, *, live: bool) 
     if at >= len(listed) or (seq is not None and listed[at].seq != seq) or not listed[at].python_calls:
         return None
     end = listed[at + 1].seq if at + 1 < len(listed) else None
-    events = itertools.takewhile(lambda e: end is None or e["seq"] < end, session.events(since=listed[at].seq - 1))
-    found = turns(events)
+    kept = index.events(listed[at])
+    events = kept if kept is not None else session.events(since=listed[at].seq - 1)
+    found = turns(itertools.takewhile(lambda e: end is None or e["seq"] < end, events))
     return dataclasses.replace(found[0], number=at + 1) if found else None

@@ -25,6 +25,7 @@ from .python_tool import NAME as PYTHON
 from .restart import Turn, request_key
 from .settings import Agent
 
+KEPT_BYTES = 4 << 20  # the log lines whose events a TurnIndex keeps, at most (a Run All re-renders them without reading)
 KERNEL_ID = uuid.uuid4().hex  # one per kernel process: a restart is a new process, hence a new id
 
 
@@ -110,7 +111,9 @@ class TurnIndex:
     """The turns of one session, kept up to date by reading only the events appended since the last look.
 
     It also keeps where each request stands in the session (:meth:`start`), so that re-rendering a
-    turn reads that turn's events only, and what the restart rule needs to match a request quickly.
+    turn reads that turn's events only, and what the restart rule needs to match a request quickly;
+    and the events of the turns it read first, up to :data:`KEPT_BYTES` of their lines (:meth:`events`),
+    so that the Run All after a restart re-renders each turn without reading the log again.
     """
 
     def __init__(self) -> None:
@@ -122,6 +125,33 @@ class TurnIndex:
         self._asides = Asides()
         self._usage = dict.fromkeys(ev.USAGE_KEYS, 0)  # the session's tokens so far: a re-rendered turn shows them as its panel did
         self._spend: dict[str, list[int]] = {}  # and its tokens by price key, for its cost (prices.py)
+        self._kept: dict[int, list[ev.Event]] = {}  # by a turn's seq: its events, if every one of them is kept
+        self._kept_bytes = 0
+        self._keeping = True  # until the bound is reached: later turns are read from the log
+
+    def events(self, turn: Turn) -> list[ev.Event] | None:
+        """The events of ``turn`` (its request to its last event) if they are kept; None: read them from the log."""
+        kept = self._kept.get(turn.seq)
+        if kept is None or kept[-1]["seq"] < turn.end:
+            return None
+        return [event for event in kept if event["seq"] <= turn.end]
+
+    def _keep(self, event: ev.Event, size: int) -> None:
+        """Keep ``event`` with its turn's, within the bound (else its turn's, and every later turn's, are dropped)."""
+        if not self.turns:
+            return
+        seq = self.turns[-1].seq
+        if event["seq"] == seq and self._keeping:
+            self._kept[seq] = []
+        kept = self._kept.get(seq)
+        if kept is None:
+            return
+        if self._kept_bytes + size > KEPT_BYTES:
+            self._keeping = False
+            del self._kept[seq]
+            return
+        self._kept_bytes += size
+        kept.append(event)
 
     def start(self, seq: int) -> Start:
         """Where the session stood just before the request of the turn ``seq``: the calls still open, the notes to the model."""
@@ -129,7 +159,7 @@ class TurnIndex:
 
     def update(self, session: Session) -> list[Turn]:
         """Read new events and return all turns."""
-        for event in session.events(since=self.seq):
+        for event, size in session.sized_events(since=self.seq):
             kind = event["type"]
             if kind == ev.USER_MSG:
                 self._close()
@@ -159,6 +189,7 @@ class TurnIndex:
             if kind == ev.TOOL_RESULT:
                 self._open.pop(str(event["tool_use_id"]), None)
             self._asides.see(event)
+            self._keep(event, size)
             self.seq = event["seq"]
         self._close()
         return self.turns

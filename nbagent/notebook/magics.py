@@ -226,7 +226,8 @@ class AgentMagics(Magics):
                 view(event)
         for turn in plan.show:
             view.begin(index.start(turn.seq))
-            for event in session.events(since=turn.seq - 1):
+            kept = index.events(turn)
+            for event in kept if kept is not None else session.events(since=turn.seq - 1):
                 if event["seq"] > turn.end:
                     break
                 view(event)

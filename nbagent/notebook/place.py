@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -93,7 +94,15 @@ def unchecked_place_of(shell: Any, settings: Any) -> Place:
     notebook = nbkernel.notebook_path(shell)
     with usage_errors():
         source = get_store(settings.store or None)
-    return Place(source, store.log_dir_for(notebook, base=None if source.url else settings.log_dir or None))
+    log_dir = None if source.url else settings.log_dir or None
+    relative = notebook is None or not notebook.is_absolute() or (log_dir is not None and not log_dir.startswith(("/", "~")))
+    return Place(source, _log_dir(notebook, log_dir, Path.cwd() if relative else None))
+
+
+@lru_cache(maxsize=16)
+def _log_dir(notebook: Path | None, log_dir: str | None, cwd: Path | None) -> Path:
+    """The log folder of these settings (and working folder, where one is relative to it), found once: every cell asks."""
+    return store.log_dir_for(notebook, base=log_dir)
 
 
 def print_sessions(

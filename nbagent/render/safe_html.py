@@ -105,12 +105,13 @@ def sanitize(fragment: str) -> str:
 
 
 # One line of prose, starting with a letter, in which no Markdown construct can start (no markup character,
-# entity, HTML, line break or trailing space): markdown-it would only wrap it in a paragraph (tests/render/test_render.py).
-_PROSE_LINE = re.compile(r"[^\W\d_][^\x00-\x1f\x7f-\x9f\u2028\u2029\\`*_\[\]!<>&#~|\"]*(?<!\s)")
+# entity, HTML, line break, trailing space or lone surrogate): markdown-it would only wrap it in a paragraph, and
+# the sanitizer then changes nothing but a no-break space (tests/render/test_render.py checks every code point).
+_PROSE_LINE = re.compile(r"[^\W\d_][^\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\\`*_\[\]!<>&#~|\"]*(?<!\s)")
 
 
 def markdown_html(text: str) -> str:
     """Markdown (from the model) to sanitized HTML."""
-    if _PROSE_LINE.fullmatch(text):
-        return sanitize(f"<p>{text}</p>\n")  # what markdown-it makes of it, without parsing it (a re-run cell's short answer)
+    if _PROSE_LINE.fullmatch(text):  # a re-run cell's short answer: what parsing and sanitizing make of it, without either
+        return f"<p>{text.replace(chr(0xA0), '&nbsp;')}</p>\n"
     return sanitize(_markdown().render(text))

@@ -405,3 +405,19 @@ def test_os_errors_are_usage_errors_only_where_the_caller_says_what_failed() -> 
     with pytest.raises(UsageError) as raised, usage_errors(hints=()):
         raise LogLockedError("The log is in use.")
     assert str(raised.value) == "The log is in use."
+
+
+def test_a_line_without_options_gets_the_parsers_defaults_each_time_afresh(shell) -> None:
+    """No options: the defaults parsed once and copied, equal to what the parser gives, never shared between cells."""
+    from IPython.core.magic_arguments import parse_argstring
+
+    from nbagent.notebook.usage import parse_options
+
+    agent = magics_for(shell).agent
+    first = parse_options(agent, "", ["--new"])
+    assert vars(first) == vars(parse_argstring(agent, "")) and first.request == []
+    first.request.append("changed by one cell")
+    first.new = True
+    second = parse_options(agent, "  ", ["--new"])
+    assert vars(second) == vars(parse_argstring(agent, "")) and second.request == [] and not second.new
+    assert parse_options(agent, "--new", ["--new"]).new  # options still go through the parser

@@ -275,6 +275,17 @@ def test_prose_is_rendered_as_markdown_it_renders_it(text: str) -> None:
     assert bool(safe_html._PROSE_LINE.fullmatch(text)) == (text in PROSE)
 
 
+def test_the_shortcut_gives_what_the_sanitizer_gives_for_every_code_point() -> None:
+    """The prose shortcut skips the sanitizer: for every character it lets through, the sanitizer's output is the same."""
+    checked = 0
+    for point in range(0x20, 0x110000):
+        line = f"a{chr(point)}b"
+        if safe_html._PROSE_LINE.fullmatch(line):
+            checked += 1
+            assert safe_html.markdown_html(line) == safe_html.sanitize(f"<p>{line}</p>\n"), hex(point)
+    assert checked > 1_000_000 and not safe_html._PROSE_LINE.fullmatch("a\ud800b")  # a lone surrogate takes the long way
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.from_regex(safe_html._PROSE_LINE, fullmatch=True))
 def test_any_line_the_shortcut_takes_is_one_markdown_it_paragraph(text: str) -> None:
