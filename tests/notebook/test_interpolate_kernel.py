@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ import nbagent
 from nbagent.record import events as ev
 from nbagent.stores import folders as store
 from tests.support.fake_anthropic import FakeAnthropic, text, tool_use
-from tests.support.kernels import Kernel
+from tests.support.kernels import Kernel, kernel_env
 
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 
@@ -26,13 +25,7 @@ PLAIN_SECRET = "correct-horse-battery-staple"  # not key-shaped: only its name s
 @pytest.fixture
 def kernel(tmp_path: Path, fake: FakeAnthropic) -> Iterator[Kernel]:
     """A real kernel in ``tmp_path`` for a notebook ``work.ipynb``, nbagent loaded, the API at the fake."""
-    env = {
-        **os.environ,
-        "ANTHROPIC_BASE_URL": fake.base_url,
-        "ANTHROPIC_API_KEY": "test-key",
-        "JPY_SESSION_NAME": str(tmp_path / "work.ipynb"),
-    }
-    with Kernel(tmp_path, env) as started:
+    with Kernel(tmp_path, kernel_env(fake.base_url, JPY_SESSION_NAME=str(tmp_path / "work.ipynb"))) as started:
         started.run(SETUP, "setup")
         yield started
 
@@ -151,13 +144,7 @@ def test_a_rerun_cell_after_a_restart_shows_its_turn_without_needing_its_fields(
     fake.script(text("Division by zero."))
     kernel.run("%agent why {Err}", "ask")
     kernel.shutdown()
-    env = {
-        **os.environ,
-        "ANTHROPIC_BASE_URL": fake.base_url,
-        "ANTHROPIC_API_KEY": "test-key",
-        "JPY_SESSION_NAME": str(tmp_path / "work.ipynb"),
-    }
-    with Kernel(tmp_path, env) as again:
+    with Kernel(tmp_path, kernel_env(fake.base_url, JPY_SESSION_NAME=str(tmp_path / "work.ipynb"))) as again:
         again.run(SETUP, "setup")
         shown = again.run("%agent why {Err}", "ask")  # no error in this kernel: the recorded turn is shown, nothing asked
         assert "Division by zero." in shown

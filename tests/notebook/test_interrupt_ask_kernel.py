@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,28 +16,6 @@ from tests.support.kernels import Kernel, Message, button_id, click, errors, sho
 SETUP = "%load_ext nbagent\n%config Agent.tools = ['python', 'shell']"  # approval: 'ask' (the default), so the shell call is asked
 ASK = "%agent make the file"
 pytestmark = pytest.mark.kernel
-
-
-@pytest.fixture
-def kernels(tmp_path: Path, fake: FakeAnthropic) -> Iterator[Callable[[], Kernel]]:
-    """Start kernels for the notebook ``work.ipynb`` in ``tmp_path``, their API the fake one; each is shut down after."""
-    env = {
-        **os.environ,
-        "ANTHROPIC_BASE_URL": fake.base_url,
-        "ANTHROPIC_API_KEY": "test-key",
-        "JPY_SESSION_NAME": str(tmp_path / "work.ipynb"),
-    }
-    started: list[Kernel] = []
-
-    def start() -> Kernel:
-        kernel = Kernel(tmp_path, env)
-        started.append(kernel)
-        return kernel
-
-    yield start
-    for kernel in started:
-        if kernel.km.is_alive():
-            kernel.shutdown()
 
 
 def events(tmp_path: Path) -> list[ev.Event]:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -13,7 +11,7 @@ import nbagent
 from nbagent.record import events as ev
 from nbagent.stores import folders as store
 from tests.support.fake_anthropic import text, tool_use
-from tests.support.kernels import Kernel, wait_for
+from tests.support.kernels import wait_for
 
 SETUP = "%load_ext nbagent\n%config Agent.tools = ['python', 'shell']"
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]  # real ipykernels, started and SIGKILLed
@@ -34,27 +32,6 @@ def charge(amount: int, idempotency_key: str) -> str:
         time.sleep(0.02)
     return f"charged {amount}"
 '''
-
-
-@pytest.fixture
-def kernels(tmp_path: Path, fake) -> Iterator[Any]:
-    env = {
-        **os.environ,
-        "ANTHROPIC_BASE_URL": fake.base_url,
-        "ANTHROPIC_API_KEY": "test-key",
-        "JPY_SESSION_NAME": str(tmp_path / "work.ipynb"),
-    }
-    started: list[Kernel] = []
-
-    def start() -> Kernel:
-        kernel = Kernel(tmp_path, env)
-        started.append(kernel)
-        return kernel
-
-    yield start
-    for kernel in started:
-        if kernel.km.is_alive():
-            kernel.shutdown()
 
 
 def session_log(tmp_path: Path) -> Path:

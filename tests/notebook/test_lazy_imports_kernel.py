@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.fake_anthropic import text
-from tests.support.kernels import Kernel, kernel_env
+from tests.support.kernels import Kernel
 
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 
@@ -18,21 +16,6 @@ pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 NOT_NEEDED = ("anthropic", "httpx", "httpx2", "pydantic", "ipywidgets", "markdown_it")
 LOADED = f"import sys, json; print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & {set(NOT_NEEDED)!r})))"
 REQUEST = "%agent Summarize table 1 in one line"
-
-
-@pytest.fixture
-def kernels(tmp_path: Path, fake: Any) -> Iterator[Any]:
-    env = kernel_env(fake.base_url, JPY_SESSION_NAME=str(tmp_path / "work.ipynb"))
-    env.pop("ANTHROPIC_AUTH_TOKEN", None)
-    started: list[Kernel] = []
-
-    def start() -> Kernel:
-        started.append(Kernel(tmp_path, env))
-        return started[-1]
-
-    yield start
-    for kernel in started:
-        kernel.shutdown()
 
 
 def loaded(kernel: Kernel) -> list[str]:

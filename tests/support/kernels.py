@@ -7,7 +7,8 @@ import queue
 import signal
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -205,3 +206,22 @@ class Kernel:
         self.closed = True
         self.kc.stop_channels()
         self.km.shutdown_kernel(now=True)
+
+
+@contextmanager
+def notebook_kernels(folder: Path, base_url: str) -> Iterator[Callable[[], Kernel]]:
+    """Starts kernels for the notebook ``work.ipynb`` in ``folder``, their API at ``base_url``; each one still alive is shut down after."""
+    env = kernel_env(base_url, JPY_SESSION_NAME=str(folder / "work.ipynb"))
+    env.pop("ANTHROPIC_AUTH_TOKEN", None)  # the fake's key, not a token the machine may have
+    started: list[Kernel] = []
+
+    def start() -> Kernel:
+        started.append(Kernel(folder, env))
+        return started[-1]
+
+    try:
+        yield start
+    finally:
+        for kernel in started:
+            if kernel.km.is_alive():
+                kernel.shutdown()
