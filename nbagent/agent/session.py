@@ -364,16 +364,23 @@ class Session:
     # Reading and watching -------------------------------------------------------------------
     def events(self, since: int = 0) -> Iterator[ev.Event]:
         """Events with ``seq > since``, read from the log (from the nearest known line at or before ``since + 1``)."""
-        for event, _ in self.sized_events(since):
-            yield event
+        with self._lock:
+            if self._read_all(since):
+                return
+            read = self._feed.events(since)
+        yield from read
 
     def sized_events(self, since: int = 0) -> Iterator[tuple[ev.Event, int]]:
         """:meth:`events`, each with the length of its line in bytes (for a reader that keeps some of them, to bound what it keeps)."""
         with self._lock:
-            if since >= self._seq and not self._dirty:
-                return  # nothing after the last line this session wrote or read (it holds the writer's lock)
+            if self._read_all(since):
+                return
             read = self._feed.sized_events(since)
         yield from read
+
+    def _read_all(self, since: int) -> bool:
+        """Whether nothing comes after ``since``: the last line this session wrote or read (it holds the writer's lock)."""
+        return since >= self._seq and not self._dirty
 
     def subscribe(self, callback: Subscriber, since: int = 0) -> Callable[[], None]:
         """Deliver every event with ``seq > since``: first from the log, then live; returns an unsubscribe function.

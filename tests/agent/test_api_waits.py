@@ -7,7 +7,6 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +28,6 @@ SMALL = nbagent.ContextSettings(trigger=2_000)  # compaction is asked for from h
 
 def of_type(session: nbagent.Session, kind: str) -> list[dict[str, Any]]:
     return [e for e in session.events() if e["type"] == kind]
-
-
-@pytest.fixture
-def sigint_raises() -> Iterator[None]:
-    """SIGINT raises KeyboardInterrupt in the main thread during the test, as in a kernel."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 # A refused request --------------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import json
 import signal
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -223,16 +223,6 @@ def test_the_request_is_the_same_bytes_whichever_call_finished_first(
     assert logged == {"abc": list("abc"), "cba": list("cba"), "bca": list("bca")}  # logged as they finished
     sent = [r.raw for r in fake.requests[1::2]]
     assert sent[0] == sent[1] == sent[2]
-
-
-@pytest.fixture
-def sigint_raises() -> Iterator[None]:
-    """SIGINT raises KeyboardInterrupt in the main thread during the test, as in a kernel."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def join_started(thread: threading.Thread) -> None:

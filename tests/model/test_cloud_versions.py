@@ -31,32 +31,7 @@ pytestmark = pytest.mark.sdk  # run again against the SDK floor in CI (.ci/run)
 
 __all__ = ["service_account"]  # a fixture, shared with test_providers.py
 SDK_VERSION = "2026-10-21" if int(anthropic.__version__.split(".")[0]) >= 2 else "2023-06-01"  # what the SDK sends itself
-ENV = (
-    *("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION"),
-    *("AWS_DEFAULT_REGION", "AWS_BEARER_TOKEN_BEDROCK", "ANTHROPIC_BEDROCK_BASE_URL", "ANTHROPIC_BEDROCK_MANTLE_BASE_URL"),
-    *("ANTHROPIC_AWS_API_KEY", "ANTHROPIC_AWS_WORKSPACE_ID", "ANTHROPIC_AWS_BASE_URL", "GOOGLE_APPLICATION_CREDENTIALS"),
-    *("GOOGLE_CLOUD_PROJECT", "ANTHROPIC_GOOGLE_CLOUD_PROJECT", "ANTHROPIC_GOOGLE_CLOUD_LOCATION"),
-    *("ANTHROPIC_GOOGLE_CLOUD_WORKSPACE_ID", "ANTHROPIC_GOOGLE_CLOUD_BASE_URL"),
-)
 HELLO = [{"role": "user", "content": "hi"}]
-
-
-@pytest.fixture(autouse=True)
-def no_cloud_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No credential, profile or region of this machine's user reaches a test; no instance-metadata lookups."""
-    for name in ENV:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "no-gcloud"))
-    monkeypatch.setenv("NO_GCE_CHECK", "True")
-
-
-@pytest.fixture
-def api() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as fake:
-        yield fake
 
 
 @pytest.fixture
