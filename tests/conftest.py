@@ -6,7 +6,7 @@ import importlib.util
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +104,15 @@ def fake() -> Iterator[FakeAnthropic]:
     """A running fake Messages API server."""
     with FakeAnthropic() as server:
         yield server
+
+
+@pytest.fixture
+def kernels(tmp_path: Path, fake: FakeAnthropic) -> Iterator[Callable[[], Any]]:
+    """Start real kernels for the notebook ``work.ipynb`` in ``tmp_path``, their API the fake one; each is shut down after."""
+    from tests.support.kernels import notebook_kernels
+
+    with notebook_kernels(tmp_path, fake.base_url) as start:
+        yield start
 
 
 @pytest.fixture

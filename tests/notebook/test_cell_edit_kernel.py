@@ -14,12 +14,10 @@ from typing import Any
 
 import pytest
 
-from tests.notebook import test_kernel
 from tests.notebook.test_cells_kernel import SETUP, Browser
 from tests.support.fake_anthropic import text, tool_use
 from tests.support.kernels import Kernel
 
-kernels = test_kernel.kernels  # the fixture: kernels on the fake API (JPY_SESSION_NAME = tmp_path/work.ipynb)
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 
 OLD = "access = 'user'\nprint(access)"

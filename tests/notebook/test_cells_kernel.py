@@ -21,12 +21,10 @@ from nbagent.notebook.agent_cells import KIND
 from nbagent.notebook.insert import MIME
 from nbagent.record import events as ev
 from reliability.attacker import cloned_notebook_log
-from tests.notebook import test_kernel
 from tests.security.test_security import as_another_user
 from tests.support.fake_anthropic import text, tool_use
 from tests.support.kernels import Kernel, Message, button_id, click, wait_for
 
-kernels = test_kernel.kernels  # the fixture: kernels on the fake API (JPY_SESSION_NAME = tmp_path/work.ipynb)
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 
 TARGET = "nbagent.cells"

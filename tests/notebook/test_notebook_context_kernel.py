@@ -14,11 +14,9 @@ from nbagent.notebook.notebook_context import KIND
 from nbagent.record import events as ev
 from nbagent.render import html
 from nbagent.stores import folders as store
-from tests.notebook import test_kernel
 from tests.support.fake_anthropic import text, tool_use
 from tests.support.kernels import wait_for
 
-kernels = test_kernel.kernels  # the fixture: kernels on the fake API, shut down after the test
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]  # real ipykernels, one SIGKILLed
 
 SETUP = "%load_ext nbagent\n%config Agent.tools = ['python']"

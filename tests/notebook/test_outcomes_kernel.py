@@ -15,11 +15,9 @@ from pathlib import Path
 import pytest
 
 from nbagent.notebook.outcomes import AFTER_NO_KEY
-from tests.notebook import test_kernel
 from tests.support.fake_anthropic import text, tool_use
 from tests.support.kernels import Kernel, Message, kernel_env, stream
 
-kernels = test_kernel.kernels  # the fixture: kernels on the fake API (JPY_SESSION_NAME = tmp_path/work.ipynb)
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 
 DIME = {"input_tokens": 50_000, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 0}

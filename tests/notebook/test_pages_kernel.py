@@ -18,11 +18,9 @@ import pytest
 
 import nbagent
 from nbagent.record import events as ev
-from tests.notebook import test_kernel
 from tests.support.fake_anthropic import text, tool_use
 from tests.support.kernels import TIMEOUT, Kernel, Message, send
 
-kernels = test_kernel.kernels  # the fixture: kernels on the fake API (JPY_SESSION_NAME = tmp_path/work.ipynb)
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 
 TARGET = "nbagent.cells"

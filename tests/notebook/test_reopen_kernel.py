@@ -10,12 +10,10 @@ from typing import Any
 
 import pytest
 
-from tests.notebook import test_kernel
 from tests.notebook.test_pages_kernel import Page, client
 from tests.support.fake_anthropic import text
 from tests.support.kernels import run_cell, stdout, wait_for
 
-kernels = test_kernel.kernels  # the fixture: kernels on the fake API (JPY_SESSION_NAME = tmp_path/work.ipynb)
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 
 REQUEST = "%agent say hello"

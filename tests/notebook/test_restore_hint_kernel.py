@@ -10,12 +10,10 @@ import pytest
 
 from nbagent.notebook import restart
 from nbagent.notebook.agent_cells import KIND
-from tests.notebook import test_kernel
 from tests.notebook.test_cells_kernel import SETUP, Browser, button_of, log_events
 from tests.support.fake_anthropic import text, tool_use
 from tests.support.kernels import Kernel, wait_for
 
-kernels = test_kernel.kernels  # the fixture: kernels on the fake API (JPY_SESSION_NAME = tmp_path/work.ipynb)
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 
 

@@ -11,10 +11,8 @@ import pytest
 from nbagent.notebook.rewind import Made, reuse
 from nbagent.notebook.syntax import split_request
 from nbagent.stores import folders as store
-from tests.notebook import test_kernel
 from tests.support.fake_anthropic import text, tool_use
 
-kernels = test_kernel.kernels  # the fixture: kernels on the fake API (JPY_SESSION_NAME = tmp_path/work.ipynb)
 SETUP = "%load_ext nbagent\n%config Agent.tools = ['python']\n%config Agent.approval = 'auto'"
 
 A, B = "old-kernel", "new-kernel"

@@ -22,10 +22,8 @@ import pytest
 
 from nbagent.notebook import notebook_tools as nt
 from nbagent.stores import folders as store
-from tests.notebook import test_kernel
 from tests.support.fake_anthropic import FakeAnthropic, text, tool_uses
 
-kernels = test_kernel.kernels  # the fixture: kernels on the fake API, shut down after the test
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]  # real ipykernels
 
 GB = 2  # the memmap's size: a sparse file, so it costs no disk
