@@ -1,4 +1,4 @@
-"""The Jupyter server restarted mid-turn, with the page left open (issue 32, item 5).
+"""The Jupyter server restarted mid-turn, with the page left open (issue 32, item 5); and the kernel restarted from the menu.
 
 An ``%agent`` cell streams its answer slowly; the server is stopped as a user stops it (SIGTERM, which takes its
 kernel with it) and started again on the same port. The page's live panel stops saying "working…" and says the
@@ -174,5 +174,40 @@ def test_a_cell_that_ran_two_turns_re_renders_both_after_the_restart(
     assert shown.count("You: Tell me something, slowly") == 2, shown
     assert shown.index(FIRST) < shown.index("Once upon") < shown.index("cut off") < shown.index(FINAL), shown
     assert len(fake_api.requests) == cut + 1  # the second turn continues once; the first is only shown
+    lab.shutdown_kernel(name)
+    lab.close(name)
+
+
+def test_a_kernel_restarted_from_the_menu_mid_stream_says_so_and_run_all_continues_the_turn_once(
+    lab: Jupyter, lab_server: JupyterServer, fake_api: FakeAnthropic
+) -> None:
+    """Kernel > Restart Kernel… while a turn streams: the same notice, and Run All continues the turn with one request."""
+    name = "kernel-restart-menu.ipynb"
+    pid_file = lab_server.root / f"{name}.pid"
+    prepare(lab, name, pid_file)
+    fake_api.script(text(SLOW, chunks=20, delay=0.5), text(FINAL))
+    before = len(fake_api.requests)
+    lab.run_cell(name, 1)
+    output = lab.output(name, 1)
+    wait_until(lambda: "Once upon" in visible_text(output), 60, lambda: f"the answer never began to stream: {visible_text(output)[-300:]}")
+    pid = int(pid_file.read_text())
+
+    lab.activate(name)
+    lab.command("notebook:restart-kernel", wait=False)
+    print(f"{name}: {lab.accept_dialog()!r} accepted")
+    wait_until(lambda: not alive(pid), 30, f"the kernel {pid} outlived its restart")
+    said = told(lab, name, 1)
+    print(f"{name}: the page says {said!r}: {visible_text(output)!r}")
+    cut = len(fake_api.requests)
+    assert cut == before + 1
+
+    start_kernel_and_run_all(lab, name)
+    wait_until(lambda: FINAL in visible_text(output), 90, lambda: f"no final answer: {visible_text(output)[-500:]}")
+    shown = visible_text(output)
+    assert "from the log, recorded" in shown and "its unfinished turn continues below" in shown, shown[:600]
+    assert "cut off" in shown and shown.index("Once upon") < shown.index("cut off") < shown.index(FINAL), shown[-600:]
+    assert lab.cell(name, 1).locator(NOTICE).count() == 0  # the notice goes when the cell runs again
+    lab.wait_idle(name)
+    assert len(fake_api.requests) == cut + 1, bodies(fake_api.requests[cut:])  # the continuation: one request
     lab.shutdown_kernel(name)
     lab.close(name)
