@@ -16,7 +16,7 @@ def lines(session: nbagent.Session) -> list[tuple[int, str]]:
 
 def test_pieces_within_the_interval_become_one_line_per_block(log_path: Path) -> None:
     with nbagent.Session.open(log_path) as session:
-        writer = DeltaWriter(session, interval=0.05)
+        writer = DeltaWriter(session, interval=0.5)  # long enough that no pause between these calls reaches it
         for piece in ("Hello ", "there, ", "friend-"):
             writer({"index": 0, "text": piece})
         writer({"index": 1, "partial_json": '{"a": '})  # block 0 has ended: its run is no longer held back
