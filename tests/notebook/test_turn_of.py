@@ -1,4 +1,4 @@
-"""The "Insert as cells" output of a re-run cell reads its own turn only: a Run All of N cells stays O(N), not O(N²)."""
+"""A re-run cell reads its own turn only (a Run All of N cells stays O(N), not O(N²)), or the events the turn index kept: the same either way."""
 
 from __future__ import annotations
 
