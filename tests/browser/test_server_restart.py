@@ -111,14 +111,23 @@ def bodies(requests: list[RecordedRequest]) -> list[str]:
     return out
 
 
+def restart_kernel_from_the_menu(lab: Jupyter, name: str, pid: int) -> None:
+    """Kernel > Restart Kernel…, confirming the dialog; the kernel ``pid`` must be gone by then."""
+    lab.activate(name)
+    lab.command("notebook:restart-kernel", wait=False)
+    print(f"{name}: {lab.accept_dialog()!r} accepted")
+    wait_until(lambda: not alive(pid), 30, f"the kernel {pid} outlived its restart")
+
+
 # SIGTERM: Ctrl+C or ``kill``: the server shuts its kernels down (it interrupts each first: the turn logs ``interrupted``
 # and its panel ends as the transcript before the kernel goes); SIGHUP: the terminal it ran in closed: the server dies
-# at once and ipykernel exits when it sees its parent gone. Either way the cell says the kernel stopped.
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["sigterm", "sighup"])
-def test_a_server_restart_mid_stream_says_so_and_run_all_continues_the_turn_once(
-    lab: Jupyter, lab_server: JupyterServer, fake_api: FakeAnthropic, sig: int
+# at once and ipykernel exits when it sees its parent gone; Kernel > Restart Kernel… from the menu: the server stays, the
+# kernel is replaced. Each way the cell says the kernel stopped.
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGHUP, "menu"], ids=["sigterm", "sighup", "kernel-menu"])
+def test_a_restart_mid_stream_says_so_and_run_all_continues_the_turn_once(
+    lab: Jupyter, lab_server: JupyterServer, fake_api: FakeAnthropic, how: int | str
 ) -> None:
-    name = f"server-restart-{signal.Signals(sig).name.lower()}.ipynb"
+    name = f"restart-{'kernel-menu' if how == 'menu' else signal.Signals(how).name.lower()}.ipynb"
     pid_file = lab_server.root / f"{name}.pid"
     prepare(lab, name, pid_file)
     fake_api.script(text(SLOW, chunks=20, delay=0.5), text(FINAL))
@@ -128,7 +137,10 @@ def test_a_server_restart_mid_stream_says_so_and_run_all_continues_the_turn_once
     wait_until(lambda: "Once upon" in visible_text(output), 60, lambda: f"the answer never began to stream: {visible_text(output)[-300:]}")
     assert "working" in visible_text(output) or "streaming" in visible_text(output), visible_text(output)[-300:]
 
-    restart_server(lab_server, int(pid_file.read_text()), sig)
+    if how == "menu":
+        restart_kernel_from_the_menu(lab, name, int(pid_file.read_text()))
+    else:
+        restart_server(lab_server, int(pid_file.read_text()), int(how))
     said = told(lab, name, 1)
     print(f"{name}: the page says {said!r}: {visible_text(output)!r}")
     cut = len(fake_api.requests)
@@ -138,8 +150,7 @@ def test_a_server_restart_mid_stream_says_so_and_run_all_continues_the_turn_once
     wait_until(lambda: FINAL in visible_text(output), 90, lambda: f"no final answer: {visible_text(output)[-500:]}")
     shown = visible_text(output)
     assert "from the log, recorded" in shown and "its unfinished turn continues below" in shown, shown[:600]
-    assert "cut off" in shown and "Once upon" in shown, shown[-600:]
-    assert shown.index("cut off") < shown.index(FINAL)
+    assert "cut off" in shown and shown.index("Once upon") < shown.index("cut off") < shown.index(FINAL), shown[-600:]
     assert lab.cell(name, 1).locator(NOTICE).count() == 0  # the notice goes when the cell runs again
     after = fake_api.requests[cut:]
     assert len(after) == 1, bodies(after)  # the continuation: one request
@@ -174,40 +185,5 @@ def test_a_cell_that_ran_two_turns_re_renders_both_after_the_restart(
     assert shown.count("You: Tell me something, slowly") == 2, shown
     assert shown.index(FIRST) < shown.index("Once upon") < shown.index("cut off") < shown.index(FINAL), shown
     assert len(fake_api.requests) == cut + 1  # the second turn continues once; the first is only shown
-    lab.shutdown_kernel(name)
-    lab.close(name)
-
-
-def test_a_kernel_restarted_from_the_menu_mid_stream_says_so_and_run_all_continues_the_turn_once(
-    lab: Jupyter, lab_server: JupyterServer, fake_api: FakeAnthropic
-) -> None:
-    """Kernel > Restart Kernel… while a turn streams: the same notice, and Run All continues the turn with one request."""
-    name = "kernel-restart-menu.ipynb"
-    pid_file = lab_server.root / f"{name}.pid"
-    prepare(lab, name, pid_file)
-    fake_api.script(text(SLOW, chunks=20, delay=0.5), text(FINAL))
-    before = len(fake_api.requests)
-    lab.run_cell(name, 1)
-    output = lab.output(name, 1)
-    wait_until(lambda: "Once upon" in visible_text(output), 60, lambda: f"the answer never began to stream: {visible_text(output)[-300:]}")
-    pid = int(pid_file.read_text())
-
-    lab.activate(name)
-    lab.command("notebook:restart-kernel", wait=False)
-    print(f"{name}: {lab.accept_dialog()!r} accepted")
-    wait_until(lambda: not alive(pid), 30, f"the kernel {pid} outlived its restart")
-    said = told(lab, name, 1)
-    print(f"{name}: the page says {said!r}: {visible_text(output)!r}")
-    cut = len(fake_api.requests)
-    assert cut == before + 1
-
-    start_kernel_and_run_all(lab, name)
-    wait_until(lambda: FINAL in visible_text(output), 90, lambda: f"no final answer: {visible_text(output)[-500:]}")
-    shown = visible_text(output)
-    assert "from the log, recorded" in shown and "its unfinished turn continues below" in shown, shown[:600]
-    assert "cut off" in shown and shown.index("Once upon") < shown.index("cut off") < shown.index(FINAL), shown[-600:]
-    assert lab.cell(name, 1).locator(NOTICE).count() == 0  # the notice goes when the cell runs again
-    lab.wait_idle(name)
-    assert len(fake_api.requests) == cut + 1, bodies(fake_api.requests[cut:])  # the continuation: one request
     lab.shutdown_kernel(name)
     lab.close(name)
