@@ -46,11 +46,6 @@ _TABLE = {code: _visible(code) for code in _CODE_POINTS}
 _JSON_TABLE = {code: f"\\u{code:04x}" for code in _CODE_POINTS}
 
 
-def unsafe(text: str) -> bool:
-    """Whether ``text`` holds a character :func:`safe` would escape."""
-    return _UNSAFE.search(text) is not None
-
-
 def safe(text: str) -> str:
     """``text`` with every terminal control character, C1 control and bidi override shown escaped (``\\n``, ``\\t`` kept)."""
     if _UNSAFE.search(text) is None:  # the common case: one scan, no copy

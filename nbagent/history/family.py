@@ -1,4 +1,4 @@
-"""Families of forks in listings: ``nbagent sessions --tree`` and the "forked from" words every view shows."""
+"""Families of forks in listings: ``nbagent sessions --tree`` (its rows, as text and as JSON) and a log's own lineage."""
 
 from __future__ import annotations
 
@@ -10,11 +10,6 @@ from ..render.text import when
 from ..state import lineage
 from ..stores import Listed
 from .summary import json_row
-
-
-def forked_from(summary: Listed) -> str:
-    """``forked from <parent> after turn N`` for a fork's summary, '' for any other."""
-    return summary.lineage.words if summary.lineage is not None else ""
 
 
 def of_events(events: Iterable[ev.Event]) -> lineage.Lineage | None:

@@ -306,12 +306,6 @@ def with_tokens(status: str, tokens: Tokens) -> str:
     return f"{status} · {line}" if line else status
 
 
-def with_usage(status: str, usage: Mapping[str, int], context: str = "") -> str:
-    """A status line from summed usage counts (and context words); :func:`with_tokens` says the same from :class:`Tokens`."""
-    words = tokens_words(Tokens.of(usage))
-    return " · ".join(part for part in (status, words, context) if part)
-
-
 def short_tokens(count: int) -> str:
     """A token count, short: '950', '8.2k', '12.9k', '143k', '1.2M'."""
     if count < 1000:

@@ -127,11 +127,6 @@ def at_rest(state: fold.State) -> bool:
     )
 
 
-def points(events: Iterable[ev.Event]) -> list[Point]:
-    """Every seq of ``events`` (a whole log, in order) at which a fork may start."""
-    return survey(events)[0]
-
-
 def survey(events: Iterable[ev.Event]) -> tuple[list[Point], int]:
     """The points at rest of ``events`` (a whole log, in order), and how many turns it holds in all."""
     state = fold.State()

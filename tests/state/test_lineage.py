@@ -52,7 +52,7 @@ POINTS = [
 
 @pytest.mark.parametrize(("specs", "expected"), POINTS)
 def test_a_fork_starts_only_where_the_session_is_at_rest(specs: list[tuple[str, dict[str, Any]]], expected: list[tuple[int, int]]) -> None:
-    assert lineage.points(events(*specs)) == [Point(seq, turns) for seq, turns in expected]
+    assert lineage.survey(events(*specs))[0] == [Point(seq, turns) for seq, turns in expected]
 
 
 VALID = [Point(1, 0), Point(4, 1), Point(9, 2), Point(10, 2)]
@@ -211,4 +211,4 @@ def test_the_fold_gives_a_fork_its_own_title() -> None:
     found.append(ev.make(len(found) + 1, ev.USER_MSG, {"content": "and then?"}))
     assert fold.fold(found).title == "hi (fork after turn 1)"
     assert fold.fold(found[:3]).title == "hi"  # the parent's own: its first request
-    assert [p.title for p in lineage.points(found[:3])] == ["", "hi"]
+    assert [p.title for p in lineage.survey(found[:3])[0]] == ["", "hi"]
