@@ -1,4 +1,4 @@
-"""Stream deltas in the log: coalesced to a line per block at most every interval, with a flusher thread for stalled streams.
+"""Stream deltas in the log: coalesced to a line per block at most every interval, with a flusher thread for stalled streams (flusher.py).
 
 A reply that ends within the interval of its first delta writes no delta line: nothing of it was
 streamed, so its ``assistant_msg`` alone says all of it (and views show that message whole).
@@ -7,8 +7,6 @@ streamed, so its ``assistant_msg`` alone says all of it (and views show that mes
 from __future__ import annotations
 
 import contextvars
-import logging
-import os
 import re
 import threading
 import time
@@ -16,11 +14,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..record import events as ev
+from .flusher import Flusher
+from .flusher import make as make_flusher
 
 if TYPE_CHECKING:
     from .session import Session
-
-logger = logging.getLogger("nbagent")
 
 # Streamed text reaches the log, and the views that follow it, at most this late (seconds).
 DELTA_INTERVAL = 0.05
@@ -45,9 +43,10 @@ class DeltaWriter:
     _OPEN_RUN = re.compile(r"[A-Za-z0-9_\-]*\Z")
     KINDS = frozenset({"text", "partial_json", "thinking"})
 
-    def __init__(self, session: Session, interval: float = DELTA_INTERVAL) -> None:
+    def __init__(self, session: Session, interval: float = DELTA_INTERVAL, flusher: Flusher | None = None) -> None:
         self.session = session
         self.interval = interval
+        self.flusher = flusher or FLUSHER
         self.pending: dict[tuple[int, str], list[str]] = {}  # pieces not written yet, joined when written
         self.block = 0  # index of the content block being streamed
         self.ended: set[int] = set()  # blocks that have ended: written whole, no run held back
@@ -81,7 +80,7 @@ class DeltaWriter:
                 return
             if not self.scheduled:
                 self.scheduled = True
-                FLUSHER.schedule(self, since + self.interval)
+                self.flusher.schedule(self, since + self.interval)
 
     def flush_due(self) -> None:
         """Write what has waited an interval (called by the flusher when the stream stalls)."""
@@ -93,7 +92,7 @@ class DeltaWriter:
                 self._write()
             else:  # written meanwhile, and more came since
                 self.scheduled = True
-                FLUSHER.schedule(self, self.since + self.interval)
+                self.flusher.schedule(self, self.since + self.interval)
 
     def close(self, *, complete: bool) -> None:
         """Write what is left; ``complete`` (the reply ended) writes held runs too, otherwise they are dropped.
@@ -103,7 +102,7 @@ class DeltaWriter:
         with self._lock:
             if not self.closed:
                 self.closed = True
-                FLUSHER.cancel(self)
+                self.flusher.cancel(self)
                 if self.wrote or not complete:
                     self._write(lambda key: complete)
                 self.pending.clear()
@@ -123,71 +122,4 @@ class DeltaWriter:
                 self.pending[key] = [text[cut:]]
 
 
-class _Flusher:
-    """One daemon thread that writes out deltas a stalled stream left waiting."""
-
-    def __init__(self) -> None:
-        self._reset()
-        os.register_at_fork(after_in_child=self._reset)  # the thread does not survive a fork
-
-    def _reset(self) -> None:
-        self._cond = threading.Condition()
-        self._due: dict[DeltaWriter, float] = {}
-        self._thread: threading.Thread | None = None
-        self._stopping = False
-        self._wakes_at: float | None = None  # when the waiting thread wakes by itself; None: only when notified
-
-    def schedule(self, writer: DeltaWriter, deadline: float) -> None:
-        """Call ``writer.flush_due()`` at ``deadline`` (a ``time.monotonic()`` value)."""
-        with self._cond:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="nbagent-delta-flusher", daemon=True)  # shared: no one context
-                self._thread.start()
-            # Woken only if it would not wake in time by itself: back-to-back streams (a cancelled deadline is still
-            # the thread's) cost no thread switch each.
-            if self._wakes_at is None or deadline < self._wakes_at:
-                self._cond.notify()
-            self._due[writer] = deadline
-
-    def cancel(self, writer: DeltaWriter) -> None:
-        """Forget ``writer`` (its stream has ended)."""
-        with self._cond:
-            self._due.pop(writer, None)
-
-    def stop(self) -> None:
-        """End the thread (a later schedule starts a new one), for a process about to fork; streams still write at their next delta or end."""
-        with self._cond:
-            thread, self._stopping = self._thread, True
-            self._cond.notify()
-        if thread is not None:
-            thread.join()
-        with self._cond:
-            self._thread, self._stopping = None, False
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._due and not self._stopping:
-                    self._wakes_at = None
-                    self._cond.wait()
-                if self._stopping:
-                    self._wakes_at = None
-                    for writer in self._due:
-                        writer.scheduled = False
-                    self._due.clear()
-                    return
-                writer, deadline = min(self._due.items(), key=lambda item: item[1])
-                wait = deadline - time.monotonic()
-                if wait > 0:
-                    self._wakes_at = deadline
-                    self._cond.wait(wait)
-                    continue
-                self._wakes_at = None  # flushing, not waiting: it looks at the deadlines again before it waits
-                del self._due[writer]
-            try:
-                writer.context.run(writer.flush_due)
-            except BaseException:  # a closed session, a full disk, a raising subscriber: the loop's next write reports it
-                logger.debug("nbagent: flushing stream deltas failed", exc_info=True)
-
-
-FLUSHER = _Flusher()
+FLUSHER: Flusher = make_flusher()  # one thread for every stream of the process
