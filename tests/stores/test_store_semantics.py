@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.agent.test_deltas import (  # noqa: F401 - collected here, once per store
+    flusher,
     test_a_broken_stream_drops_an_unfinished_key_alphabet_run,
     test_a_closed_writer_is_not_flushed_later,
     test_a_reply_cut_within_the_interval_keeps_what_came,
