@@ -13,6 +13,10 @@ per tree and round, the trees alternating which goes first:
   ``compact="off"`` (always the plain endpoint), fsync="never". nbagent's own part is each against the floor
   on the endpoint its requests went to (recorded by the transport).
 
+``--split`` runs the working tree alone: a run of a model without the SDK (the same reply in the same 20 deltas) by
+itself, and right after a bare SDK call (less that call), with the default flusher and the condition one in turn
+(nbagent/agent/flusher.py): what the engine costs warm, and after the SDK has run.
+
 Garbage collection: what the imports and the warm-up made is frozen (``gc.freeze``), and a full collection runs,
 untimed, before each block. A full collection scans every loop's history in the process; left to trigger by
 itself it cost about 100 ms, charged to whichever loop happened to allocate at that moment (a third of a
@@ -36,13 +40,17 @@ import gc, json, sys, tempfile, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 requests, block = int(sys.argv[2]), int(sys.argv[3])
+split = sys.argv[4] if len(sys.argv) > 4 else ""  # the engine alone and after an SDK call, with this flusher
 import anthropic
 try:
     import httpx2 as httpx
 except ImportError:
     import httpx
 import nbagent
+from nbagent.agent import deltas, flusher
 from nbagent.state import context as ctx
+if split == "condition":  # the flusher other systems than Linux get
+    deltas.FLUSHER = flusher.ConditionFlusher()
 
 MODEL = "claude-test"
 WORDS = " ".join(f"word{i}" for i in range(60)).split(" ")
@@ -71,13 +79,22 @@ def handle(request):
 
 client = anthropic.Anthropic(api_key="bench-key", base_url="http://fake.invalid", max_retries=0,
                              http_client=httpx.Client(transport=httpx.MockTransport(handle)))
+class TextModel:  # the fake's reply in the same 20 deltas, without the SDK: the engine's own work
+    name = MODEL
+    def stream(self, request, on_delta):
+        for piece in PIECES:
+            on_delta({"index": 0, "text": piece})
+        return {"id": "msg_1", "model": MODEL, "content": [{"type": "text", "text": "".join(PIECES)}], "stop_reason": "end_turn",
+                "usage": {"input_tokens": 100, "output_tokens": 80}}
+
 folder = Path(tempfile.mkdtemp())
-sessions = {"auto": nbagent.Session.open(folder / "auto.jsonl", fsync="never"),
-            "off": nbagent.Session.open(folder / "off.jsonl", fsync="never")}
-settings = {"auto": None, "off": nbagent.ContextSettings(compact="off")}
-histories = {"plain": [], "beta": []}
+runs = ("text", "plain+text") if split else ("auto", "off")
+sessions = {name: nbagent.Session.open(folder / f"{name.replace('+', '_')}.jsonl", fsync="never") for name in runs}
+options = {"auto": {"client": client, "model": MODEL}, "off": {"client": client, "model": MODEL, "context": nbagent.ContextSettings(compact="off")},
+           "text": {"model": TextModel()}, "plain+text": {"model": TextModel()}}
+histories = {"plain": [], "beta": [], "plain+text": []}
 beta = {"betas": [ctx.COMPACT_BETA], "context_management": ctx.context_management(ctx.ContextSettings().for_model(MODEL))}
-cpu = {name: [] for name in ("plain", "beta", "auto", "off")}
+cpu = {name: [] for name in (("plain", "text", "plain+text") if split else ("plain", "beta", "auto", "off"))}
 for first in range(-block, requests, block):  # the first block warms up and is not counted
     if first == 0:
         gc.collect()
@@ -87,19 +104,18 @@ for first in range(-block, requests, block):  # the first block warms up and is 
         for number in range(first, min(first + block, requests)):
             prompt = f"Request {number + block}: please look at item {number} and say what you find."
             began = time.process_time()
-            if current in sessions:
-                options = {"context": settings[current]} if settings[current] else {}
-                nbagent.run(sessions[current], prompt, client=client, model=MODEL, **options)
-            else:
+            if current in histories:
                 sent = histories[current]
                 sent.append({"role": "user", "content": prompt})
                 params = {"model": MODEL, "max_tokens": 8192, "messages": sent, "cache_control": {"type": "ephemeral"}}
-                messages = client.messages if current == "plain" else client.beta.messages
+                messages = client.beta.messages if current == "beta" else client.messages
                 with messages.stream(**params, **(beta if current == "beta" else {})) as stream:
                     for _ in stream:
                         pass
                     message = stream.get_final_message()
                 sent.append({"role": "assistant", "content": [b.model_dump(mode="json", exclude_none=True) for b in message.content]})
+            if current in sessions:
+                nbagent.run(sessions[current], prompt, **options[current])
             if number >= 0:
                 cpu[current].append(time.process_time() - began)
 for name, session in sessions.items():
@@ -107,13 +123,15 @@ for name, session in sessions.items():
         raise SystemExit(f"{name}: another history than the floor's")
     session.close()
 endpoints = {k: sorted(v) for k, v in endpoint.items()}
-print(json.dumps({"sdk": anthropic.__version__, "endpoint": endpoints, "cpu_us": {k: sum(v) / len(v) * 1e6 for k, v in cpu.items()}}))
+print(json.dumps({"sdk": anthropic.__version__, "endpoint": endpoints, "flusher": type(deltas.FLUSHER).__name__,
+                  "cpu_us": {k: sum(v) / len(v) * 1e6 for k, v in cpu.items()}}))
 """
 
 
-def child(tree: Path, requests: int, block: int) -> dict:
+def child(tree: Path, requests: int, block: int, split: str = "") -> dict:
     """One round of every loop importing nbagent from ``tree``: its SDK release, endpoints and CPU µs per request."""
-    done = subprocess.run([sys.executable, "-c", _CHILD, str(tree), str(requests), str(block)], capture_output=True, text=True)
+    command = [sys.executable, "-c", _CHILD, str(tree), str(requests), str(block), *([split] if split else [])]
+    done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(done.stderr[-2000:])
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -162,14 +180,34 @@ def table(results: dict[str, list[dict]]) -> str:
     return "\n".join(lines)
 
 
+def split(rounds: int, requests: int, block: int = 25) -> str:
+    """The working tree's engine alone and right after a bare SDK call, with each flusher in turn: a Markdown table."""
+    out: dict[str, list[dict]] = {"default": [], "condition": []}
+    for number in range(rounds):
+        for mode in list(out) if number % 2 == 0 else reversed(list(out)):
+            out[mode].append(child(REPO, requests, block, mode))
+            print(mode, json.dumps(out[mode][-1]), file=sys.stderr, flush=True)
+    lines = ["| flusher | engine alone | engine after an SDK call | after / alone |", "|---|---:|---:|---:|"]
+    for results in out.values():
+        alone = statistics.median(r["cpu_us"]["text"] for r in results)
+        after = statistics.median(r["cpu_us"]["plain+text"] - r["cpu_us"]["plain"] for r in results)
+        lines.append(f"| `{results[0]['flusher']}` | {alone:,.0f} µs | {after:,.0f} µs | {after / alone:.2f}x |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     """Run and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", default="HEAD", help="the commit to compare the working tree with (default HEAD)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="instead: this tree's engine (a model without the SDK, the same 20 deltas) alone and after a bare SDK call, with each flusher",
+    )
     args = parser.parse_args()
-    print(table(bench(args.base, args.rounds, args.requests)))
+    print(split(args.rounds, args.requests) if args.split else table(bench(args.base, args.rounds, args.requests)))
 
 
 if __name__ == "__main__":
