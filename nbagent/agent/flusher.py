@@ -116,17 +116,12 @@ class ConditionFlusher:
 
 
 class _TimerFd:
-    """A one-shot ``CLOCK_MONOTONIC`` timerfd, set to absolute ``time.monotonic()`` deadlines (Linux).
+    """A one-shot ``CLOCK_MONOTONIC`` timerfd (Linux) set to absolute ``time.monotonic()`` deadlines, through ``ctypes``.
 
-    ``os.timerfd_*`` from Python 3.13; before that the C library's own functions through ``ctypes``.
+    ``os.timerfd_*`` would do from Python 3.13; the C library's own functions serve every supported Python alike.
     """
 
     def __init__(self) -> None:
-        create = getattr(os, "timerfd_create", None)
-        self._settime_ns = getattr(os, "timerfd_settime_ns", None)
-        if create is not None and self._settime_ns is not None:
-            self.fd: int = create(time.CLOCK_MONOTONIC, flags=os.O_CLOEXEC)  # TFD_CLOEXEC is O_CLOEXEC
-            return
         import ctypes
 
         class Timespec(ctypes.Structure):
@@ -140,10 +135,10 @@ class _TimerFd:
         libc.timerfd_settime.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(Itimerspec), ctypes.c_void_p]
         self._spec = Itimerspec()
         self._settime, self._pointer, self._errno = libc.timerfd_settime, ctypes.pointer(self._spec), ctypes.get_errno
-        fd = libc.timerfd_create(time.CLOCK_MONOTONIC, os.O_CLOEXEC)
+        fd = libc.timerfd_create(time.CLOCK_MONOTONIC, os.O_CLOEXEC)  # TFD_CLOEXEC is O_CLOEXEC
         if fd < 0:
             raise OSError(ctypes.get_errno(), "timerfd_create failed")
-        self.fd = fd
+        self.fd: int = fd
 
     def set(self, deadline: float | None) -> None:
         """Fire at ``deadline``; None: disarm (a timer already fired and not read is forgotten too)."""
@@ -154,9 +149,6 @@ class _TimerFd:
         self._set_ns(1)
 
     def _set_ns(self, at: int) -> None:
-        if self._settime_ns is not None:
-            self._settime_ns(self.fd, flags=_TIMER_ABSTIME, initial=at)
-            return
         self._spec.it_value.tv_sec, self._spec.it_value.tv_nsec = divmod(at, 1_000_000_000)
         if self._settime(self.fd, _TIMER_ABSTIME, self._pointer, None):
             raise OSError(self._errno(), "timerfd_settime failed")
@@ -242,7 +234,17 @@ class TimerFlusher:
 
     def _run(self, timer: _TimerFd) -> None:
         while True:
-            timer.wait()
+            try:
+                timer.wait()
+            except OSError:  # never seen: the next schedule starts a thread and a timer anew
+                logger.warning("nbagent: the delta flusher's timer failed; starting it again", exc_info=True)
+                with self._lock:
+                    self._thread, self._timer, self._armed = None, None, None
+                try:
+                    timer.close()
+                except OSError:
+                    pass
+                return
             with self._lock:
                 if self._stopping:
                     return
@@ -256,9 +258,9 @@ class TimerFlusher:
             _flush(ready)
 
 
-def timer_available() -> bool:
-    """Whether this system has the kernel timer :class:`TimerFlusher` waits on (Linux, a 64-bit C ``long`` for ctypes)."""
-    return sys.platform.startswith("linux") and (hasattr(os, "timerfd_create") or sys.maxsize > 2**32)
+def timer_available(platform: str = sys.platform) -> bool:
+    """Whether this system has the kernel timer :class:`TimerFlusher` waits on (Linux, with a 64-bit C ``long``)."""
+    return platform.startswith("linux") and sys.maxsize > 2**32
 
 
 def make() -> Flusher:
@@ -267,6 +269,6 @@ def make() -> Flusher:
         try:
             _TimerFd().close()
             return TimerFlusher()
-        except (OSError, AttributeError):  # a C library without timerfd_create: wait on a condition instead
+        except (ImportError, OSError, AttributeError):  # no ctypes, or a C library without timerfd: a condition instead
             logger.debug("nbagent: no timerfd here; the delta flusher waits on a condition", exc_info=True)
     return ConditionFlusher()

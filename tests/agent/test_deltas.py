@@ -186,3 +186,14 @@ def test_a_forked_child_flushes_its_own_stalls_and_leaves_the_parents_timer_alon
         assert child_exit_code(pid) == 0, "the child's stalled stream was not flushed"
         assert wait_for_lines(session, 1) == [(0, "parent ")]
         parent.close(complete=True)
+
+
+def test_without_a_timerfd_the_condition_flusher_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A C library without timerfd (or a Python without ctypes) still gets a flusher: the condition one."""
+
+    def no_timer() -> None:
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(flushers, "_TimerFd", no_timer)
+    assert isinstance(flushers.make(), flushers.ConditionFlusher)
+    assert not flushers.timer_available("darwin") and not flushers.timer_available("win32")
