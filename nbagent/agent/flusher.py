@@ -142,7 +142,7 @@ class _TimerFd:
 
     def set(self, deadline: float | None) -> None:
         """Fire at ``deadline``; None: disarm (a timer already fired and not read is forgotten too)."""
-        self._set_ns(0 if deadline is None else max(int(deadline * 1e9), 1))
+        self._set_ns(0 if deadline is None else int(deadline * 1e9) + 1)  # rounded up: never before the deadline
 
     def fire_now(self) -> None:
         """Fire at once (a deadline long past)."""
