@@ -47,9 +47,10 @@ try:
 except ImportError:
     import httpx
 import nbagent
-from nbagent.agent import deltas, flusher
+from nbagent.agent import deltas
 from nbagent.state import context as ctx
-if split == "condition":  # the flusher other systems than Linux get
+if split == "condition":  # the flusher other systems than Linux get (a tree before it had only this one)
+    from nbagent.agent import flusher
     deltas.FLUSHER = flusher.ConditionFlusher()
 
 MODEL = "claude-test"
