@@ -43,6 +43,13 @@ class Flusher(Protocol):
         """End the thread (a later schedule starts a new one), for a process about to fork."""
 
 
+def _drop(due: dict[Flushable, float]) -> None:
+    """Forget every waiting writer, which schedules itself again at its next delta."""
+    for writer in due:
+        writer.scheduled = False
+    due.clear()
+
+
 def _flush(writers: list[Flushable]) -> None:
     for writer in writers:
         try:
@@ -100,9 +107,7 @@ class ConditionFlusher:
                     self._cond.wait()
                 if self._stopping:
                     self._wakes_at = None
-                    for writer in self._due:
-                        writer.scheduled = False
-                    self._due.clear()
+                    _drop(self._due)
                     return
                 writer, deadline = min(self._due.items(), key=lambda item: item[1])
                 wait = deadline - time.monotonic()
@@ -168,8 +173,8 @@ _TIMER_ABSTIME = 1  # TFD_TIMER_ABSTIME: the time set is a deadline on the timer
 class TimerFlusher:
     """A thread blocked on a timerfd set to the earliest deadline: a stream that ends in time re-arms it, never wakes it."""
 
-    def __init__(self) -> None:
-        self._timer: _TimerFd | None = None
+    def __init__(self, timer: _TimerFd | None = None) -> None:
+        self._timer = timer  # made at the first schedule if not given
         self._reset()
         os.register_at_fork(after_in_child=self._forget)
 
@@ -224,13 +229,9 @@ class TimerFlusher:
                 self._armed = 0.0  # long past: a schedule meanwhile does not set it later
         if thread is not None:
             thread.join()
-        with self._lock:
-            for writer in self._due:
-                writer.scheduled = False
-            self._due.clear()
+        with self._lock:  # the thread read the timer's firing: it is disarmed
+            _drop(self._due)
             self._thread, self._stopping, self._armed = None, False, None
-            if self._timer is not None:
-                self._timer.set(None)
 
     def _run(self, timer: _TimerFd) -> None:
         while True:
@@ -267,8 +268,7 @@ def make() -> Flusher:
     """The flusher for this system: :class:`TimerFlusher` where a timerfd can be made, else :class:`ConditionFlusher`."""
     if timer_available():
         try:
-            _TimerFd().close()
-            return TimerFlusher()
+            return TimerFlusher(_TimerFd())  # the probe's timer is the one the thread waits on
         except (ImportError, OSError, AttributeError):  # no ctypes, or a C library without timerfd: a condition instead
             logger.debug("nbagent: no timerfd here; the delta flusher waits on a condition", exc_info=True)
     return ConditionFlusher()
