@@ -27,7 +27,7 @@ import anthropic
 import nbagent
 from nbagent.record import events as ev
 from tests.support.crash_tools import KillPoint, child_arguments, make_tools
-from tests.support.forkserver import serve_forks
+from tests.support.forkserver import say, serve_forks
 
 PROMPTS = (
     "Charge the first order, note it in the ledger, and check the balance.",
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
 
     def announce(event: ev.Event) -> None:
         durable = ev.is_durable(event["type"], event)
-        print(f"EV {event['seq']} {event['type']} {event['crc']} {int(durable)}", flush=True)
+        say(f"EV {event['seq']} {event['type']} {event['crc']} {int(durable)}")
         pause.reached(event["type"])
 
     client = anthropic.Anthropic(base_url=args.base_url, api_key="test-key", max_retries=0)
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
             nbagent.run(session, tools=tools, client=client, model=MODEL, approval="deny")
         while session.state.turns < len(PROMPTS):
             nbagent.run(session, PROMPTS[session.state.turns], tools=tools, client=client, model=MODEL, approval="deny")
-        print(f"DONE {session.id}", flush=True)
+        say(f"DONE {session.id}")
 
 
 def warm_up() -> None:

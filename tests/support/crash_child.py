@@ -31,7 +31,7 @@ import anthropic
 
 import nbagent
 from tests.support.crash_tools import KillPoint, child_arguments, make_tools
-from tests.support.forkserver import serve_forks
+from tests.support.forkserver import say, serve_forks
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
             session.subscribe(reached, since=session.seq)
         tools = make_tools(args.effects, KillPoint(args.block_in, "in"))
         final = nbagent.run(session, args.prompt, tools=tools, client=client, model="claude-test", approval=args.approval, context=context)
-        print(f"DONE session={session.id} final={json.dumps(final)}", flush=True)
+        say(f"DONE session={session.id} final={json.dumps(final)}")
 
 
 def warm_up() -> None:

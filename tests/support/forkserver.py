@@ -28,9 +28,19 @@ def record(effects: Path, **entry: Any) -> None:
         os.close(fd)
 
 
+def say(line: str) -> None:
+    """Print one line to the zygote's pipe in one write, which its children share.
+
+    ``print`` writes the text and its newline apart; with ``PYTHONUNBUFFERED`` set each is its own write, so a child's
+    line could land between the zygote's ``PID <pid>`` and its newline (seen in CI: ``PID 3590EV 1 ...``).
+    """
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def block(what: str) -> None:
     """Say where we are, then wait to be killed."""
-    print(f"READY {what}", flush=True)
+    say(f"READY {what}")
     threading.Event().wait()
 
 
@@ -43,7 +53,7 @@ def serve_forks(run: Callable[[list[str]], None], warm_up: Callable[[], None]) -
     warm_up()
     deltas.FLUSHER.stop()  # the stream-delta flusher thread; each run starts its own
     assert threading.active_count() == 1, "a thread survived the warm-up; forking now would be unsafe"
-    print("READY zygote", flush=True)
+    say("READY zygote")
     for line in sys.stdin:
         command = json.loads(line)
         pid = os.fork()
@@ -62,8 +72,8 @@ def serve_forks(run: Callable[[list[str]], None], warm_up: Callable[[], None]) -
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(code)
-        print(f"PID {pid}", flush=True)
+        say(f"PID {pid}")
         _, status = os.waitpid(pid, 0)
         # A leading newline ends any line the killed child left unfinished.
-        print(f"\nEXIT {pid} {os.waitstatus_to_exitcode(status)}", flush=True)
+        say(f"\nEXIT {pid} {os.waitstatus_to_exitcode(status)}")
     os._exit(0)  # nothing to clean up; skip a slow interpreter teardown
