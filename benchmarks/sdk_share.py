@@ -7,7 +7,9 @@ socket or other process adds noise. Loops, taking turns in blocks of 25 requests
 per tree and round, the trees alternating which goes first:
 
 - the floors: ``client.messages.stream()`` (plain) and ``client.beta.messages.stream()`` with the betas and
-  ``context_management`` nbagent's server compaction sends (beta); the SDK's part is beta − plain;
+  ``context_management`` nbagent's server compaction sends (beta); the SDK's part is beta − plain; and the leanest
+  loop that still keeps the reply, ``client.messages.create(stream=True)`` with the text joined from its deltas
+  (lean): a loop without the helper's snapshot and per-delta events, as nbagent's adapter has been since issue 36;
 - ``nbagent.run`` with the default settings (compaction "auto": the beta endpoint on every request before issue 36,
   since then only from half the compaction trigger on, which these 300 requests never reach) and with
   ``compact="off"`` (always the plain endpoint), fsync="never". nbagent's own part is each against the floor
@@ -16,6 +18,10 @@ per tree and round, the trees alternating which goes first:
 ``--split`` runs the working tree alone: a run of a model without the SDK (the same reply in the same 20 deltas) by
 itself, and right after a bare SDK call (less that call), with the default flusher and the condition one in turn
 (nbagent/agent/flusher.py): what the engine costs warm, and after the SDK has run.
+
+``--tool-input KB ...`` times one reply that is a single tool call whose input (a file of KB kilobytes) streams in
+deltas of 100 characters, through ``AnthropicModel.stream`` and through the SDK's ``messages.stream()`` helper with
+``get_final_message()``, in turns, 5 each: the helper parses the input's JSON so far again at every delta.
 
 Garbage collection: what the imports and the warm-up made is frozen (``gc.freeze``), and a full collection runs,
 untimed, before each block. A full collection scans every loop's history in the process; left to trigger by
@@ -93,9 +99,9 @@ runs = ("text", "plain+text") if split else ("auto", "off")
 sessions = {name: nbagent.Session.open(folder / f"{name.replace('+', '_')}.jsonl", fsync="never") for name in runs}
 options = {"auto": {"client": client, "model": MODEL}, "off": {"client": client, "model": MODEL, "context": nbagent.ContextSettings(compact="off")},
            "text": {"model": TextModel()}, "plain+text": {"model": TextModel()}}
-histories = {"plain": [], "beta": [], "plain+text": []}
+histories = {"plain": [], "beta": [], "lean": [], "plain+text": []}
 beta = {"betas": [ctx.COMPACT_BETA], "context_management": ctx.context_management(ctx.ContextSettings().for_model(MODEL))}
-cpu = {name: [] for name in (("plain", "text", "plain+text") if split else ("plain", "beta", "auto", "off"))}
+cpu = {name: [] for name in (("plain", "text", "plain+text") if split else ("plain", "beta", "lean", "auto", "off"))}
 for first in range(-block, requests, block):  # the first block warms up and is not counted
     if first == 0:
         gc.collect()
@@ -109,19 +115,28 @@ for first in range(-block, requests, block):  # the first block warms up and is 
                 sent = histories[current]
                 sent.append({"role": "user", "content": prompt})
                 params = {"model": MODEL, "max_tokens": 8192, "messages": sent, "cache_control": {"type": "ephemeral"}}
-                messages = client.beta.messages if current == "beta" else client.messages
-                with messages.stream(**params, **(beta if current == "beta" else {})) as stream:
-                    for _ in stream:
-                        pass
-                    message = stream.get_final_message()
-                sent.append({"role": "assistant", "content": [b.model_dump(mode="json", exclude_none=True) for b in message.content]})
+                if current == "lean":
+                    pieces = []
+                    with client.messages.create(stream=True, **params) as events:
+                        for event in events:
+                            if event.type == "content_block_delta" and event.delta.type == "text_delta":
+                                pieces.append(event.delta.text)
+                    sent.append({"role": "assistant", "content": [{"type": "text", "text": "".join(pieces)}]})
+                else:
+                    messages = client.beta.messages if current == "beta" else client.messages
+                    with messages.stream(**params, **(beta if current == "beta" else {})) as stream:
+                        for _ in stream:
+                            pass
+                        message = stream.get_final_message()
+                    sent.append({"role": "assistant", "content": [b.model_dump(mode="json", exclude_none=True) for b in message.content]})
             if current in sessions:
                 nbagent.run(sessions[current], prompt, **options[current])
             if number >= 0:
                 cpu[current].append(time.process_time() - began)
-for name, session in sessions.items():
-    if [m["content"] for m in session.messages] != [m["content"] for m in histories["plain"]]:
+for name, kept in [*((n, s.messages) for n, s in sessions.items()), *histories.items()]:
+    if kept and [m["content"] for m in kept] != [m["content"] for m in histories["plain"]]:
         raise SystemExit(f"{name}: another history than the floor's")
+for session in sessions.values():
     session.close()
 endpoints = {k: sorted(v) for k, v in endpoint.items()}
 print(json.dumps({"sdk": anthropic.__version__, "endpoint": endpoints, "flusher": type(deltas.FLUSHER).__name__,
@@ -158,9 +173,10 @@ def bench(base: str, rounds: int, requests: int, block: int = 25) -> dict[str, l
 def table(results: dict[str, list[dict]]) -> str:
     """The medians over the rounds, as a Markdown table."""
     lines = [
-        "| tree | SDK | floor: plain | floor: beta | SDK's part (beta − plain) | nbagent.run, auto: endpoint | CPU | own (vs that floor) "
-        "| over the plain floor | nbagent.run, compact off | own (vs plain floor) |",
-        "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+        "| tree | SDK | floor: plain | floor: beta | SDK's part (beta − plain) | floor: lean | nbagent.run, auto: endpoint | CPU "
+        "| own (vs that floor) | over the plain floor | over the lean floor | nbagent.run, compact off | own (vs plain floor) "
+        "| over the lean floor |",
+        "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, rounds in results.items():
 
@@ -175,8 +191,9 @@ def table(results: dict[str, list[dict]]) -> str:
         where = ", ".join(f"`{path}`{' + `anthropic-beta: ' + betas + '`' if betas else ''}" for path, betas in used)
         lines.append(
             f"| {name} | {rounds[0]['sdk']} | {med('plain'):,.0f} µs | {med('beta'):,.0f} µs | {own('beta', 'plain'):,.0f} µs "
-            f"| {where} | {med('auto'):,.0f} µs | {own('auto', auto_floor):,.0f} µs "
-            f"| {own('auto', 'plain'):,.0f} µs | {med('off'):,.0f} µs | {own('off', 'plain'):,.0f} µs |"
+            f"| {med('lean'):,.0f} µs | {where} | {med('auto'):,.0f} µs | {own('auto', auto_floor):,.0f} µs "
+            f"| {own('auto', 'plain'):,.0f} µs | {own('auto', 'lean'):,.0f} µs | {med('off'):,.0f} µs "
+            f"| {own('off', 'plain'):,.0f} µs | {own('off', 'lean'):,.0f} µs |"
         )
     return "\n".join(lines)
 
@@ -196,6 +213,79 @@ def split(rounds: int, requests: int, block: int = 25) -> str:
     return "\n".join(lines)
 
 
+_TOOL_INPUT = r"""
+import json, statistics, sys, time
+sys.path.insert(0, sys.argv[1])
+import anthropic
+try:
+    import httpx2 as httpx
+except ImportError:
+    import httpx
+from nbagent.model.claude import AnthropicModel, ModelRequest
+
+MODEL, HI = "claude-test", [{"role": "user", "content": "hi"}]
+
+def sse(data):
+    return f"event: {data['type']}\ndata: {json.dumps(data)}\n\n"
+
+out = []
+for kb in map(int, sys.argv[2:]):
+    sent = json.dumps({"path": "big.py", "content": "x = 1\n" * (kb * 1000 // 6)})
+    pieces = [sent[i:i + 100] for i in range(0, len(sent), 100)]
+    body = "".join(
+        [sse({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": MODEL, "content": [],
+              "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+         sse({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "write_file", "input": {}}})]
+        + [sse({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": p}}) for p in pieces]
+        + [sse({"type": "content_block_stop", "index": 0}),
+           sse({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None}, "usage": {"output_tokens": 80}}),
+           sse({"type": "message_stop"})]
+    ).encode()
+    reply = lambda request: httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+    client = anthropic.Anthropic(api_key="bench-key", base_url="http://fake.invalid", max_retries=0,
+                                 http_client=httpx.Client(transport=httpx.MockTransport(reply)))
+    model = AnthropicModel(MODEL, client=client)
+
+    def helper():
+        with client.messages.stream(model=MODEL, max_tokens=8192, messages=HI, cache_control={"type": "ephemeral"}) as stream:
+            for _ in stream:
+                pass
+            return stream.get_final_message().content[0].input
+
+    def adapter():
+        return model.stream(ModelRequest(HI), lambda delta: None)["content"][0]["input"]
+
+    if not helper() == adapter() == json.loads(sent):
+        raise SystemExit("another tool input than the one sent")
+    cpu = {"helper": [], "adapter": []}
+    for _ in range(5):
+        for name, way in (("helper", helper), ("adapter", adapter)):
+            began = time.process_time()
+            way()
+            cpu[name].append(time.process_time() - began)
+    out.append({"kb": kb, "deltas": len(pieces), **{k: statistics.median(v) * 1e3 for k, v in cpu.items()}})
+print(json.dumps({"sdk": anthropic.__version__, "rows": out}))
+"""
+
+
+def tool_input(sizes: list[int]) -> str:
+    """One tool call's streamed input of each size in KB, through nbagent's adapter and the SDK's helper: a Markdown table."""
+    done = subprocess.run([sys.executable, "-c", _TOOL_INPUT, str(REPO), *map(str, sizes)], capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(done.stderr[-2000:])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    lines = [
+        "| tool input | deltas | SDK | `messages.stream()` + `get_final_message()` | `AnthropicModel.stream` | helper / adapter |",
+        "|---:|---:|---|---:|---:|---:|",
+    ]
+    for row in result["rows"]:
+        lines.append(
+            f"| {row['kb']:,} KB | {row['deltas']:,} | {result['sdk']} | {row['helper']:,.1f} ms | {row['adapter']:,.1f} ms "
+            f"| {row['helper'] / row['adapter']:.1f}x |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     """Run and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -207,8 +297,20 @@ def main() -> None:
         action="store_true",
         help="instead: this tree's engine (a model without the SDK, the same 20 deltas) alone and after a bare SDK call, with each flusher",
     )
+    parser.add_argument(
+        "--tool-input",
+        type=int,
+        nargs="+",
+        metavar="KB",
+        help="instead: one tool call's streamed input of each size, adapter against helper",
+    )
     args = parser.parse_args()
-    print(split(args.rounds, args.requests) if args.split else table(bench(args.base, args.rounds, args.requests)))
+    if args.tool_input:
+        print(tool_input(args.tool_input))
+    elif args.split:
+        print(split(args.rounds, args.requests))
+    else:
+        print(table(bench(args.base, args.rounds, args.requests)))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from ..errors import ModelError, NbagentError
 from ..record import redact
 from ..state import api_versions, providers
 from . import clients
+from .reply_build import ReplyBuilder
 from .retries import retry_after, should_retry
 
 if TYPE_CHECKING:
@@ -105,25 +106,24 @@ class AnthropicModel:
             params["extra_body"] = {"anthropic_version": self.body_version}  # the SDK only fills it in where it is missing
         # The beta call only where a beta is used: server-side compaction needs it.
         messages: Any = self.client.messages
-        if request.betas or request.context_management:
+        beta = bool(request.betas or request.context_management)
+        if beta:
             messages = self.client.beta.messages
             params["betas"] = list(request.betas)
             if request.context_management:
                 params["context_management"] = request.context_management
         import anthropic  # imported already, by __init__
 
+        # The typed events, folded here: the stream() helper's snapshot and per-delta events cost more than the rest
+        # of a short reply's client work (reply_build.py).
+        built = ReplyBuilder(beta=beta, betas=request.betas)
         try:
-            with messages.stream(**params) as stream:
+            with messages.create(stream=True, **params) as stream:
                 for event in stream:
-                    if event.type == "content_block_delta":
-                        delta = event.delta
-                        if delta.type == "text_delta":
-                            on_delta({"index": event.index, "text": delta.text})
-                        elif delta.type == "input_json_delta":
-                            on_delta({"index": event.index, "partial_json": delta.partial_json})
-                        elif delta.type == "thinking_delta":
-                            on_delta({"index": event.index, "thinking": delta.thinking})
-                message = stream.get_final_message()
+                    delta = built.delta_of(event)
+                    if delta is not None:
+                        on_delta(delta)
+            reply = built.reply()
         except anthropic.APIStatusError as exc:
             clients.register_secrets(self.client)  # a token minted for this request (Vertex) is redacted from its error too
             raise _model_error(exc, self.info) from _scrubbed(exc)
@@ -136,16 +136,6 @@ class AnthropicModel:
         except self.auth_errors as exc:  # empty for the Claude API
             text = redact.text(f"{self.info.label} credentials failed: {exc}. Credentials: {self.info.credentials}.")
             raise ModelError(text, kind="authentication_error", retryable=False) from _scrubbed(exc)
-        reply: Reply = {
-            "id": message.id,
-            "model": message.model,
-            "content": [_block(b) for b in message.content],
-            "stop_reason": message.stop_reason,
-            "usage": message.usage.model_dump(mode="json", exclude_none=True),
-        }
-        details = getattr(message, "stop_details", None)  # a refusal's category and explanation (newer SDKs)
-        if details is not None:
-            reply["stop_details"] = details.model_dump(mode="json", exclude_none=True)
         return reply
 
 
@@ -164,12 +154,6 @@ def _one_attempt(client: Any) -> Any:
     except TypeError:
         pass
     return copy
-
-
-def _block(block: Any) -> dict[str, Any]:
-    data = block.model_dump(mode="json", exclude_none=True)
-    data.pop("parsed_output", None)
-    return data
 
 
 def _where(info: providers.ProviderInfo) -> str:

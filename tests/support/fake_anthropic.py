@@ -105,6 +105,9 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     stop_details: dict[str, Any] | None = None  # a refusal's category and explanation (sent in message_delta)
     cut_json: int | None = None  # the last tool_use's input JSON is streamed only up to this many characters
+    # Streamed as they are instead (streaming requests only), for shapes the blocks above do not make (citations, server
+    # tools): the test that scripts them checks each against the SDK's own event types (tests/model/test_reply_build.py).
+    events: list[tuple[str, dict[str, Any]]] | None = None
 
 
 Script = Union[Reply, Callable[[RecordedRequest], Reply]]  # noqa: UP007 - a runtime alias on Python 3.10
@@ -580,6 +583,10 @@ def _make_handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                     return self._abort()
                 etype = reply.error_type or "api_error"
                 return self._send_error(reply.status, etype, reply.error_message, rid, reply.headers)
+            if reply.events is not None:
+                if not request.stream:
+                    return self._send_error(500, "api_error", "fake server: scripted events answer streaming requests only", rid)
+                return self._send_stream(reply, reply.events, rid)
             message, events = fake._render(reply, body, request.headers)
             if not request.stream:
                 return self._send_message(reply, message, rid)
