@@ -54,7 +54,7 @@ class ReplyBuilder:
                 raise RuntimeError(f'Unexpected event order, got {kind} before "message_start"')
             message = event.message
             usage = message.usage
-            self.usage_fields = type(usage).model_fields
+            self.usage_fields = getattr(type(usage), "model_fields", ())
             self.message = {
                 "id": message.id,
                 "model": message.model,
@@ -85,7 +85,7 @@ class ReplyBuilder:
 
     def _delta(self, index: int, delta: Any) -> dict[str, Any] | None:
         kind = delta.type
-        block = self.blocks[index]["type"]
+        block = self.blocks[index].get("type")
         if kind == "text_delta":
             if block == "text":
                 self._add(index, "text", delta.text)
