@@ -123,6 +123,9 @@ class AnthropicModel:
                     delta = built.delta_of(event)
                     if delta is not None:
                         on_delta(delta)
+            if not built.ended:  # closed cleanly mid-reply (a gateway, a proxy): a cut tool input must never run
+                text = f"the reply from {_where(self.info)} broke off: its stream closed before message_stop, so none of it is used"
+                raise ModelError(text, kind="connection_error", retryable=True)
             reply = built.reply()
         except anthropic.APIStatusError as exc:
             clients.register_secrets(self.client)  # a token minted for this request (Vertex) is redacted from its error too

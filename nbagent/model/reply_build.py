@@ -43,6 +43,7 @@ class ReplyBuilder:
         self.pieces: dict[tuple[int, str], list[str]] = {}  # streamed text, thinking and tool JSON, joined once
         self.stop_details: Any = None
         self.usage_fields: Any = ()
+        self.ended = False  # message_stop came: a stream that closes without it broke off mid-reply
 
     def delta_of(self, event: Any) -> dict[str, Any] | None:
         """Fold ``event`` in; return the delta to report for it (text, tool JSON or thinking), else None."""
@@ -75,6 +76,8 @@ class ReplyBuilder:
             for name in self.delta_usage:
                 if name in counts:
                     usage[name] = counts[name]
+        elif kind == "message_stop":
+            self.ended = True
         return None
 
     def _start(self, block: Any) -> None:

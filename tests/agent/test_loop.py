@@ -497,6 +497,33 @@ def test_mid_stream_error_is_logged_and_retried_by_the_loop(
     assert session.messages == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": [{"type": "text", "text": "finished"}]}]
 
 
+def test_a_stream_that_closes_before_its_end_runs_nothing_of_it_and_is_retried(
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, tools: list[nbagent.Tool], effects: Effects
+) -> None:
+    # A gateway that closes the response cleanly mid-reply: no error event, no message_delta, no message_stop. The SDK's
+    # stream helper returned what had come (stop_reason None, the cut input parsed leniently: {"text": "half a note"}),
+    # and the loop ran that call as if the reply were whole.
+    note = {"type": "tool_use", "id": "toolu_cut", "name": "append_note", "input": {}}
+    start = {"id": "msg_cut", "type": "message", "role": "assistant", "model": MODEL, "content": [], "stop_reason": None}
+    cut = [
+        (
+            "message_start",
+            {"type": "message_start", "message": {**start, "stop_sequence": None, "usage": {"input_tokens": 9, "output_tokens": 1}}},
+        ),
+        ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": note}),
+        (
+            "content_block_delta",
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '{"text": "half a note"'}},
+        ),
+    ]
+    fake.script(Reply(events=cut), tool_use("append_note", {"text": "the whole note"}, id="toolu_whole"), text("noted"))
+    assert go(session, client, "note it", tools=tools) == "noted"
+    assert effects.calls == [("append_note", {"text": "the whole note"}, None)]
+    [failure] = of_type(session, ev.MODEL_ERROR)
+    assert failure["kind"] == "connection_error" and failure["retryable"] is True and "message_stop" in failure["message"]
+    assert "toolu_cut" not in json.dumps(session.messages)
+
+
 def test_bad_request_raises_is_logged_and_the_session_stays_resumable(
     fake: FakeAnthropic, client: anthropic.Anthropic, log_path: Path
 ) -> None:

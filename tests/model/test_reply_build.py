@@ -16,6 +16,7 @@ import anthropic
 import pydantic
 import pytest
 
+from nbagent.errors import ModelError
 from nbagent.model.claude import AnthropicModel, ModelRequest
 from nbagent.model.reply_build import ReplyBuilder
 from nbagent.state import context as ctx
@@ -248,3 +249,11 @@ def test_a_stream_must_start_with_its_message() -> None:
         ReplyBuilder().delta_of(Stop())
     with pytest.raises(RuntimeError, match="ended before its message started"):
         ReplyBuilder().reply()
+
+
+@pytest.mark.parametrize("kept", [0, 1, 3, len(THOUGHT) - 1])
+def test_a_stream_that_closes_before_message_stop_is_a_retryable_error(fake: FakeAnthropic, client: anthropic.Anthropic, kept: int) -> None:
+    fake.script(Reply(events=THOUGHT[:kept]))
+    with pytest.raises(ModelError, match="closed before message_stop") as raised:
+        AnthropicModel(MODEL, client=client).stream(ModelRequest(HI), lambda delta: None)
+    assert raised.value.kind == "connection_error" and raised.value.retryable
