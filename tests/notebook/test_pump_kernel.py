@@ -81,6 +81,9 @@ def page(kernel: Kernel) -> Iterator[Page]:
     """A second page on the module's kernel, its iopub already subscribed (it saw a cell of the first page finish)."""
     opened = Page(kernel)
     try:
+        # Its iopub subscription reaches the kernel some time after connecting: a cell sent at once could publish
+        # before it and be missed whole (CI: nothing seen in 60 s). The client's own check sees its iopub deliver first.
+        opened.kc.wait_for_ready(timeout=TIMEOUT)
         wait = kernel.send("pass")
         opened.read_iopub_until(lambda m: summary(m) == ("status", "idle", wait))
         collect(kernel.kc, wait)
