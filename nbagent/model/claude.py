@@ -16,7 +16,7 @@ from ..errors import ModelError, NbagentError
 from ..record import redact
 from ..state import api_versions, providers
 from . import clients
-from .reply_build import ReplyBuilder
+from .reply_build import ReplyBuilder, StreamError
 from .retries import retry_after, should_retry
 
 if TYPE_CHECKING:
@@ -127,6 +127,9 @@ class AnthropicModel:
                 text = f"the reply from {_where(self.info)} broke off: its stream closed before message_stop, so none of it is used"
                 raise ModelError(text, kind="connection_error", retryable=True)
             reply = built.reply()
+        except StreamError as exc:  # the model's output, possibly echoing a secret: redacted
+            text = redact.text(f"the reply from {_where(self.info)} could not be read: {exc}")
+            raise ModelError(text, kind="api_error", retryable=True) from None
         except anthropic.APIStatusError as exc:
             clients.register_secrets(self.client)  # a token minted for this request (Vertex) is redacted from its error too
             raise _model_error(exc, self.info) from _scrubbed(exc)

@@ -23,6 +23,10 @@ DELTA_USAGE = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_
 BETA_DELTA_USAGE = (*DELTA_USAGE, "iterations", "fallback_credit")
 
 
+class StreamError(ValueError):
+    """A stream no reply can be made of: events out of order, a block it never opened, a tool input that is not JSON."""
+
+
 def _dump(model: Any) -> dict[str, Any]:
     """A typed SDK object as JSON data, ``None`` fields left out (as a reply is kept); a dict the SDK could not type, as is."""
     if isinstance(model, dict):
@@ -52,7 +56,7 @@ class ReplyBuilder:
             return self._delta(event.index, event.delta)
         if self.message is None:
             if kind != "message_start":
-                raise RuntimeError(f'Unexpected event order, got {kind} before "message_start"')
+                raise StreamError(f'its events are out of order: {kind} before "message_start"')
             message = event.message
             usage = message.usage
             self.usage_fields = getattr(type(usage), "model_fields", ())
@@ -88,6 +92,8 @@ class ReplyBuilder:
 
     def _delta(self, index: int, delta: Any) -> dict[str, Any] | None:
         kind = delta.type
+        if not 0 <= index < len(self.blocks):
+            raise StreamError(f"a {kind} for content block {index}, which never started")
         block = self.blocks[index].get("type")
         if kind == "text_delta":
             if block == "text":
@@ -125,7 +131,7 @@ class ReplyBuilder:
     def reply(self) -> dict[str, Any]:
         """The reply as nbagent records it: id, model, content, stop_reason, usage (and stop_details when given)."""
         if self.message is None:
-            raise RuntimeError("the stream ended before its message started")
+            raise StreamError("it ended before its message started")
         for (index, name), pieces in self.pieces.items():
             data, joined = self.blocks[index], "".join(pieces)
             if name != "input":
@@ -146,17 +152,18 @@ class ReplyBuilder:
         return reply
 
     def _parse(self, text: str) -> Any:
-        """A tool's streamed input, parsed once as the SDK's helper parses it (a reply cut mid-JSON keeps what is whole)."""
+        """A tool's streamed input, parsed once as the SDK's helper parses it (a reply cut mid-JSON keeps what is whole).
+
+        Where the helper raised a bare ``ValueError`` out of the stream, this is a :class:`StreamError`: the adapter
+        makes it a retryable model error, so the loop asks again instead of stopping on a traceback.
+        """
         from jiter import from_json
 
         raw = text.encode()
         try:
             return from_json(raw, partial_mode="trailing-strings" if self.trailing_strings else True)
         except ValueError as exc:
-            raise ValueError(
-                f"Unable to parse tool parameter JSON from model. Please retry your request or adjust your prompt. "
-                f"Error: {exc}. JSON: {text}"
-            ) from exc
+            raise StreamError(f"a tool input is not JSON ({exc}): {text[:200]}") from None
 
 
 def _ordered(data: dict[str, Any], fields: Any) -> dict[str, Any]:

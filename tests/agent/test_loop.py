@@ -497,31 +497,60 @@ def test_mid_stream_error_is_logged_and_retried_by_the_loop(
     assert session.messages == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": [{"type": "text", "text": "finished"}]}]
 
 
+def note_stream(tool_use_id: str, partial_json: str, *, whole: bool) -> list[tuple[str, dict[str, Any]]]:
+    """The SSE events of a reply that calls append_note with ``partial_json`` as its input; not ``whole``: they stop there."""
+    start = {"id": "msg_" + tool_use_id, "type": "message", "role": "assistant", "model": MODEL, "content": [], "stop_reason": None}
+    call = {"type": "tool_use", "id": tool_use_id, "name": "append_note", "input": {}}
+    events = [
+        (
+            "message_start",
+            {"type": "message_start", "message": {**start, "stop_sequence": None, "usage": {"input_tokens": 9, "output_tokens": 1}}},
+        ),
+        ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": call}),
+        (
+            "content_block_delta",
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": partial_json}},
+        ),
+    ]
+    if not whole:
+        return events
+    return [
+        *events,
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        (
+            "message_delta",
+            {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None}, "usage": {"output_tokens": 9}},
+        ),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+
+
 def test_a_stream_that_closes_before_its_end_runs_nothing_of_it_and_is_retried(
     fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, tools: list[nbagent.Tool], effects: Effects
 ) -> None:
     # A gateway that closes the response cleanly mid-reply: no error event, no message_delta, no message_stop. The SDK's
     # stream helper returned what had come (stop_reason None, the cut input parsed leniently: {"text": "half a note"}),
     # and the loop ran that call as if the reply were whole.
-    note = {"type": "tool_use", "id": "toolu_cut", "name": "append_note", "input": {}}
-    start = {"id": "msg_cut", "type": "message", "role": "assistant", "model": MODEL, "content": [], "stop_reason": None}
-    cut = [
-        (
-            "message_start",
-            {"type": "message_start", "message": {**start, "stop_sequence": None, "usage": {"input_tokens": 9, "output_tokens": 1}}},
-        ),
-        ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": note}),
-        (
-            "content_block_delta",
-            {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '{"text": "half a note"'}},
-        ),
-    ]
+    cut = note_stream("toolu_cut", '{"text": "half a note"', whole=False)
     fake.script(Reply(events=cut), tool_use("append_note", {"text": "the whole note"}, id="toolu_whole"), text("noted"))
     assert go(session, client, "note it", tools=tools) == "noted"
     assert effects.calls == [("append_note", {"text": "the whole note"}, None)]
     [failure] = of_type(session, ev.MODEL_ERROR)
     assert failure["kind"] == "connection_error" and failure["retryable"] is True and "message_stop" in failure["message"]
     assert "toolu_cut" not in json.dumps(session.messages)
+
+
+def test_a_tool_input_that_is_not_json_is_asked_again_and_nothing_of_it_runs(
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, tools: list[nbagent.Tool], effects: Effects
+) -> None:
+    # The helper raised a bare ValueError out of nbagent.run here: a traceback, the turn stopped.
+    bad = note_stream("toolu_bad", '{"text": x}', whole=True)
+    fake.script(Reply(events=bad), tool_use("append_note", {"text": "good"}, id="toolu_good"), text("noted"))
+    assert go(session, client, "note it", tools=tools) == "noted"
+    assert effects.calls == [("append_note", {"text": "good"}, None)]
+    [failure] = of_type(session, ev.MODEL_ERROR)
+    assert failure["retryable"] is True and "not JSON" in failure["message"]
+    assert "toolu_bad" not in json.dumps(session.messages)
 
 
 def test_bad_request_raises_is_logged_and_the_session_stays_resumable(
