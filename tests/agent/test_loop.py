@@ -525,32 +525,27 @@ def note_stream(tool_use_id: str, partial_json: str, *, whole: bool) -> list[tup
     ]
 
 
-def test_a_stream_that_closes_before_its_end_runs_nothing_of_it_and_is_retried(
-    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, tools: list[nbagent.Tool], effects: Effects
+# Replies nothing of which may be used. The SDK's stream helper let both through: a stream a gateway closed cleanly
+# mid-reply (no error event, no message_delta, no message_stop) came back as a reply with stop_reason None and its cut
+# input parsed leniently ({"text": "half a note"}), and the loop ran that call; input that is not JSON raised a bare
+# ValueError out of nbagent.run.
+UNUSABLE = {
+    "closed before message_stop": (note_stream("toolu_cut", '{"text": "half a note"', whole=False), "connection_error", "message_stop"),
+    "a tool input that is not JSON": (note_stream("toolu_bad", '{"text": x}', whole=True), "api_error", "not JSON"),
+}
+
+
+@pytest.mark.parametrize("case", UNUSABLE)
+def test_a_reply_that_cannot_be_used_runs_nothing_of_it_and_is_asked_again(
+    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, tools: list[nbagent.Tool], effects: Effects, case: str
 ) -> None:
-    # A gateway that closes the response cleanly mid-reply: no error event, no message_delta, no message_stop. The SDK's
-    # stream helper returned what had come (stop_reason None, the cut input parsed leniently: {"text": "half a note"}),
-    # and the loop ran that call as if the reply were whole.
-    cut = note_stream("toolu_cut", '{"text": "half a note"', whole=False)
-    fake.script(Reply(events=cut), tool_use("append_note", {"text": "the whole note"}, id="toolu_whole"), text("noted"))
+    events, kind, said = UNUSABLE[case]
+    fake.script(Reply(events=events), tool_use("append_note", {"text": "the whole note"}, id="toolu_whole"), text("noted"))
     assert go(session, client, "note it", tools=tools) == "noted"
     assert effects.calls == [("append_note", {"text": "the whole note"}, None)]
     [failure] = of_type(session, ev.MODEL_ERROR)
-    assert failure["kind"] == "connection_error" and failure["retryable"] is True and "message_stop" in failure["message"]
-    assert "toolu_cut" not in json.dumps(session.messages)
-
-
-def test_a_tool_input_that_is_not_json_is_asked_again_and_nothing_of_it_runs(
-    fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, tools: list[nbagent.Tool], effects: Effects
-) -> None:
-    # The helper raised a bare ValueError out of nbagent.run here: a traceback, the turn stopped.
-    bad = note_stream("toolu_bad", '{"text": x}', whole=True)
-    fake.script(Reply(events=bad), tool_use("append_note", {"text": "good"}, id="toolu_good"), text("noted"))
-    assert go(session, client, "note it", tools=tools) == "noted"
-    assert effects.calls == [("append_note", {"text": "good"}, None)]
-    [failure] = of_type(session, ev.MODEL_ERROR)
-    assert failure["retryable"] is True and "not JSON" in failure["message"]
-    assert "toolu_bad" not in json.dumps(session.messages)
+    assert failure["kind"] == kind and failure["retryable"] is True and said in failure["message"]
+    assert "toolu_cut" not in json.dumps(session.messages) and "toolu_bad" not in json.dumps(session.messages)
 
 
 def test_bad_request_raises_is_logged_and_the_session_stays_resumable(
