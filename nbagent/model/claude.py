@@ -127,9 +127,9 @@ class AnthropicModel:
                 text = f"the reply from {_where(self.info)} broke off: its stream closed before message_stop, so none of it is used"
                 raise ModelError(text, kind="connection_error", retryable=True)
             reply = built.reply()
-        except StreamError as exc:  # the model's output, possibly echoing a secret: redacted
+        except StreamError as exc:  # the model's output, possibly echoing a secret: redacted whole, then clipped
             text = redact.text(f"the reply from {_where(self.info)} could not be read: {exc}")
-            raise ModelError(text, kind="api_error", retryable=True) from None
+            raise ModelError(text if len(text) <= 500 else text[:500] + "…", kind="api_error", retryable=True) from None
         except anthropic.APIStatusError as exc:
             clients.register_secrets(self.client)  # a token minted for this request (Vertex) is redacted from its error too
             raise _model_error(exc, self.info) from _scrubbed(exc)

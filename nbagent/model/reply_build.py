@@ -163,7 +163,7 @@ class ReplyBuilder:
         try:
             return from_json(raw, partial_mode="trailing-strings" if self.trailing_strings else True)
         except ValueError as exc:
-            raise StreamError(f"a tool input is not JSON ({exc}): {text[:200]}") from None
+            raise StreamError(f"a tool input is not JSON ({exc}): {text}") from None  # whole: clipped after redaction
 
 
 def _ordered(data: dict[str, Any], fields: Any) -> dict[str, Any]:

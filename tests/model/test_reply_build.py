@@ -231,10 +231,12 @@ def test_a_tool_input_that_is_not_json_is_a_retryable_error_with_any_secret_in_i
     fake: FakeAnthropic, client: anthropic.Anthropic
 ) -> None:
     secret = "sk-ant-api03-" + "Q" * 90
+    # The key 180 characters in, and 300 more after it: clipped before redaction, a piece of the key would be left.
+    bad = f'{{"q": "{"x" * 162}", "key": "{secret}", "then": "{"y" * 300}", nope}}'
     broken = stream_of(
         (
             {"type": "tool_use", "id": "toolu_x", "name": "sql", "input": {}},
-            [{"type": "input_json_delta", "partial_json": f'{{"q": "{secret}", nope}}'}],
+            [{"type": "input_json_delta", "partial_json": bad}],
         ),
         usage={"output_tokens": 5},
         stop="tool_use",
@@ -242,7 +244,9 @@ def test_a_tool_input_that_is_not_json_is_a_retryable_error_with_any_secret_in_i
     fake.script(checked(broken, beta=False), checked(broken, beta=False))
     with pytest.raises(ModelError, match="could not be read: a tool input is not JSON") as ours:
         AnthropicModel(MODEL, client=client).stream(ModelRequest(HI, TOOLS), lambda delta: None)
-    assert ours.value.retryable and ours.value.kind == "api_error" and secret not in str(ours.value)
+    said = str(ours.value)
+    assert ours.value.retryable and ours.value.kind == "api_error" and len(said) == 501 and said.endswith("yyy…")
+    assert "[REDACTED]" in said and "sk-ant-api03-Q" not in said
     with pytest.raises(ValueError, match="Unable to parse tool parameter JSON"):  # the helper's: a bare ValueError, a traceback
         helper_reply(client, ModelRequest(HI, TOOLS))
 
