@@ -47,7 +47,9 @@ class ReplyBuilder:
         self.pieces: dict[tuple[int, str], list[str]] = {}  # streamed text, thinking and tool JSON, joined once
         self.stop_details: Any = None
         self.usage_fields: Any = ()
-        self.ended = False  # message_stop came: a stream that closes without it broke off mid-reply
+        # message_stop came: every stream ends with it (https://platform.claude.com/docs/en/build-with-claude/streaming,
+        # "Event flow"), so one that closes without it broke off mid-reply
+        self.ended = False
 
     def delta_of(self, event: Any) -> dict[str, Any] | None:
         """Fold ``event`` in; return the delta to report for it (text, tool JSON or thinking), else None."""

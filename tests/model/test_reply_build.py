@@ -101,7 +101,8 @@ def checked(events: list[Any], beta: bool) -> Reply:
     return Reply(events=events)
 
 
-# Source: "Citations" (platform docs, streaming): a citations_delta adds one citation to the text block being streamed.
+# Source: "Citations" (https://platform.claude.com/docs/en/build-with-claude/citations, streaming): a citations_delta
+# adds one citation to the text block being streamed.
 CITED = stream_of(
     (
         {"type": "text", "text": ""},
@@ -123,7 +124,8 @@ CITED = stream_of(
     ),
     usage={"output_tokens": 9},
 )
-# Source: "Web search tool" (platform docs): a server_tool_use block streams its input as JSON, its result block
+# Source: "Web search tool" (https://platform.claude.com/docs/en/agents-and-tools/tool-use/web-search-tool): a
+# server_tool_use block streams its input as JSON, its result block
 # arrives whole, and the message_delta's usage counts the searches.
 SEARCHED = stream_of(
     (
@@ -145,7 +147,8 @@ SEARCHED = stream_of(
     ({"type": "text", "text": ""}, [{"type": "text_delta", "text": "Green."}]),
     usage={"output_tokens": 30, "input_tokens": 900, "server_tool_use": {"web_search_requests": 1, "web_fetch_requests": 0}},
 )
-# Source: "MCP connector" (platform docs): an mcp_tool_use block streams its input as JSON; its result arrives whole.
+# Source: "MCP connector" (https://platform.claude.com/docs/en/agents-and-tools/mcp-connector): an mcp_tool_use block
+# streams its input as JSON; its result arrives whole.
 MCP_CALLED = stream_of(
     (
         {"type": "mcp_tool_use", "id": "mcptoolu_1", "name": "lookup", "server_name": "docs", "input": {}},
@@ -164,7 +167,8 @@ MCP_CALLED = stream_of(
     ),
     usage={"output_tokens": 12, "cache_read_input_tokens": 30},
 )
-# Source: "Extended thinking" (platform docs, streaming): thinking_delta pieces, then one signature_delta.
+# Source: "Extended thinking" (https://platform.claude.com/docs/en/build-with-claude/extended-thinking, streaming):
+# thinking_delta pieces, then one signature_delta.
 THOUGHT = stream_of(
     (
         {"type": "thinking", "thinking": "", "signature": ""},
