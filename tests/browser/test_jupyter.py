@@ -114,6 +114,18 @@ def approval_replies() -> list[Any]:
     return [tool_uses(calls), text(FINAL[4])]
 
 
+def second_decline(output: Any) -> Any:
+    """The second question's Decline, once that question shows.
+
+    The first question's buttons are disabled and hidden once it is decided, by updates to two widget models (the
+    button's and its layout's). A locator resolved while they land held the first question's Decline, hidden and not
+    yet disabled, and the click waited on that element until it timed out (CI, once). The second question is placed
+    after those updates were sent, and only visible buttons are taken.
+    """
+    output.get_by_text("approval needed").nth(1).wait_for(state="visible", timeout=60_000)
+    return output.locator("button:not([disabled]):visible", has_text="Decline").first
+
+
 def check(what: str, problems: list[str]) -> None:
     """Fail with one message, what was checked and then each problem a user would see on its own line, if there are any."""
     if problems:
@@ -307,7 +319,7 @@ def first_run(lab: Jupyter, lab_server: JupyterServer, fake_api: FakeAnthropic) 
     button = approve.element_handle()
     approve.click()
     lab.page.wait_for_function("(b) => !b.isConnected || b.disabled", arg=button, timeout=30_000)
-    decline = output.locator("button:not([disabled])", has_text="Decline").first
+    decline = second_decline(output)
     decline.wait_for(state="visible", timeout=60_000)
     at_second_question = visible_text(output)
     decline.click()
@@ -677,7 +689,7 @@ def test_notebook7_approval_and_reopen(notebook7: Jupyter, notebook7_server: Jup
     button = approve.element_handle()
     approve.click()
     notebook7.page.wait_for_function("(b) => !b.isConnected || b.disabled", arg=button, timeout=30_000)
-    output.locator("button:not([disabled])", has_text="Decline").first.click(timeout=60_000)
+    second_decline(output).click(timeout=60_000)
     notebook7.wait_idle(NOTEBOOK7)
     problems: list[str] = []
     on_disk = ledger.read_text() if ledger.exists() else "(no ledger file)"
