@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import suppress
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import nbformat
 import pytest
@@ -33,6 +33,9 @@ from tests.browser.harness import (
     write_notebook,
 )
 from tests.support.fake_anthropic import FakeAnthropic, text, tool_use, tool_uses
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Locator
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # a real Jupyter server and Chromium: seconds to start
 T = TypeVar("T")
@@ -114,7 +117,7 @@ def approval_replies() -> list[Any]:
     return [tool_uses(calls), text(FINAL[4])]
 
 
-def second_decline(output: Any) -> Any:
+def second_decline(output: Locator) -> Locator:
     """The second question's Decline, once that question shows.
 
     The first question's buttons are disabled and hidden once it is decided, by updates to two widget models (the
