@@ -13,6 +13,7 @@ May import: the standard library and ``jiter`` (the SDK's own JSON parser, one o
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any
 
 TOOL_INPUT_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})  # blocks whose input streams as JSON
@@ -44,7 +45,7 @@ class ReplyBuilder:
         self.message: dict[str, Any] | None = None
         self.blocks: list[dict[str, Any]] = []
         self.fields: list[Any] = []  # per block: its SDK type's fields in order (a key a delta adds goes in its place)
-        self.pieces: dict[tuple[int, str], list[str]] = {}  # streamed text, thinking and tool JSON, joined once
+        self.pieces: defaultdict[tuple[int, str], list[str]] = defaultdict(list)  # streamed text, thinking and tool JSON, joined once
         self.stop_details: Any = None
         self.usage_fields: Any = ()
         # message_stop came: every stream ends with it (https://platform.claude.com/docs/en/build-with-claude/streaming,
@@ -99,15 +100,15 @@ class ReplyBuilder:
         block = self.blocks[index].get("type")
         if kind == "text_delta":
             if block == "text":
-                self._add(index, "text", delta.text)
+                self.pieces[index, "text"].append(delta.text)
             return {"index": index, "text": delta.text}
         if kind == "input_json_delta":
             if block in TOOL_INPUT_BLOCKS:
-                self._add(index, "input", delta.partial_json)
+                self.pieces[index, "input"].append(delta.partial_json)
             return {"index": index, "partial_json": delta.partial_json}
         if kind == "thinking_delta":
             if block == "thinking":
-                self._add(index, "thinking", delta.thinking)
+                self.pieces[index, "thinking"].append(delta.thinking)
             return {"index": index, "thinking": delta.thinking}
         data = self.blocks[index]
         if kind == "signature_delta" and block == "thinking":
@@ -122,13 +123,6 @@ class ReplyBuilder:
                 else:
                     data[name] = value
         return None
-
-    def _add(self, index: int, name: str, piece: str) -> None:
-        pieces = self.pieces.get((index, name))
-        if pieces is None:
-            self.pieces[(index, name)] = [piece]
-        else:
-            pieces.append(piece)
 
     def reply(self) -> dict[str, Any]:
         """The reply as nbagent records it: id, model, content, stop_reason, usage (and stop_details when given)."""

@@ -17,6 +17,7 @@ from nbagent.record import events as ev
 from nbagent.state.decide import UNKNOWN_OUTCOME
 from nbagent.tools.decorator import idempotency_key
 from tests.support.fake_anthropic import FakeAnthropic, Reply, error, stream_error, text, tool_use, tool_uses
+from tests.support.raw_stream import checked, stream_of
 
 pytestmark = pytest.mark.sdk  # run again against the SDK floor in CI (.ci/run)
 
@@ -497,32 +498,12 @@ def test_mid_stream_error_is_logged_and_retried_by_the_loop(
     assert session.messages == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": [{"type": "text", "text": "finished"}]}]
 
 
-def note_stream(tool_use_id: str, partial_json: str, *, whole: bool) -> list[tuple[str, dict[str, Any]]]:
-    """The SSE events of a reply that calls append_note with ``partial_json`` as its input; not ``whole``: they stop there."""
-    start = {"id": "msg_" + tool_use_id, "type": "message", "role": "assistant", "model": MODEL, "content": [], "stop_reason": None}
+def note_stream(tool_use_id: str, partial_json: str, *, whole: bool) -> Reply:
+    """A reply that calls append_note with ``partial_json`` as its input; not ``whole``: its stream stops there."""
     call = {"type": "tool_use", "id": tool_use_id, "name": "append_note", "input": {}}
-    events = [
-        (
-            "message_start",
-            {"type": "message_start", "message": {**start, "stop_sequence": None, "usage": {"input_tokens": 9, "output_tokens": 1}}},
-        ),
-        ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": call}),
-        (
-            "content_block_delta",
-            {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": partial_json}},
-        ),
-    ]
-    if not whole:
-        return events
-    return [
-        *events,
-        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-        (
-            "message_delta",
-            {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None}, "usage": {"output_tokens": 9}},
-        ),
-        ("message_stop", {"type": "message_stop"}),
-    ]
+    delta = {"type": "input_json_delta", "partial_json": partial_json}
+    events = stream_of((call, [delta]), usage={"output_tokens": 9}, stop="tool_use", message_id="msg_" + tool_use_id, model=MODEL)
+    return checked(events if whole else events[:3])  # cut: message_start, the block's start, its one delta
 
 
 # Replies nothing of which may be used. The SDK's stream helper let both through: a stream a gateway closed cleanly
@@ -539,8 +520,8 @@ UNUSABLE = {
 def test_a_reply_that_cannot_be_used_runs_nothing_of_it_and_is_asked_again(
     fake: FakeAnthropic, client: anthropic.Anthropic, session: nbagent.Session, tools: list[nbagent.Tool], effects: Effects, case: str
 ) -> None:
-    events, kind, said = UNUSABLE[case]
-    fake.script(Reply(events=events), tool_use("append_note", {"text": "the whole note"}, id="toolu_whole"), text("noted"))
+    reply, kind, said = UNUSABLE[case]
+    fake.script(reply, tool_use("append_note", {"text": "the whole note"}, id="toolu_whole"), text("noted"))
     assert go(session, client, "note it", tools=tools) == "noted"
     assert effects.calls == [("append_note", {"text": "the whole note"}, None)]
     [failure] = of_type(session, ev.MODEL_ERROR)

@@ -13,7 +13,6 @@ import json
 from typing import Any
 
 import anthropic
-import pydantic
 import pytest
 
 from nbagent.errors import ModelError
@@ -21,6 +20,7 @@ from nbagent.model.claude import AnthropicModel, ModelRequest
 from nbagent.model.reply_build import ReplyBuilder, StreamError
 from nbagent.state import context as ctx
 from tests.support.fake_anthropic import FakeAnthropic, Reply, refusal, text, tool_use, tool_uses
+from tests.support.raw_stream import checked, stream_of
 
 pytestmark = pytest.mark.sdk
 
@@ -74,31 +74,6 @@ def both(fake: FakeAnthropic, client: anthropic.Anthropic, script: Reply, reques
 def cut(reply: Reply, at: int) -> Reply:
     """``reply`` stopped at max_tokens ``at`` characters into its last tool call's JSON (as ``cut_tool_use``, with a fixed id)."""
     return dataclasses.replace(reply, stop_reason="max_tokens", cut_json=at)
-
-
-def event(name: str, data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    return name, {"type": name, **data}
-
-
-def stream_of(*blocks: tuple[dict[str, Any], list[dict[str, Any]]], usage: dict[str, Any], stop: str = "end_turn") -> list[Any]:
-    """A whole stream: message_start, each (opening block, deltas), message_delta with ``usage``, message_stop."""
-    start = {"id": "msg_raw", "type": "message", "role": "assistant", "model": "claude-served", "content": [], "stop_reason": None}
-    out = [event("message_start", {"message": {**start, "stop_sequence": None, "usage": {"input_tokens": 40, "output_tokens": 1}}})]
-    for index, (opening, deltas) in enumerate(blocks):
-        out.append(event("content_block_start", {"index": index, "content_block": opening}))
-        out += [event("content_block_delta", {"index": index, "delta": delta}) for delta in deltas]
-        out.append(event("content_block_stop", {"index": index}))
-    out.append(event("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": usage}))
-    return [*out, event("message_stop", {})]
-
-
-def checked(events: list[Any], beta: bool) -> Reply:
-    """A raw-events reply, each event first validated against the SDK's own stream event type for its endpoint."""
-    kind: Any = anthropic.types.beta.BetaRawMessageStreamEvent if beta else anthropic.types.RawMessageStreamEvent
-    adapter = pydantic.TypeAdapter(kind)
-    for _, data in events:
-        adapter.validate_python(data)
-    return Reply(events=events)
 
 
 # Source: "Citations" (https://platform.claude.com/docs/en/build-with-claude/citations, streaming): a citations_delta
