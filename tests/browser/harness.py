@@ -225,9 +225,14 @@ class JupyterServer:
                 return self
             except RuntimeError:
                 self.stop()
-                if attempt or "address already in use" not in self.log_tail().lower():
+                if attempt or not self._port_taken():
                     raise
         return self
+
+    def _port_taken(self) -> bool:
+        """Whether the server stopped because its port was taken meanwhile."""
+        # The OS says "Address already in use"; jupyter_server, checking before it binds, "The port N is already in use".
+        return "already in use" in self.log_tail().lower()
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -329,7 +334,7 @@ class JupyterServer:
                 if self.process is not None and self.process.poll() is None:
                     self.stop()
                 self.process = None
-                if "address already in use" not in self.log_tail().lower() or time.monotonic() > deadline:
+                if not self._port_taken() or time.monotonic() > deadline:
                     raise
                 time.sleep(0.5)
 
